@@ -1,0 +1,64 @@
+// Fused linear: B independent y_b = x_b W_b + bias_b in one call.
+//
+//   x       [B, N, F_in]      ([N, F_in] when shared_input: one minibatch feeds all B models)
+//   weight  [B, F_in, F_out]  (input-major so y = x W is a plain row-major GEMM per model)
+//   bias    [B, F_out]        (empty view when bias = false)
+//   y       [B, N, F_out]
+// Backward: dx is written (=); when shared_input, dx is the sum over models of x's gradient (the
+// shared input feeds every model). dweight and dbias accumulate (+=). Any gradient may be an
+// empty view to skip it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+struct LinearParams {
+  int64_t B = 1;
+  int64_t N = 1;
+  int64_t in_features = 1;
+  int64_t out_features = 1;
+  bool bias = true;
+  bool shared_input = false;
+
+  Shape x_shape() const { return shared_input ? Shape{N, in_features} : Shape{B, N, in_features}; }
+  Shape weight_shape() const { return {B, in_features, out_features}; }
+  Shape bias_shape() const { return {B, out_features}; }
+  Shape y_shape() const { return {B, N, out_features}; }
+  // Forward multiply-adds x2, over all B models.
+  double forward_flops() const { return 2.0 * B * N * in_features * out_features; }
+};
+
+// Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
+void check_linear(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                  const TensorView& bias, const TensorView& y);
+
+void check_linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                           const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                           const TensorView& dbias);
+
+void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y);
+void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias);
+
+namespace ref {
+void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y);
+void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias);
+}  // namespace ref
+
+namespace cpu {
+void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y);
+void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias);
+}  // namespace cpu
+
+}  // namespace hfta

@@ -1,0 +1,111 @@
+// Shared test helpers: owned buffers, seeded fills, tolerant comparisons, finite differences.
+// Every test takes its seed from seed_for_test() and prints it through SCOPED_TRACE, so a failure
+// can be reproduced with HFTA_TEST_SEED=<seed>.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace hfta::test {
+
+inline uint64_t seed_for_test() {
+  const char* env = std::getenv("HFTA_TEST_SEED");
+  return env ? std::strtoull(env, nullptr, 10) : 20261122ull;
+}
+
+#define HFTA_SEEDED_TRACE(seed) \
+  SCOPED_TRACE(::fmt::format("reproduce with HFTA_TEST_SEED={}", seed))
+
+// An owned float buffer with a view of a given shape.
+struct Buffer {
+  std::vector<float> values;
+  Shape shape;
+  Buffer() = default;
+  explicit Buffer(Shape s, float fill = 0.0f)
+      : values(static_cast<size_t>(s.numel()), fill), shape(s) {}
+  TensorView view() { return TensorView(values.data(), shape); }
+  float* data() { return values.data(); }
+  int64_t numel() const { return shape.numel(); }
+};
+
+inline void fill_uniform(Buffer& buf, RngStream& rng, float lo = -1.0f, float hi = 1.0f) {
+  for (float& v : buf.values) v = rng.uniform(lo, hi);
+}
+
+inline Buffer random_buffer(Shape s, RngStream& rng, float lo = -1.0f, float hi = 1.0f) {
+  Buffer b(s);
+  fill_uniform(b, rng, lo, hi);
+  return b;
+}
+
+// Elementwise |a - e| <= atol + rtol * |e|; reports the worst element and the count of misses.
+inline void expect_close(const float* actual, const float* expected, int64_t n, double atol,
+                         double rtol, const std::string& what) {
+  int64_t misses = 0, worst = -1;
+  double worst_excess = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    double a = actual[i], e = expected[i];
+    double allowed = atol + rtol * std::fabs(e);
+    double err = std::fabs(a - e);
+    if (!(err <= allowed)) {  // also catches NaN
+      ++misses;
+      double excess = std::isnan(err) ? 1e30 : err - allowed;
+      if (worst < 0 || excess > worst_excess) worst = i, worst_excess = excess;
+    }
+  }
+  EXPECT_EQ(misses, 0) << what << ": " << misses << " of " << n << " elements differ; worst at "
+                       << worst << ": actual " << (worst >= 0 ? actual[worst] : 0.0f)
+                       << " expected " << (worst >= 0 ? expected[worst] : 0.0f) << " (atol "
+                       << atol << ", rtol " << rtol << ")";
+}
+
+inline void expect_close(const Buffer& actual, const Buffer& expected, double atol, double rtol,
+                         const std::string& what) {
+  ASSERT_EQ(actual.values.size(), expected.values.size()) << what;
+  expect_close(actual.values.data(), expected.values.data(), actual.numel(), atol, rtol, what);
+}
+
+// Central finite differences of the scalar L = sum(output * weights_of_output) with respect to
+// every element of `input`, compared with `analytic`. `forward` recomputes `output` from the
+// current `input`. The ops accumulate in double and round once to float, so the difference
+// quotient carries about |L| * 2^-24 / eps of rounding error plus O(eps^2) truncation error;
+// callers pass a tolerance that covers both for their shapes.
+inline void expect_gradient_matches_finite_differences(
+    const std::function<void()>& forward, Buffer& input, const Buffer& output,
+    const Buffer& output_weights, const Buffer& analytic, double eps, double atol, double rtol,
+    const std::string& what) {
+  auto loss = [&] {
+    forward();
+    double l = 0.0;
+    for (int64_t i = 0; i < output.numel(); ++i)
+      l += double(output.values[i]) * output_weights.values[i];
+    return l;
+  };
+  Buffer numeric(input.shape);
+  for (int64_t i = 0; i < input.numel(); ++i) {
+    float saved = input.values[i];
+    input.values[i] = saved + static_cast<float>(eps);
+    double plus = loss();
+    input.values[i] = saved - static_cast<float>(eps);
+    double minus = loss();
+    input.values[i] = saved;
+    numeric.values[i] = static_cast<float>((plus - minus) / (2.0 * eps));
+  }
+  forward();
+  expect_close(analytic, numeric, atol, rtol, what + " vs finite differences");
+}
+
+inline const std::vector<int64_t>& model_counts() {
+  static const std::vector<int64_t> counts = {1, 2, 3, 8};
+  return counts;
+}
+
+}  // namespace hfta::test

@@ -2,6 +2,10 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
 
 #include <dnnl.hpp>
 
@@ -9,6 +13,55 @@
 #include "core/error.h"
 
 namespace hfta::cpu {
+
+namespace {
+
+GemmBackend initial_gemm_backend() {
+  const char* env = std::getenv("HFTA_GEMM");
+  return env && std::string(env) == "openblas" ? GemmBackend::kOpenBlas : GemmBackend::kOneDnn;
+}
+GemmBackend g_gemm_backend = initial_gemm_backend();
+
+ModelParallelism initial_model_parallelism() {
+  const char* env = std::getenv("HFTA_PARALLELISM");
+  if (env && std::string(env) == "models") return ModelParallelism::kAcrossModels;
+  if (env && std::string(env) == "inside") return ModelParallelism::kInsideOp;
+  return ModelParallelism::kAuto;
+}
+ModelParallelism g_model_parallelism = initial_model_parallelism();
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+// OpenBLAS 0.3.21 (Debian 12) does not recognise newer Xeons (e.g. CPU model 207) and falls back
+// to its "Prescott" SSE3 kernels, 7x slower than its AVX-512 ones on this machine. It picks its
+// kernels when the library loads, before main(), so the only fix is OPENBLAS_CORETYPE in the
+// environment at load time: set it and re-execute this program once.
+void init_runtime(char** argv, int threads) {
+  const bool fallback_core = lower(openblas_get_corename()) == "prescott";
+  if (fallback_core && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
+      std::getenv("HFTA_NO_REEXEC") == nullptr) {
+    const char* core = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                         : nullptr;
+    if (core != nullptr) {
+      setenv("OPENBLAS_CORETYPE", core, 1);
+      setenv("HFTA_NO_REEXEC", "1", 1);  // never loop
+      execv("/proc/self/exe", argv);
+      // execv only returns on failure: keep going with the slow kernels.
+    }
+  }
+  set_num_threads(threads);
+}
+
+void set_gemm_backend(GemmBackend backend) { g_gemm_backend = backend; }
+GemmBackend gemm_backend() { return g_gemm_backend; }
+void set_model_parallelism(ModelParallelism mode) { g_model_parallelism = mode; }
+ModelParallelism model_parallelism() { return g_model_parallelism; }
 
 void set_num_threads(int threads) {
   if (threads <= 0) return;
@@ -21,16 +74,30 @@ std::string describe_runtime() {
   const char* parallel[] = {"sequential", "pthreads", "OpenMP"};
   int mode = openblas_get_parallel();
   return fmt::format("OpenBLAS {} ({} build, {} threads); oneDNN {}.{}.{} (cpu runtime {}); "
-                     "OpenMP {} threads",
+                     "OpenMP {} threads; sgemm by {}",
                      openblas_get_config(), mode >= 0 && mode <= 2 ? parallel[mode] : "unknown",
                      openblas_get_num_threads(), v->major, v->minor, v->patch,
                      v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other",
-                     omp_get_max_threads());
+                     omp_get_max_threads(),
+                     g_gemm_backend == GemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS");
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc) {
+  if (g_gemm_backend == GemmBackend::kOpenBlas) {
+    openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
+                                    lda, b, ldb, beta, c, ldc);
+  HFTA_CHECK(status == dnnl_success, "oneDNN sgemm failed with status {} (m={} n={} k={})",
+             static_cast<int>(status), m, n, k);
+}
+
+void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                    float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,

@@ -15,7 +15,10 @@ namespace {
 
 template <typename F>
 void for_each_model(int64_t B, F&& per_model) {
-  if (B >= num_threads() && num_threads() > 1)
+  ModelParallelism mode = model_parallelism();
+  bool across = mode == ModelParallelism::kAcrossModels ||
+                (mode == ModelParallelism::kAuto && B >= num_threads() && num_threads() > 1);
+  if (across)
     parallel_for(B, per_model);
   else
     for (int64_t b = 0; b < B; ++b) per_model(b);

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything hfta needs from Debian 12's archive (run as root, or with sudo available).
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config
+  libopenblas-openmp-dev   # OpenMP build of OpenBLAS: shares libgomp with oneDNN
+  libdnnl-dev              # oneDNN 2.x
+  libomp-dev libfmt-dev libcli11-dev zlib1g-dev
+  libgtest-dev libbenchmark-dev
+  gnuplot-nox              # plots from `hfta sweep`
+  dataset-fashion-mnist    # /usr/share/datasets/fashion-mnist
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

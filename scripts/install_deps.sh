@@ -5,6 +5,7 @@ packages=(
   build-essential cmake pkg-config
   libopenblas-openmp-dev   # OpenMP build of OpenBLAS: shares libgomp with oneDNN
   libdnnl-dev              # oneDNN 2.x
+  ocl-icd-opencl-dev       # dnnl-config.cmake looks for OpenCL (a Recommends we skip otherwise)
   libomp-dev libfmt-dev libcli11-dev zlib1g-dev
   libgtest-dev libbenchmark-dev
   gnuplot-nox              # plots from `hfta sweep`

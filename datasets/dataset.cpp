@@ -1,0 +1,43 @@
+#include "datasets/dataset.h"
+
+#include <algorithm>
+
+namespace hfta {
+
+Shape Dataset::images_shape() const {
+  Shape s{size};
+  for (int64_t d : sample_shape) s.push_back(d);
+  return s;
+}
+
+void Dataset::check() const {
+  HFTA_CHECK(size >= 1, "dataset '{}' is empty", name);
+  HFTA_CHECK(sample_shape.rank() >= 1 && sample_numel() >= 1,
+             "dataset '{}' has sample shape {}, expected at least one element per sample", name,
+             sample_shape.str());
+  HFTA_CHECK(num_classes >= 1, "dataset '{}' has {} classes, expected at least 1", name,
+             num_classes);
+  HFTA_CHECK(static_cast<int64_t>(images.size()) == size * sample_numel(),
+             "dataset '{}' holds {} image values, expected {} samples x {} = {}", name,
+             images.size(), size, sample_numel(), size * sample_numel());
+  HFTA_CHECK(static_cast<int64_t>(labels.size()) == size,
+             "dataset '{}' holds {} labels for {} samples", name, labels.size(), size);
+  for (int64_t i = 0; i < size; ++i)
+    HFTA_CHECK(labels[i] >= 0 && labels[i] < num_classes,
+               "dataset '{}' sample {} has label {}, expected 0 to {}", name, i, labels[i],
+               num_classes - 1);
+}
+
+Dataset take_first(const Dataset& data, int64_t n) {
+  HFTA_CHECK(n >= 1, "cannot take {} samples of dataset '{}': ask for at least 1", n, data.name);
+  Dataset out;
+  out.size = std::min(n, data.size);
+  out.name = out.size == data.size ? data.name : fmt::format("{}[:{}]", data.name, out.size);
+  out.sample_shape = data.sample_shape;
+  out.num_classes = data.num_classes;
+  out.images.assign(data.images.begin(), data.images.begin() + out.size * data.sample_numel());
+  out.labels.assign(data.labels.begin(), data.labels.begin() + out.size);
+  return out;
+}
+
+}  // namespace hfta

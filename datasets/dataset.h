@@ -1,0 +1,35 @@
+// An in-memory classification dataset: every sample is a float tensor of one shape plus a label.
+//
+//   images  [size, ...sample_shape]  float, already normalized (dataset-specific statistics)
+//   labels  [size]                   int32 in [0, num_classes)
+// Datasets are small enough to hold in memory (Fashion-MNIST train: 188 MB as float).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+struct Dataset {
+  std::string name;
+  Shape sample_shape;  // e.g. [1, 28, 28]
+  int64_t size = 0;
+  int num_classes = 0;
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+
+  int64_t sample_numel() const { return sample_shape.numel(); }
+  const float* sample(int64_t i) const { return images.data() + i * sample_numel(); }
+  // [size, ...sample_shape]
+  Shape images_shape() const;
+  // Throws hfta::Error naming the dataset when sizes disagree or a label is out of range.
+  void check() const;
+};
+
+// The first n samples (all of them when n >= size): for quick runs and benchmarks.
+Dataset take_first(const Dataset& data, int64_t n);
+
+}  // namespace hfta

@@ -1,0 +1,70 @@
+// Fused elementwise activations: ReLU, LeakyReLU, GELU (exact erf form), Tanh, Sigmoid.
+//
+// Elementwise, so B and the layout do not matter: x may be any tensor ([B, N, F],
+// [N, B*C, H, W], ...), and every element of model b is transformed exactly as it would be alone.
+//
+//   x, y, dy, dx   one shape, any rank
+// Forward:  y = f(x). y may be the same buffer as x (in place).
+// Backward: dx = f'(.) * dy, written (=). dx may be the same buffer as dy (in place).
+// Backward reads the output y or the input x, never both (ActivationParams::backward_reads_output):
+//   from y: kRelu, kTanh, kSigmoid, and kLeakyRelu with negative_slope >= 0. x may be an empty
+//           view, so a model can run the forward in place and keep only y.
+//   from x: kGelu, and kLeakyRelu with negative_slope < 0 (y does not determine the sign of x).
+//           y may be an empty view; do not run the forward in place when backward is needed.
+// NaN inputs give NaN outputs (as in PyTorch), so a diverged model shows up in its loss.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+enum class ActivationKind { kRelu, kLeakyRelu, kGelu, kTanh, kSigmoid };
+
+// "relu", "leaky_relu", "gelu", "tanh", "sigmoid".
+const char* activation_name(ActivationKind kind);
+
+struct ActivationParams {
+  ActivationKind kind = ActivationKind::kRelu;
+  float negative_slope = 0.01f;  // kLeakyRelu only: y = negative_slope * x for x < 0
+
+  // True when backward computes the derivative from y, false when from x (see the top of file).
+  bool backward_reads_output() const {
+    switch (kind) {
+      case ActivationKind::kGelu:
+        return false;
+      case ActivationKind::kLeakyRelu:
+        return negative_slope >= 0.0f;
+      default:
+        return true;
+    }
+  }
+  // One FLOP per element, as profilers count activations: they are memory-bound, and the
+  // estimate only serves as a denominator in benchmarks.
+  double forward_flops(int64_t numel) const { return static_cast<double>(numel); }
+};
+
+// Throws hfta::Error when negative_slope is not finite or a tensor is missing or differs in shape
+// from x (forward) or from dy (backward).
+void check_activation(const ActivationParams& p, const TensorView& x, const TensorView& y);
+void check_activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
+                               const TensorView& dy, const TensorView& dx);
+
+void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y);
+void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
+                         const TensorView& dy, const TensorView& dx);
+
+namespace ref {
+void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y);
+void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
+                         const TensorView& dy, const TensorView& dx);
+}  // namespace ref
+
+namespace cpu {
+void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y);
+void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
+                         const TensorView& dy, const TensorView& dx);
+}  // namespace cpu
+
+}  // namespace hfta

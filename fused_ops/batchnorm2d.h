@@ -1,0 +1,100 @@
+// Fused 2-D batch normalization: B independent PyTorch-style BatchNorm2d layers in one call.
+//
+//   x, y          [N, B*C, H, W]  (model b's channels at [b*C, (b+1)*C), the conv family's layout)
+//   gamma, beta   [B, C]          (empty views when affine = false)
+//   running_mean  [B, C]          per-model running statistics
+//   running_var   [B, C]
+//   saved.mean    [B, C]          written by forward, read by backward
+//   saved.rstd    [B, C]          1 / sqrt(var + eps)
+// Normalization acts on each channel alone, so the fused op is batch norm over B*C channels:
+// model b alone computes exactly its channels.
+//
+// Training (PyTorch's semantics): normalizes with the batch mean and the biased batch variance
+// over (N, H, W), and updates running_mean/var in place with
+//   running = (1 - momentum) * running + momentum * batch_stat,
+// using the UNBIASED batch variance (times M / (M - 1), M = N*H*W) for running_var, as PyTorch.
+// The running statistics may both be empty views in training to skip the update (PyTorch's
+// track_running_stats=False while training). Training needs M > 1, as in PyTorch.
+// Eval: normalizes with running_mean/var (required); saved receives running_mean and
+// 1 / sqrt(running_var + eps), so backward needs no running statistics.
+//
+// Backward: with training = true, the gradient flows through the batch statistics; with
+// training = false, it is the affine-only gradient dx = dy * gamma * rstd. dx is written (=);
+// dgamma and dbeta accumulate (+=). Any gradient may be an empty view to skip it. y must not
+// alias x (backward reads x).
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+struct BatchNorm2dParams {
+  int64_t B = 1;
+  int64_t N = 1;
+  int64_t C = 1;  // channels per model
+  int64_t H = 1;
+  int64_t W = 1;
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool affine = true;
+  bool training = true;
+
+  Shape x_shape() const { return {N, B * C, H, W}; }
+  Shape y_shape() const { return x_shape(); }
+  // gamma, beta, running_mean, running_var, saved.mean and saved.rstd.
+  Shape param_shape() const { return {B, C}; }
+  // Elements each channel's statistics reduce over.
+  int64_t reduction_size() const { return N * H * W; }
+  // Per element: sum and squared deviation in training (3), then one multiply-add (2).
+  double forward_flops() const { return double(N) * B * C * H * W * (training ? 5.0 : 2.0); }
+};
+
+// What backward needs; caller-provided [B, C] views, written by forward.
+struct BatchNorm2dSaved {
+  TensorView mean;
+  TensorView rstd;
+};
+
+// Throws hfta::Error when a size is not positive, eps is not positive, momentum is outside
+// [0, 1], training has a single value per channel, or a tensor does not match its shape above.
+void check_batchnorm2d_params(const BatchNorm2dParams& p);
+void check_batchnorm2d(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
+                       const TensorView& beta, const TensorView& running_mean,
+                       const TensorView& running_var, const BatchNorm2dSaved& saved,
+                       const TensorView& y);
+void check_batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x,
+                                const TensorView& gamma, const BatchNorm2dSaved& saved,
+                                const TensorView& dy, const TensorView& dx,
+                                const TensorView& dgamma, const TensorView& dbeta);
+
+void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
+                         const TensorView& beta, const TensorView& running_mean,
+                         const TensorView& running_var, const BatchNorm2dSaved& saved,
+                         const TensorView& y);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
+                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
+                          const TensorView& dgamma, const TensorView& dbeta);
+
+namespace ref {
+void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
+                         const TensorView& beta, const TensorView& running_mean,
+                         const TensorView& running_var, const BatchNorm2dSaved& saved,
+                         const TensorView& y);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
+                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
+                          const TensorView& dgamma, const TensorView& dbeta);
+}  // namespace ref
+
+namespace cpu {
+void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
+                         const TensorView& beta, const TensorView& running_mean,
+                         const TensorView& running_var, const BatchNorm2dSaved& saved,
+                         const TensorView& y);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
+                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
+                          const TensorView& dgamma, const TensorView& dbeta);
+}  // namespace cpu
+
+}  // namespace hfta

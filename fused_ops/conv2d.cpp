@@ -1,0 +1,77 @@
+#include "fused_ops/conv2d.h"
+
+#include "fused_ops/dispatch.h"
+
+namespace hfta {
+
+namespace {
+
+// One spatial axis: the dilated kernel must fit in the padded input, or there is no output.
+void check_conv2d_axis(const char* axis, int64_t size, int64_t kernel, int64_t stride, int64_t pad,
+                       int64_t dilation) {
+  HFTA_CHECK(kernel > 0 && stride > 0 && dilation > 0,
+             "conv2d kernel_{0}={1}, stride_{0}={2} and dilation_{0}={3} must be positive (a "
+             "dense kernel has dilation 1)",
+             axis, kernel, stride, dilation);
+  HFTA_CHECK(pad >= 0, "conv2d pad_{}={} must be zero or positive", axis, pad);
+  const int64_t extent = dilation * (kernel - 1) + 1;
+  HFTA_CHECK(size + 2 * pad >= extent,
+             "conv2d has no output along {0}: the input is {1} (plus 2*pad_{0}={2}) but the "
+             "kernel spans dilation_{0}*(kernel_{0}-1)+1={3}; use a smaller kernel_{0} or "
+             "dilation_{0}, more padding, or a larger input",
+             axis, size, 2 * pad, extent);
+}
+
+}  // namespace
+
+void check_conv2d_params(const Conv2dParams& p) {
+  HFTA_CHECK(p.B > 0 && p.N > 0 && p.in_channels > 0 && p.out_channels > 0 && p.H > 0 && p.W > 0,
+             "conv2d sizes must be positive, got B={} N={} in_channels={} out_channels={} H={} "
+             "W={}",
+             p.B, p.N, p.in_channels, p.out_channels, p.H, p.W);
+  HFTA_CHECK(p.groups > 0, "conv2d groups={} must be positive (1 for a dense convolution)",
+             p.groups);
+  HFTA_CHECK(p.in_channels % p.groups == 0 && p.out_channels % p.groups == 0,
+             "conv2d in_channels={} and out_channels={} must both be divisible by groups={}; "
+             "change groups to a common divisor",
+             p.in_channels, p.out_channels, p.groups);
+  check_conv2d_axis("h", p.H, p.kernel_h, p.stride_h, p.pad_h, p.dilation_h);
+  check_conv2d_axis("w", p.W, p.kernel_w, p.stride_w, p.pad_w, p.dilation_w);
+}
+
+void check_conv2d(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                  const TensorView& bias, const TensorView& y) {
+  check_conv2d_params(p);
+  check_shape(x, p.x_shape(), "conv2d input");
+  check_shape(weight, p.weight_shape(), "conv2d weight");
+  if (p.bias) check_shape(bias, p.bias_shape(), "conv2d bias");
+  check_shape(y, p.y_shape(), "conv2d output");
+}
+
+void check_conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                           const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                           const TensorView& dbias) {
+  check_conv2d_params(p);
+  check_shape(x, p.x_shape(), "conv2d input");
+  check_shape(weight, p.weight_shape(), "conv2d weight");
+  check_shape(dy, p.y_shape(), "conv2d output gradient");
+  check_optional_shape(dx, p.x_shape(), "conv2d input gradient");
+  check_optional_shape(dweight, p.weight_shape(), "conv2d weight gradient");
+  if (p.bias) check_optional_shape(dbias, p.bias_shape(), "conv2d bias gradient");
+}
+
+void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y) {
+  check_conv2d(p, x, weight, bias, y);
+  HFTA_DISPATCH("conv2d_forward", x.device, cpu::conv2d_forward(p, x, weight, bias, y));
+}
+
+void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias) {
+  check_conv2d_backward(p, x, weight, dy, dx, dweight, dbias);
+  HFTA_DISPATCH("conv2d_backward", x.device,
+                cpu::conv2d_backward(p, x, weight, dy, dx, dweight, dbias));
+}
+
+}  // namespace hfta

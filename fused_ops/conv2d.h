@@ -1,0 +1,103 @@
+// Fused 2-D convolution: B independent PyTorch-style Conv2d layers in one call.
+//
+//   x       [N, B*C_in, H, W]   ([N, C_in, H, W] when shared_input: one minibatch feeds all B)
+//   weight  [B, C_out, C_in/groups, kH, kW]
+//   bias    [B, C_out]          (empty view when bias = false)
+//   y       [N, B*C_out, OH, OW]
+// The channel axis of x and y holds model b's channels at [b*C, (b+1)*C), so the fused op is a
+// grouped convolution with B*groups groups, and weight is bit-identical to the grouped weights
+// [B*groups, C_out/groups, C_in/groups, kH, kW] of that convolution.
+// Backward: dx is written (=); when shared_input, dx is the sum over models of x's gradient (the
+// shared input feeds every model). dweight and dbias accumulate (+=). Any gradient may be an
+// empty view to skip it. Backward needs only x and weight, so there is no Conv2dSaved.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+struct Conv2dParams {
+  int64_t B = 1;
+  int64_t N = 1;
+  int64_t in_channels = 1;
+  int64_t out_channels = 1;
+  int64_t H = 1;
+  int64_t W = 1;
+  int64_t kernel_h = 1;
+  int64_t kernel_w = 1;
+  int64_t stride_h = 1;
+  int64_t stride_w = 1;
+  int64_t pad_h = 0;  // zero padding on each side, as PyTorch's padding
+  int64_t pad_w = 0;
+  int64_t dilation_h = 1;  // PyTorch meaning: 1 is a dense kernel
+  int64_t dilation_w = 1;
+  int64_t groups = 1;  // depthwise: groups == in_channels
+  bool bias = true;
+  bool shared_input = false;
+
+  // Output size, PyTorch's formula (floor division).
+  int64_t out_h() const { return (H + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  int64_t out_w() const { return (W + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  Shape x_shape() const {
+    return shared_input ? Shape{N, in_channels, H, W} : Shape{N, B * in_channels, H, W};
+  }
+  Shape weight_shape() const { return {B, out_channels, in_channels / groups, kernel_h, kernel_w}; }
+  Shape bias_shape() const { return {B, out_channels}; }
+  Shape y_shape() const { return {N, B * out_channels, out_h(), out_w()}; }
+  // Forward multiply-adds x2, over all B models.
+  double forward_flops() const {
+    return 2.0 * B * N * out_channels * out_h() * out_w() * (in_channels / groups) * kernel_h *
+           kernel_w;
+  }
+  // Ordered and comparable, so a backend can key a primitive cache by the whole problem.
+  auto operator<=>(const Conv2dParams&) const = default;
+};
+
+// Throws hfta::Error when a size or hyperparameter is invalid (non-positive sizes, channels not
+// divisible by groups, an empty output) or a tensor does not match its shape above.
+void check_conv2d_params(const Conv2dParams& p);
+void check_conv2d(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                  const TensorView& bias, const TensorView& y);
+void check_conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                           const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                           const TensorView& dbias);
+
+void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y);
+void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias);
+
+namespace ref {
+void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y);
+void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias);
+}  // namespace ref
+
+namespace cpu {
+void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y);
+void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias);
+// Number of problems (distinct Conv2dParams) whose oneDNN primitives are cached; for tests.
+int64_t conv2d_cached_problems();
+
+// What the B models become in oneDNN: one grouped convolution with B*groups groups (kGrouped),
+// or B runs of the single-model convolution on each model's channel slices (kPerModel). kAuto
+// (the default) picks kGrouped unless oneDNN has only a slow generic kernel for the grouped
+// problem and a JIT one for the single model. A shared input with groups > 1 is always per model.
+// The environment variable HFTA_CONV_STRATEGY=grouped|per_model sets the initial value.
+enum class Conv2dStrategy { kAuto, kGrouped, kPerModel };
+void set_conv2d_strategy(Conv2dStrategy strategy);
+Conv2dStrategy conv2d_strategy();
+// The strategy (kGrouped or kPerModel) that problem p runs with under the current setting.
+Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p);
+}  // namespace cpu
+
+}  // namespace hfta

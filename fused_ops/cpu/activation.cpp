@@ -1,0 +1,118 @@
+// CPU fused activations.
+//
+// Parallelization: elementwise work has no model structure, so the whole tensor is one flat
+// range split over the threads; B plays no role.
+// - ReLU / LeakyReLU: our own loops over 16K-element chunks spread by parallel_for; `omp simd`
+//   lets them vectorize also when y aliases x (in place). They are memory-bound.
+// - GELU / Tanh / Sigmoid: oneDNN eltwise primitives (JIT, AVX-512, threaded with the shared
+//   OpenMP pool) on the tensor viewed as one flat vector. Measured on the 2-core machine, 2
+//   threads, 4M elements: gelu 1.6 ms vs 30 ms, tanh 1.3 ms vs 31 ms, sigmoid 1.3 ms vs 8 ms for
+//   an OpenMP loop over std::erf / std::tanh / std::exp (glibc has no vector versions without
+//   -ffast-math); 262K elements: 0.12 / 0.06 / 0.07 ms vs 1.9 / 1.8 / 0.6 ms. Creating the
+//   primitive descriptor each call costs about 2 us (oneDNN caches the primitive itself), so we
+//   keep no cache of our own. oneDNN's ReLU is not used because it maps NaN to 0.
+#include "fused_ops/activation.h"
+
+#include <algorithm>
+
+#include "backend/cpu/dnnl_context.h"
+#include "core/parallel.h"
+
+namespace hfta::cpu {
+
+namespace {
+
+// Runs body(begin, end) over [0, n) in fixed chunks spread over the threads.
+template <typename F>
+void for_each_chunk(int64_t n, F&& body) {
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks <= 1) return body(int64_t{0}, n);
+  parallel_for(chunks, [&](int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+
+dnnl::algorithm forward_algorithm(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::kGelu:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case ActivationKind::kTanh:
+      return dnnl::algorithm::eltwise_tanh;
+    default:
+      return dnnl::algorithm::eltwise_logistic;
+  }
+}
+
+// The backward algorithm matching ActivationParams::backward_reads_output().
+dnnl::algorithm backward_algorithm(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::kGelu:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case ActivationKind::kTanh:
+      return dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
+    default:
+      return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+  }
+}
+
+dnnl::eltwise_forward::primitive_desc forward_pd(ActivationKind kind,
+                                                 const dnnl::memory::desc& md) {
+  return dnnl::eltwise_forward::primitive_desc(
+      {dnnl::prop_kind::forward_training, forward_algorithm(kind), md, 0.0f}, dnnl_engine());
+}
+
+void onednn_forward(ActivationKind kind, const TensorView& x, const TensorView& y) {
+  auto md = plain_desc({x.numel()});
+  dnnl::memory mx(md, dnnl_engine(), x.data), my(md, dnnl_engine(), y.data);
+  dnnl::eltwise_forward(forward_pd(kind, md))
+      .execute(dnnl_stream(), {{DNNL_ARG_SRC, mx}, {DNNL_ARG_DST, my}});
+  dnnl_stream().wait();
+}
+
+void onednn_backward(ActivationKind kind, const TensorView& x_or_y, bool is_output,
+                     const TensorView& dy, const TensorView& dx) {
+  auto md = plain_desc({dy.numel()});
+  dnnl::eltwise_backward::primitive_desc pd({backward_algorithm(kind), md, md, 0.0f}, dnnl_engine(),
+                                            forward_pd(kind, md));
+  dnnl::memory mv(md, dnnl_engine(), x_or_y.data), mdy(md, dnnl_engine(), dy.data),
+      mdx(md, dnnl_engine(), dx.data);
+  dnnl::eltwise_backward(pd).execute(dnnl_stream(), {{is_output ? DNNL_ARG_DST : DNNL_ARG_SRC, mv},
+                                                     {DNNL_ARG_DIFF_DST, mdy},
+                                                     {DNNL_ARG_DIFF_SRC, mdx}});
+  dnnl_stream().wait();
+}
+
+}  // namespace
+
+void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (p.kind != ActivationKind::kRelu && p.kind != ActivationKind::kLeakyRelu)
+    return onednn_forward(p.kind, x, y);
+  // ReLU is LeakyReLU with slope 0; `v < 0` is false for NaN, which passes through.
+  const float slope = p.kind == ActivationKind::kRelu ? 0.0f : p.negative_slope;
+  const float* xs = x.data;
+  float* ys = y.data;
+  for_each_chunk(n, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) ys[i] = xs[i] < 0.0f ? slope * xs[i] : xs[i];
+  });
+}
+
+void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
+                         const TensorView& dy, const TensorView& dx) {
+  const int64_t n = dy.numel();
+  if (n == 0) return;
+  const bool from_y = p.backward_reads_output();
+  if (p.kind != ActivationKind::kRelu && p.kind != ActivationKind::kLeakyRelu)
+    return onednn_backward(p.kind, from_y ? y : x, from_y, dy, dx);
+  const float slope = p.kind == ActivationKind::kRelu ? 0.0f : p.negative_slope;
+  const float* v = from_y ? y.data : x.data;  // same sign as x when slope >= 0
+  const float* g = dy.data;
+  float* out = dx.data;
+  for_each_chunk(n, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) out[i] = v[i] > 0.0f ? g[i] : slope * g[i];
+  });
+}
+
+}  // namespace hfta::cpu

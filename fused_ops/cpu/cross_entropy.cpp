@@ -1,0 +1,163 @@
+// CPU fused softmax cross-entropy.
+//
+// Parallelization: the B*N rows are independent, so parallel_for spreads rows (not models) over
+// the threads; one model with many rows uses every thread. Each row is three vectorized passes
+// (max; exp and sum; scale). glibc's expf does not vectorize without -ffast-math, so the exp pass
+// uses exp_approx below (relative error 8.4e-8). Measured on one thread of the 2-core machine, B*N
+// = 2048 rows: K = 10: 0.16 ms against 0.34 ms for the double reference; K = 1000: 2.0 ms against
+// 45 ms; 23M logits (K = 33278): 28 ms against 139 ms with a scalar exp loop.
+//
+// Per-model losses need a sum over each model's rows, but no scratch memory is owned here and a
+// per-thread partial sum would make the result depend on the thread count. So pass 1 parks each
+// row's log-likelihood (as float) in its label slot of probs; pass 2, one model per thread, sums
+// the model's N values in row order in double (the order of that model alone, whatever B or the
+// thread count) and puts the label's probability back as exp(log-likelihood). That probability
+// is off by at most |l| e^l 2^-24 <= 2^-24 / e (2.2e-8) absolute, from the float-rounded l.
+#include "fused_ops/cross_entropy.h"
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "core/parallel.h"
+
+namespace hfta::cpu {
+
+namespace {
+
+// exp(x) in float from arithmetic and bit operations only, so `omp simd` loops vectorize it:
+// Cephes' expf (range reduction by ln 2, degree-5 polynomial); relative error <= 8.4e-8
+// (1.4 times 2^-24, measured over every float in [-87, 0]).
+// Returns 0 below -87.3 (where expf goes subnormal), NaN for NaN, and is meant for x <= 0.
+// Keep every branch a flat `a = cond ? b : a` select: GCC 12 did not if-convert a nested ?: here,
+// and the exp loop silently went scalar (check with -fopt-info-vec-missed).
+inline float exp_approx(float x) {
+  constexpr float kLowest = -87.33654f, kLog2e = 1.44269504088896341f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: t + kRound rounds t to an integer
+  float r = x < kLowest ? kLowest : x;
+  r = r > 88.0f ? 88.0f : r;
+  r = r != r ? 0.0f : r;  // keep the bit tricks away from NaN; the NaN is restored at the end
+  const float t = r * kLog2e + kRound;
+  const int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
+  const float fn = t - kRound;
+  r = r - fn * 0.693359375f + fn * 2.12194440e-4f;  // r - n ln 2, in two parts
+  float poly = 1.9875691500e-4f;                    // Horner, highest degree first
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  float e = (poly * r * r + r + 1.0f) * std::bit_cast<float>((n + 127) << 23);
+  e = x < kLowest ? 0.0f : e;
+  return x != x ? x : e;
+}
+
+// Writes softmax(x) to probs and returns log softmax(x)[label]. A NaN or +inf logit makes the
+// sum of exponentials NaN (x - max is NaN there), and with it the whole row.
+// The last K % 16 logits go through a 16-wide buffer padded with -inf (whose exp is 0), so every
+// loop runs whole vectors: GCC's scalar remainder loops cost about 12 ns per element (K = 10:
+// 170 ns a row with them, 85 ns padded; K = 1000: the same either way).
+double softmax_row(const float* x, float* probs, int64_t K, int32_t label) {
+  constexpr int64_t kWidth = 16;
+  const float kMinusInf = -std::numeric_limits<float>::infinity();
+  const int64_t body = K / kWidth * kWidth, tail = K - body;
+  float tail_x[kWidth], tail_e[kWidth];
+  for (int64_t k = 0; k < kWidth; ++k) tail_x[k] = k < tail ? x[body + k] : kMinusInf;
+  const float x_label = x[label];
+  float m = kMinusInf;
+#pragma omp simd reduction(max : m)
+  for (int64_t k = 0; k < body; ++k) m = x[k] > m ? x[k] : m;
+  if (tail > 0) {
+#pragma omp simd reduction(max : m)
+    for (int64_t k = 0; k < kWidth; ++k) m = tail_x[k] > m ? tail_x[k] : m;
+  }
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t k = 0; k < body; ++k) {
+    const float e = exp_approx(x[k] - m);
+    probs[k] = e;
+    s += e;
+  }
+  if (tail > 0) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t k = 0; k < kWidth; ++k) {
+      const float e = exp_approx(tail_x[k] - m);
+      tail_e[k] = e;
+      s += e;
+    }
+  }
+  const float inv = static_cast<float>(1.0 / s);
+#pragma omp simd
+  for (int64_t k = 0; k < body; ++k) probs[k] *= inv;
+  for (int64_t k = 0; k < tail; ++k) probs[body + k] = tail_e[k] * inv;
+  return double(x_label) - m - std::log(s);
+}
+
+}  // namespace
+
+void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
+                           const IndexView& labels, const TensorView& losses,
+                           const CrossEntropySaved& saved) {
+  const int64_t N = p.N, K = p.K;
+  float* probs = saved.probs.data;
+  parallel_for(p.B * N, [&](int64_t row) {
+    const int32_t label = labels.data[row % N];
+    const double log_likelihood = softmax_row(logits.data + row * K, probs + row * K, K, label);
+    probs[row * K + label] = static_cast<float>(log_likelihood);  // parked for pass 2
+  });
+  parallel_for(p.B, [&](int64_t b) {
+    double total = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      float& slot = probs[(b * N + n) * K + labels.data[n]];
+      const double log_likelihood = slot;
+      total += log_likelihood;
+      slot = static_cast<float>(std::exp(log_likelihood));
+    }
+    losses.data[b] = static_cast<float>(-total / N);
+  });
+}
+
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
+                            const IndexView& labels, const TensorView& dlosses,
+                            const TensorView& dlogits) {
+  const int64_t N = p.N, K = p.K;
+  parallel_for(p.B * N, [&](int64_t row) {
+    const int32_t label = labels.data[row % N];
+    const float scale = static_cast<float>(double(dlosses.data[row / N]) / N);
+    const float* probs = saved.probs.data + row * K;
+    float* d = dlogits.data + row * K;
+    const float p_label = probs[label];  // read first: d may be probs
+#pragma omp simd
+    for (int64_t k = 0; k < K; ++k) d[k] = scale * probs[k];
+    d[label] = scale * (p_label - 1.0f);
+  });
+}
+
+void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
+                   std::span<int64_t> correct) {
+  const int64_t N = p.N, K = p.K;
+  for (int64_t b = 0; b < p.B; ++b) correct[b] = 0;
+  // Integer counts: atomic increments give the same result in any order.
+  parallel_for(p.B * N, [&](int64_t row) {
+    const float* x = logits.data + row * K;
+    const int32_t label = labels.data[row % N];
+    // Vectorized: the row maximum and whether any logit is NaN, then "the first maximum is the
+    // label" as "x[label] is the maximum and no earlier logit equals it".
+    float m = x[0];
+    int has_nan = 0;
+#pragma omp simd reduction(max : m) reduction(| : has_nan)
+    for (int64_t k = 0; k < K; ++k) {
+      m = x[k] > m ? x[k] : m;
+      has_nan |= x[k] != x[k];
+    }
+    if (has_nan || x[label] != m) return;
+    int earlier = 0;
+#pragma omp simd reduction(| : earlier)
+    for (int64_t k = 0; k < label; ++k) earlier |= x[k] == m;
+    if (!earlier)
+      std::atomic_ref<int64_t>(correct[row / N]).fetch_add(1, std::memory_order_relaxed);
+  });
+}
+
+}  // namespace hfta::cpu

@@ -1,0 +1,95 @@
+// CPU fused dropout.
+//
+// Parallelization: forward runs one model per thread (parallel_for over B). A model's random
+// numbers come from one sequential stream, so its mask cannot be split across threads without
+// changing which numbers it draws; each thread draws its model's mask in the single-model order
+// and applies it in the same pass (one read of x, one write of mask and y). With B < threads
+// some threads idle: the draws (about 2 ns per element) are the cost, not memory.
+// Backward and the eval-mode copy are elementwise: the flat tensor is split in 16K-element
+// chunks over the threads.
+#include "fused_ops/dropout.h"
+
+#include <algorithm>
+
+#include "core/parallel.h"
+
+namespace hfta::cpu {
+
+namespace {
+
+// Runs body(begin, end) over [0, n) in fixed chunks spread over the threads.
+template <typename F>
+void for_each_chunk(int64_t n, F&& body) {
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks <= 1) return body(int64_t{0}, n);
+  parallel_for(chunks, [&](int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+
+// Draws `count` mask values from rng into mask[0, count) and applies them to x into y. The
+// uniforms are staged in mask one block at a time, so the keep-or-drop choice runs as a
+// branch-free vector loop: drawn and chosen in one scalar loop, the compiler emits a branch that
+// mispredicts half the time at p = 0.5 (measured 10 ns against 4 ns per element).
+inline void draw_and_apply(RngStream& rng, float p, float scale, int64_t count, const float* x,
+                           float* mask, float* y) {
+  constexpr int64_t kBlock = 1024;
+  for (int64_t begin = 0; begin < count; begin += kBlock) {
+    const int64_t end = std::min(count, begin + kBlock);
+    for (int64_t i = begin; i < end; ++i) mask[i] = rng.uniform();
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float keep = mask[i] >= p ? scale : 0.0f;
+      mask[i] = keep;
+      y[i] = x[i] * keep;
+    }
+  }
+}
+
+}  // namespace
+
+void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
+                     const DropoutSaved& saved, const TensorView& y) {
+  if (!p.active()) {
+    if (y.data != x.data)
+      for_each_chunk(x.numel(), [&](int64_t begin, int64_t end) {
+        std::copy(x.data + begin, x.data + end, y.data + begin);
+      });
+    return;
+  }
+  const float scale = p.keep_scale();
+  parallel_for(p.B, [&](int64_t b) {
+    RngStream& rng = streams[b];
+    if (p.layout == DropoutLayout::kModelMajor) {
+      const int64_t at = b * p.per_model_numel;
+      draw_and_apply(rng, p.p, scale, p.per_model_numel, x.data + at, saved.mask.data + at,
+                     y.data + at);
+      return;
+    }
+    // [N, B*C, HW]: model b's channels of row n are one contiguous run of C*HW elements.
+    const int64_t run = p.C * p.HW;
+    for (int64_t n = 0; n < p.N; ++n) {
+      const int64_t at = (n * p.B + b) * run;
+      draw_and_apply(rng, p.p, scale, run, x.data + at, saved.mask.data + at, y.data + at);
+    }
+  });
+}
+
+void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
+                      const TensorView& dx) {
+  const float* g = dy.data;
+  float* out = dx.data;
+  if (!p.active()) {
+    if (out != g)
+      for_each_chunk(dy.numel(), [&](int64_t begin, int64_t end) {
+        std::copy(g + begin, g + end, out + begin);
+      });
+    return;
+  }
+  const float* mask = saved.mask.data;
+  for_each_chunk(dy.numel(), [&](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) out[i] = mask[i] * g[i];
+  });
+}
+
+}  // namespace hfta::cpu

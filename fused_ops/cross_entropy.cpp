@@ -1,0 +1,73 @@
+#include "fused_ops/cross_entropy.h"
+
+#include "fused_ops/dispatch.h"
+
+namespace hfta {
+
+static void check_cross_entropy_sizes(const CrossEntropyParams& p) {
+  HFTA_CHECK(p.B > 0 && p.N > 0 && p.K > 0,
+             "cross-entropy sizes must be positive, got B={} N={} K={}", p.B, p.N, p.K);
+}
+
+static void check_labels(const CrossEntropyParams& p, const IndexView& labels) {
+  check_shape(labels, p.labels_shape(), "cross-entropy labels");
+  for (int64_t n = 0; n < p.N; ++n)
+    HFTA_CHECK(labels.data[n] >= 0 && labels.data[n] < p.K,
+               "cross-entropy label {} at row {} is outside [0, K={}): labels must be class "
+               "indices below the model's number of classes",
+               labels.data[n], n, p.K);
+}
+
+void check_cross_entropy(const CrossEntropyParams& p, const TensorView& logits,
+                         const IndexView& labels, const TensorView& losses,
+                         const CrossEntropySaved& saved) {
+  check_cross_entropy_sizes(p);
+  check_shape(logits, p.logits_shape(), "cross-entropy logits");
+  check_shape(losses, p.losses_shape(), "cross-entropy losses");
+  check_shape(saved.probs, p.logits_shape(), "cross-entropy saved probs");
+  check_labels(p, labels);
+}
+
+void check_cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
+                                  const IndexView& labels, const TensorView& dlosses,
+                                  const TensorView& dlogits) {
+  check_cross_entropy_sizes(p);
+  check_shape(saved.probs, p.logits_shape(), "cross-entropy saved probs");
+  check_shape(dlosses, p.losses_shape(), "cross-entropy loss gradient");
+  check_shape(dlogits, p.logits_shape(), "cross-entropy logits gradient");
+  check_labels(p, labels);
+}
+
+void check_count_correct(const CrossEntropyParams& p, const TensorView& logits,
+                         const IndexView& labels, std::span<int64_t> correct) {
+  check_cross_entropy_sizes(p);
+  check_shape(logits, p.logits_shape(), "count_correct logits");
+  HFTA_CHECK(static_cast<int64_t>(correct.size()) == p.B,
+             "count_correct got room for {} counts, expected B={} (one per model)", correct.size(),
+             p.B);
+  check_labels(p, labels);
+}
+
+void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
+                           const IndexView& labels, const TensorView& losses,
+                           const CrossEntropySaved& saved) {
+  check_cross_entropy(p, logits, labels, losses, saved);
+  HFTA_DISPATCH("cross_entropy_forward", logits.device,
+                cpu::cross_entropy_forward(p, logits, labels, losses, saved));
+}
+
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
+                            const IndexView& labels, const TensorView& dlosses,
+                            const TensorView& dlogits) {
+  check_cross_entropy_backward(p, saved, labels, dlosses, dlogits);
+  HFTA_DISPATCH("cross_entropy_backward", dlogits.device,
+                cpu::cross_entropy_backward(p, saved, labels, dlosses, dlogits));
+}
+
+void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
+                   std::span<int64_t> correct) {
+  check_count_correct(p, logits, labels, correct);
+  HFTA_DISPATCH("count_correct", logits.device, cpu::count_correct(p, logits, labels, correct));
+}
+
+}  // namespace hfta

@@ -1,0 +1,35 @@
+#include "fused_ops/flatten.h"
+
+#include "fused_ops/dispatch.h"
+
+namespace hfta {
+
+static void check_flatten_sizes(const FlattenParams& p) {
+  HFTA_CHECK(p.B > 0 && p.N > 0 && p.C > 0 && p.H > 0 && p.W > 0,
+             "flatten sizes must be positive, got B={} N={} C={} H={} W={}", p.B, p.N, p.C, p.H,
+             p.W);
+}
+
+void check_flatten(const FlattenParams& p, const TensorView& x, const TensorView& y) {
+  check_flatten_sizes(p);
+  check_shape(x, p.x_shape(), "flatten input");
+  check_shape(y, p.y_shape(), "flatten output");
+}
+
+void check_flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx) {
+  check_flatten_sizes(p);
+  check_shape(dy, p.y_shape(), "flatten output gradient");
+  check_shape(dx, p.x_shape(), "flatten input gradient");
+}
+
+void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y) {
+  check_flatten(p, x, y);
+  HFTA_DISPATCH("flatten_forward", x.device, cpu::flatten_forward(p, x, y));
+}
+
+void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx) {
+  check_flatten_backward(p, dy, dx);
+  HFTA_DISPATCH("flatten_backward", dy.device, cpu::flatten_backward(p, dy, dx));
+}
+
+}  // namespace hfta

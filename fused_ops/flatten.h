@@ -1,0 +1,47 @@
+// Flatten: the layout change between the conv family and the linear family.
+//
+//   x   [N, B*C, H, W]   (conv layout: model b's channels at [b*C, (b+1)*C))
+//   y   [B, N, C*H*W]    (linear layout: model b's rows contiguous, features in C, H, W order)
+// y[b, n, (c*H + h)*W + w] = x[n, b*C + c, h, w]: each model's sample is flattened exactly as
+// PyTorch's x.flatten(1) would flatten it alone. Backward is the inverse permutation, dx written
+// (=). For B = 1 both layouts hold the same bytes, and the op is a copy.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+struct FlattenParams {
+  int64_t B = 1;
+  int64_t N = 1;
+  int64_t C = 1;  // channels per model
+  int64_t H = 1;
+  int64_t W = 1;
+
+  int64_t features() const { return C * H * W; }
+  Shape x_shape() const { return {N, B * C, H, W}; }
+  Shape y_shape() const { return {B, N, features()}; }
+  // A permutation: no arithmetic (it moves B*N*C*H*W floats each way).
+  double forward_flops() const { return 0.0; }
+};
+
+// Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
+void check_flatten(const FlattenParams& p, const TensorView& x, const TensorView& y);
+void check_flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+
+void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y);
+void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+
+namespace ref {
+void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y);
+void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+}  // namespace ref
+
+namespace cpu {
+void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y);
+void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+}  // namespace cpu
+
+}  // namespace hfta

@@ -1,0 +1,156 @@
+// Fused optimizers: one update pass over the whole [B, ...] parameter arena per step.
+//
+//   B           models in the array, b one model's index
+//   segment     one parameter tensor [B, n]: floats [offset, offset + B*n) of the parameter arena,
+//               model b's slice at offset + b*n (n = per_model_numel)
+//   chunk       at most kChunkFloats floats of one model's slice of one segment: the unit of
+//               parallel work, so the model index b (and its hyperparameters) is fixed per chunk
+// The gradient arena and every state arena (Adam's m and v, SGD's momentum buffer) mirror the
+// parameter arena: a parameter, its gradient and its state sit at the same float offset.
+//
+// A step is two passes: a read-only pass that flags the models whose gradients hold NaN or Inf,
+// then the update pass, which leaves flagged models untouched (parameters, state, step count).
+// Hyperparameters and step counts are per model, so model b updates exactly as it would alone.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+
+namespace hfta {
+
+struct ParamSegment {
+  int64_t offset = 0;           // in floats from the arena base
+  int64_t per_model_numel = 0;  // n: the segment holds [B, n]
+};
+
+struct ParamTable {
+  int64_t B = 1;
+  std::vector<ParamSegment> segments;
+  int64_t total_floats = 0;  // size of the parameter arena (and of each mirrored arena)
+
+  int64_t per_model_numel() const;
+  // Throws hfta::Error unless B >= 1 and the segments are non-empty, disjoint and inside the arena.
+  void check() const;
+
+  // The table of tensors [B, ...] carved from one arena that starts at `arena_base` and holds
+  // `total_floats` floats. Offsets are the tensors' distances from the base.
+  static ParamTable from_views(const float* arena_base, int64_t total_floats,
+                               std::span<const TensorView> params);
+  // Same, for an arena: every float carved so far belongs to the table's address range.
+  static ParamTable from_arena(const Arena& arena, std::span<const TensorView> params);
+};
+
+// A user's list for one hyperparameter, expanded to one value per model: a single value is shared
+// by all B models, B values are used as given; any other length throws hfta::Error naming `name`
+// (write it as the user typed it, e.g. "--beta1").
+template <typename T>
+std::vector<T> expand_per_model(std::span<const T> values, int64_t B, std::string_view name) {
+  if (values.size() == 1) return std::vector<T>(static_cast<size_t>(B), values[0]);
+  HFTA_CHECK(static_cast<int64_t>(values.size()) == B,
+             "{} has {} values but the array has {} model{}: give one value (shared) or {} (one "
+             "per model)",
+             name, values.size(), B, B == 1 ? "" : "s", B);
+  return std::vector<T>(values.begin(), values.end());
+}
+
+template <typename T>
+std::vector<T> expand_per_model(const std::vector<T>& values, int64_t B, std::string_view name) {
+  return expand_per_model(std::span<const T>(values), B, name);
+}
+
+// Throws hfta::Error naming the model when `ok(values[b])` fails: "model 2: beta1 = 1 is out of
+// range: expected 0 <= beta1 < 1".
+template <typename T, typename Ok>
+void check_per_model(std::span<const T> values, std::string_view name, Ok ok,
+                     std::string_view expected) {
+  for (size_t b = 0; b < values.size(); ++b)
+    HFTA_CHECK(ok(values[b]), "model {}: {} = {} is out of range: expected {}", b, name, values[b],
+               expected);
+}
+
+template <typename T, typename Ok>
+void check_per_model(const std::vector<T>& values, std::string_view name, Ok ok,
+                     std::string_view expected) {
+  check_per_model(std::span<const T>(values), name, ok, expected);
+}
+
+// What one step did. `skipped[b]` is 1 where model b's gradient held NaN or Inf: that model was
+// not updated.
+struct StepReport {
+  std::vector<uint8_t> skipped;
+  int64_t num_skipped = 0;
+  bool any_skipped() const { return num_skipped > 0; }
+};
+
+class Optimizer {
+ public:
+  static constexpr int64_t kChunkFloats = 16384;
+
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One step over the whole arenas (each holds table().total_floats floats). The report stays
+  // valid until the next step.
+  const StepReport& step(float* params, const float* grads);
+  const StepReport& step(const Arena& params, const Arena& grads);
+
+  // Forgets model b's state and step count (a fresh optimizer for that model); skip counts stay.
+  void reset_model(int64_t b);
+  // Restores each model's step count (B values >= 0), with the state buffers, from a checkpoint.
+  void set_steps(std::span<const int64_t> steps);
+  // The learning rate of each model from now on (B values, each >= 0): an LR schedule calls this
+  // before every step. The base rates it started from stay in the hyperparameters.
+  void set_lr(std::span<const float> lr);
+
+  std::span<const float> lr() const { return lr_; }
+  int64_t B() const { return table_.B; }
+  const ParamTable& table() const { return table_; }
+  // Updates applied to each model (the t of bias correction), and steps skipped for NaN/Inf.
+  std::span<const int64_t> steps() const { return steps_; }
+  std::span<const int64_t> skip_counts() const { return skips_; }
+  // State buffers (Adam: m then v; SGD with momentum: the buffer), each mirroring the parameter
+  // arena, for checkpoints and model extraction.
+  int num_state_buffers() const { return static_cast<int>(state_.size()); }
+  float* state_buffer(int i) { return reinterpret_cast<float*>(state_.at(i).data()); }
+  const float* state_buffer(int i) const {
+    return reinterpret_cast<const float*>(state_.at(i).data());
+  }
+  virtual std::string_view name() const = 0;
+
+ protected:
+  struct Chunk {
+    int64_t begin;  // first float, in the arena
+    int64_t size;
+    int64_t b;
+  };
+
+  // Derived constructors set lr_ (B checked values) and add their state buffers.
+  explicit Optimizer(ParamTable table);
+  void add_state_buffers(int count);
+  // Called once per step after the step counts of updated models advanced: compute the per-model
+  // constants that update_chunk reads (bias corrections, first-step flags, ...).
+  virtual void begin_step() = 0;
+  // The update of one chunk; must be branch-free per element.
+  virtual void update_chunk(const Chunk& c, float* params, const float* grads) = 0;
+
+  ParamTable table_;
+  std::vector<float> lr_;
+  std::vector<int64_t> steps_, skips_;
+  std::vector<Arena> state_;
+
+ private:
+  void find_nonfinite_models(const float* grads);
+
+  std::vector<Chunk> chunks_;
+  std::vector<uint8_t> chunk_nonfinite_;
+  StepReport report_;
+};
+
+}  // namespace hfta

@@ -1,0 +1,109 @@
+#include "optim/sgd.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hfta {
+
+SgdHyper SgdHyper::expanded(int64_t B) const {
+  SgdHyper h;
+  h.lr = expand_per_model(lr, B, "lr");
+  h.momentum = expand_per_model(momentum, B, "momentum");
+  h.dampening = expand_per_model(dampening, B, "dampening");
+  h.weight_decay = expand_per_model(weight_decay, B, "weight_decay");
+  h.nesterov = expand_per_model(nesterov, B, "nesterov");
+  return h;
+}
+
+void SgdHyper::check() const {
+  auto nonnegative = [](float x) { return x >= 0.0f && std::isfinite(x); };
+  check_per_model(lr, "lr", nonnegative, "a finite lr >= 0");
+  check_per_model(momentum, "momentum", nonnegative, "a finite momentum >= 0");
+  check_per_model(
+      dampening, "dampening", [](float x) { return x >= 0.0f && x <= 1.0f; },
+      "0 <= dampening <= 1");
+  check_per_model(weight_decay, "weight_decay", nonnegative, "a finite weight_decay >= 0");
+  for (size_t b = 0; b < nesterov.size(); ++b)
+    HFTA_CHECK(!nesterov[b] || (momentum[b] > 0.0f && dampening[b] == 0.0f),
+               "model {}: Nesterov momentum needs momentum > 0 and dampening = 0, got momentum = "
+               "{} and dampening = {}: set a momentum, zero the dampening, or turn Nesterov off",
+               b, momentum[b], dampening[b]);
+}
+
+static SgdHyper checked(const SgdHyper& hyper, int64_t B) {
+  SgdHyper h = hyper.expanded(B);
+  h.check();
+  return h;
+}
+
+FusedSgd::FusedSgd(ParamTable table, const SgdHyper& hyper)
+    : Optimizer(std::move(table)), hyper_(checked(hyper, table_.B)) {
+  lr_ = hyper_.lr;
+  const auto& m = hyper_.momentum;
+  if (std::any_of(m.begin(), m.end(), [](float x) { return x > 0.0f; })) add_state_buffers(1);
+  constants_.resize(table_.B);
+}
+
+void FusedSgd::begin_step() {
+  for (int64_t b = 0; b < B(); ++b) {
+    const bool first = steps_[b] == 1, nesterov = hyper_.nesterov[b] != 0;
+    const float momentum = hyper_.momentum[b];
+    constants_[b] = {lr_[b],
+                     hyper_.weight_decay[b],
+                     first ? 0.0f : momentum,
+                     first ? 1.0f : static_cast<float>(1.0 - double(hyper_.dampening[b])),
+                     nesterov ? 1.0f : 0.0f,
+                     nesterov ? momentum : 1.0f,
+                     momentum > 0.0f};
+  }
+}
+
+static void sgd_update(float* __restrict p, const float* __restrict g, int64_t n,
+                       const SgdStepConstants& k) {
+  const float lr = k.lr, wd = k.weight_decay;
+  for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+}
+
+// The coefficients are 0 or 1 where PyTorch has no term, so those terms are exact.
+static void sgd_momentum_update(float* __restrict p, const float* __restrict g,
+                                float* __restrict buf, int64_t n, const SgdStepConstants& k) {
+  const float lr = k.lr, wd = k.weight_decay, keep = k.keep, take = k.take;
+  const float dir_d = k.dir_d, dir_buf = k.dir_buf;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = g[i] + wd * p[i];
+    const float bi = keep * buf[i] + take * d;
+    buf[i] = bi;
+    p[i] -= lr * (dir_d * d + dir_buf * bi);
+  }
+}
+
+// One of two loops per chunk, chosen by the model; no branch per element.
+void FusedSgd::update_chunk(const Chunk& c, float* params, const float* grads) {
+  const SgdStepConstants& k = constants_[c.b];
+  if (k.momentum)
+    sgd_momentum_update(params + c.begin, grads + c.begin, momentum_buffer() + c.begin, c.size, k);
+  else
+    sgd_update(params + c.begin, grads + c.begin, c.size, k);
+}
+
+namespace ref {
+
+void sgd_step(SgdState& s, float* params, const float* grads, int64_t n, double lr, double momentum,
+              double dampening, double weight_decay, bool nesterov) {
+  if (s.buf.empty()) s.buf.assign(n, 0.0);
+  s.step += 1;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = grads[i] + weight_decay * double(params[i]);
+    if (momentum != 0.0) {
+      if (s.step == 1)
+        s.buf[i] = d;
+      else
+        s.buf[i] = momentum * s.buf[i] + (1.0 - dampening) * d;
+      d = nesterov ? d + momentum * s.buf[i] : s.buf[i];
+    }
+    params[i] = static_cast<float>(params[i] - lr * d);
+  }
+}
+
+}  // namespace ref
+}  // namespace hfta

@@ -1,0 +1,64 @@
+// Fused SGD over [B, ...] parameters, per-model hyperparameters, as torch.optim.SGD:
+//   d = g + wd * p
+//   with momentum: buf = d on the model's first step,
+//                  else buf = momentum * buf + (1 - dampening) * d
+//                  d = nesterov ? d + momentum * buf : buf
+//   p -= lr * d
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace hfta {
+
+struct SgdHyper {
+  // Each list has one value (shared by all models) or B values (one per model).
+  std::vector<float> lr{1e-2f}, momentum{0.0f}, dampening{0.0f}, weight_decay{0.0f};
+  std::vector<uint8_t> nesterov{0};
+
+  // Every list with B values; throws hfta::Error naming the list whose length is neither 1 nor B.
+  SgdHyper expanded(int64_t B) const;
+  // Throws hfta::Error naming the model and value out of range: lr >= 0, momentum >= 0,
+  // 0 <= dampening <= 1, weight_decay >= 0; Nesterov needs momentum > 0 and dampening = 0.
+  void check() const;
+};
+
+// One model's constants for one step: buf = keep * buf + take * d; d = dir_d * d + dir_buf * buf.
+// On a model's first step keep = 0 and take = 1, so buf = d exactly (the buffer is zero).
+struct SgdStepConstants {
+  float lr, weight_decay, keep, take, dir_d, dir_buf;
+  bool momentum;
+};
+
+class FusedSgd : public Optimizer {
+ public:
+  // `hyper` lists may have 1 or B values. The momentum buffer exists only when some model has
+  // momentum > 0.
+  FusedSgd(ParamTable table, const SgdHyper& hyper);
+
+  // Expanded to B values; hyper().lr holds the base rates (the current ones are lr()).
+  const SgdHyper& hyper() const { return hyper_; }
+  float* momentum_buffer() { return num_state_buffers() > 0 ? state_buffer(0) : nullptr; }
+  std::string_view name() const override { return "SGD"; }
+
+ private:
+  void begin_step() override;
+  void update_chunk(const Chunk& c, float* params, const float* grads) override;
+
+  SgdHyper hyper_;
+  std::vector<SgdStepConstants> constants_;  // [B], for the current step
+};
+
+namespace ref {
+// One model alone: the specification, in double, momentum buffer kept in double.
+struct SgdState {
+  std::vector<double> buf;
+  int64_t step = 0;
+};
+void sgd_step(SgdState& s, float* params, const float* grads, int64_t n, double lr, double momentum,
+              double dampening, double weight_decay, bool nesterov);
+}  // namespace ref
+
+}  // namespace hfta

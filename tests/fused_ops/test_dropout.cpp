@@ -1,0 +1,220 @@
+// Fused dropout: model b of an array draws exactly the mask it draws alone (same per-model
+// stream), in both layouts; the drop rate is p within a binomial bound; eval mode and p == 0 are
+// the identity; the gradient is mask * dy; bad parameters raise hfta::Error.
+#include <limits>
+
+#include "fused_ops/dropout.h"
+#include "test_util.h"
+
+namespace hfta {
+namespace {
+
+using test::Buffer;
+using test::expect_close;
+
+std::vector<RngStream> dropout_streams(uint64_t seed, int64_t B) {
+  std::vector<RngStream> streams;
+  for (int64_t b = 0; b < B; ++b) streams.push_back(RngStream::for_model(seed, b, kRngDropout));
+  return streams;
+}
+
+struct DropoutCase {
+  bool conv;
+  int64_t N, C, HW;  // linear layout: per-model [N, C*HW]
+};
+
+DropoutParams make_params(const DropoutCase& c, int64_t B, float p, bool training) {
+  return c.conv ? DropoutParams::conv_channels(B, c.N, c.C, c.HW, p, training)
+                : DropoutParams::model_major(B, c.N * c.C * c.HW, p, training);
+}
+
+Shape fused_shape(const DropoutCase& c, int64_t B) {
+  return c.conv ? Shape{c.N, B * c.C, c.HW, 1} : Shape{B, c.N, c.C * c.HW};
+}
+
+// Model b's single-model tensor ([N, C, HW, 1] or [1, N, C*HW]) cut out of the fused one.
+Buffer gather(const DropoutCase& c, const Buffer& fused, int64_t B, int64_t b) {
+  Buffer out(fused_shape(c, 1));
+  const int64_t run = c.C * c.HW;
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t i = 0; i < run; ++i)
+      out.values[n * run + i] =
+          fused.values[c.conv ? (n * B + b) * run + i : (b * c.N + n) * run + i];
+  return out;
+}
+
+// Dropout only copies and multiplies by 0 or 1/(1-p), each exactly rounded once, so the fused
+// kernel and the reference agree bit for bit: tolerance 0.
+void check_fused_equals_serial(const DropoutCase& c, int64_t B, float p, bool in_place,
+                               uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  SCOPED_TRACE(fmt::format("B={} conv={} N={} C={} HW={} p={} in_place={}", B, c.conv, c.N, c.C,
+                           c.HW, p, in_place));
+  RngStream rng(seed, 0);
+  const DropoutParams params = make_params(c, B, p, true);
+  const Shape shape = fused_shape(c, B);
+  std::vector<RngStream> streams = dropout_streams(seed, B);
+  std::vector<RngStream> alone = streams;  // model b alone starts from the same stream
+  // Two steps: the second checks that each stream advanced exactly as it does alone.
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    Buffer x = test::random_buffer(shape, rng), dy = test::random_buffer(shape, rng);
+    const Buffer x0 = x, dy0 = dy;
+    Buffer y(shape), dx(shape), mask(shape, -1.0f);
+    if (in_place) {
+      dropout_forward(params, x.view(), streams, {mask.view()}, x.view());
+      dropout_backward(params, {mask.view()}, dy.view(), dy.view());
+      y = x, dx = dy;
+    } else {
+      dropout_forward(params, x.view(), streams, {mask.view()}, y.view());
+      dropout_backward(params, {mask.view()}, dy.view(), dx.view());
+    }
+    for (int64_t i = 0; i < dx.numel(); ++i)
+      ASSERT_EQ(dx.values[i], mask.values[i] * dy0.values[i]) << "dx != mask * dy at " << i;
+
+    for (int64_t b = 0; b < B; ++b) {
+      SCOPED_TRACE(fmt::format("model {}", b));
+      const DropoutParams one = make_params(c, 1, p, true);
+      Buffer xb = gather(c, x0, B, b), dyb = gather(c, dy0, B, b);
+      Buffer yb(xb.shape), dxb(xb.shape), maskb(xb.shape);
+      ref::dropout_forward(one, xb.view(), std::span(&alone[b], 1), {maskb.view()}, yb.view());
+      ref::dropout_backward(one, {maskb.view()}, dyb.view(), dxb.view());
+      expect_close(gather(c, mask, B, b), maskb, 0.0, 0.0, "mask");
+      expect_close(gather(c, y, B, b), yb, 0.0, 0.0, "forward");
+      expect_close(gather(c, dx, B, b), dxb, 0.0, 0.0, "input grad");
+    }
+  }
+}
+
+TEST(Dropout, FusedEqualsSerial) {
+  const DropoutCase cases[] = {
+      {false, 1, 1, 1}, {false, 5, 7, 3}, {false, 33, 65, 17},  // > one 16K chunk at B=8
+      {true, 1, 1, 1},  {true, 3, 5, 7},  {true, 4, 6, 169},
+  };
+  uint64_t seed = test::seed_for_test();
+  for (int64_t B : test::model_counts())
+    for (const auto& c : cases)
+      for (float p : {0.1f, 0.5f, 0.9f})
+        for (bool in_place : {false, true}) check_fused_equals_serial(c, B, p, in_place, seed++);
+}
+
+TEST(Dropout, DropsAboutPOfElementsPerModel) {
+  uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  const int64_t B = 3, n = 200000;
+  for (float p : {0.1f, 0.5f, 0.9f}) {
+    SCOPED_TRACE(fmt::format("p={}", p));
+    const DropoutParams params = DropoutParams::model_major(B, n, p, true);
+    Buffer x(Shape{B, n}, 1.0f), y(x.shape), mask(x.shape);
+    std::vector<RngStream> streams = dropout_streams(seed, B);
+    dropout_forward(params, x.view(), streams, {mask.view()}, y.view());
+    // The dropped count of one model is Binomial(n, p) (24-bit uniforms make the per-element
+    // probability p within 2^-24). 6 standard deviations: a correct kernel fails with
+    // probability about 2e-9 per check.
+    const double sd = std::sqrt(n * p * (1.0 - p));
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t dropped = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float m = mask.values[b * n + i];
+        ASSERT_TRUE(m == 0.0f || m == params.keep_scale()) << "mask value " << m;
+        ASSERT_EQ(y.values[b * n + i], m) << "y = x * mask with x = 1";
+        dropped += m == 0.0f;
+      }
+      EXPECT_LE(std::fabs(dropped - n * p), 6.0 * sd) << "model " << b << " dropped " << dropped;
+    }
+    // Models draw from different streams: their masks differ.
+    EXPECT_FALSE(std::equal(mask.values.begin(), mask.values.begin() + n, mask.values.begin() + n));
+  }
+}
+
+TEST(Dropout, EvalAndZeroProbabilityAreIdentity) {
+  uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 3);
+  const DropoutCase c{true, 3, 4, 5};
+  const int64_t B = 3;
+  for (auto [p, training] : {std::pair{0.5f, false}, std::pair{0.0f, true}}) {
+    SCOPED_TRACE(fmt::format("p={} training={}", p, training));
+    const DropoutParams params = make_params(c, B, p, training);
+    Buffer x = test::random_buffer(fused_shape(c, B), rng), y(x.shape, 7.0f), dx(x.shape);
+    std::vector<RngStream> streams = dropout_streams(seed, B);
+    // No mask and no streams are needed.
+    dropout_forward(params, x.view(), {}, {}, y.view());
+    dropout_backward(params, {}, x.view(), dx.view());
+    expect_close(y, x, 0.0, 0.0, "forward is the identity");
+    expect_close(dx, x, 0.0, 0.0, "backward is the identity");
+    // With streams given, none is advanced.
+    dropout_forward(params, x.view(), streams, {}, y.view());
+    EXPECT_EQ(streams[1].next_u64(), RngStream::for_model(seed, 1, kRngDropout).next_u64());
+    for (auto fn : {&dropout_forward, &ref::dropout_forward}) {
+      Buffer inplace = x;
+      fn(params, inplace.view(), {}, {}, inplace.view());
+      expect_close(inplace, x, 0.0, 0.0, "in-place identity");
+    }
+  }
+}
+
+TEST(Dropout, ReferenceGradientMatchesFiniteDifferences) {
+  uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 1);
+  for (bool conv : {false, true}) {
+    const DropoutCase c{conv, 2, 3, 2};
+    const DropoutParams params = make_params(c, 2, 0.4f, true);
+    Buffer x = test::random_buffer(fused_shape(c, 2), rng), g = test::random_buffer(x.shape, rng);
+    Buffer y(x.shape), mask(x.shape), dx(x.shape);
+    // Fresh streams each call, so every forward draws the same mask.
+    auto forward = [&] {
+      std::vector<RngStream> streams = dropout_streams(seed, 2);
+      ref::dropout_forward(params, x.view(), streams, {mask.view()}, y.view());
+    };
+    forward();
+    ref::dropout_backward(params, {mask.view()}, g.view(), dx.view());
+    // Linear in x: no truncation error; rounding about 2^-24 * |y| / eps.
+    const double eps = 1e-2, tol = 1e-4;
+    test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
+  }
+}
+
+TEST(Dropout, BadParametersRaiseClearErrors) {
+  const int64_t B = 2;
+  DropoutParams params = DropoutParams::conv_channels(B, 3, 4, 5, 0.5f, true);
+  Buffer x(Shape{3, B * 4, 5}), y(x.shape), mask(x.shape);
+  std::vector<RngStream> streams = dropout_streams(1, B);
+  dropout_forward(params, x.view(), streams, {mask.view()}, y.view());  // valid
+  try {
+    dropout_forward(params, x.view(), std::span(streams.data(), 1), {mask.view()}, y.view());
+    FAIL() << "expected hfta::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dropout got 1 random streams for B=2 models"),
+              std::string::npos)
+        << e.what();
+  }
+  Buffer model_major(Shape{B, 60});
+  try {
+    dropout_forward(params, model_major.view(), streams, {model_major.view()}, model_major.view());
+    FAIL() << "expected hfta::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dropout input has shape [2, 60], expected [N=3, B*C=8"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(dropout_forward(params, x.view(), streams, {}, y.view()), Error);
+  EXPECT_THROW(dropout_backward(params, {}, x.view(), y.view()), Error);
+  for (float bad_p : {1.0f, -0.1f, std::numeric_limits<float>::quiet_NaN()}) {
+    DropoutParams bad = params;
+    bad.p = bad_p;
+    EXPECT_THROW(dropout_forward(bad, x.view(), streams, {mask.view()}, y.view()), Error) << bad_p;
+  }
+  DropoutParams inconsistent = params;
+  inconsistent.per_model_numel = 61;
+  EXPECT_THROW(dropout_forward(inconsistent, x.view(), streams, {mask.view()}, y.view()), Error);
+  const DropoutParams linear = DropoutParams::model_major(B, 60, 0.5f, true);
+  Buffer wrong(Shape{B, 59});
+  EXPECT_THROW(dropout_backward(linear, {mask.view()}, model_major.view(), wrong.view()), Error);
+  EXPECT_THROW(dropout_backward(linear, {wrong.view()}, model_major.view(), model_major.view()),
+               Error);
+}
+
+}  // namespace
+}  // namespace hfta

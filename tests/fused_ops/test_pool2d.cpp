@@ -1,0 +1,452 @@
+// Fused pooling (max, average, adaptive average): fused(B) equals B reference single-model runs,
+// forward, argmax and input gradient; PyTorch's semantics on hand-computed cases; reference
+// gradients equal finite differences; bad shapes and sizes raise hfta::Error.
+//
+// Measured once against oneDNN 2.6 pooling (jit:avx512_core) on the same plain NCHW buffers
+// (2-core AVX-512 machine shared with other builds, min over 30 runs, +-30% run to run), forward
+// with argmax (oneDNN: workspace) + backward, ms, "ours / oneDNN" (a throwaway driver: op_bench
+// does not run pooling yet):
+//                                    2 threads                  1 thread
+//   max 2x2/2 28x28 N=64 C=6 B=1     0.18+0.07 / 0.54+0.61      0.19+0.08 / 0.85+0.89
+//   max 2x2/2 28x28 N=64 C=6 B=8     1.47+0.70 / 2.11+2.37      1.67+0.86 / 3.31+3.42
+//   max 3x3/2p1 32x32 N=32 C=64 B=1  1.08+0.62 / 1.82+2.08      1.42+0.72 / 2.89+3.37
+//   max 3x3/2p1 32x32 N=32 C=64 B=8  9.4+4.9   / 14.6+17.2      15.2+8.5  / 25.0+31.6
+//   avg 2x2/2 28x28 N=64 C=6 B=8     0.68+1.32 / 0.68+0.86      1.40+2.55 / 1.20+1.63
+//   avg 3x3/2p1 32x32 N=32 C=64 B=8  7.2+12.3  / 7.7+14.2       10.8+26.4 / 10.0+21.8
+// Max pooling, the common case, is 1.5-5x faster than oneDNN; average pooling is on par forward
+// and up to 1.6x slower backward at B=8 (its windows overlap in the accumulator). Fused B=8 costs
+// what 8 separate B=1 calls cost (1.47 vs 8 x 0.18 ms): pooling is per plane, so fusion neither
+// helps nor hurts it.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "fused_ops/pool2d.h"
+#include "test_util.h"
+
+namespace hfta {
+namespace {
+
+using test::Buffer;
+using test::expect_close;
+using test::random_buffer;
+
+constexpr double kUnitRoundoff = 1.0 / 16777216.0;  // 2^-24, fp32
+
+// An owned int32 buffer (argmax), like test::Buffer.
+struct IndexBuffer {
+  std::vector<int32_t> values;
+  Shape shape;
+  IndexBuffer() = default;
+  explicit IndexBuffer(Shape s, int32_t fill = -7)
+      : values(static_cast<size_t>(s.numel()), fill), shape(s) {}
+  IndexView view() { return IndexView(values.data(), shape); }
+};
+
+// Model b's channels [b*C, (b+1)*C) of a fused [N, B*C, H, W] tensor, as its own [N, C, H, W].
+template <typename Buf>
+Buf channel_slice(const Buf& t, int64_t b, int64_t C) {
+  const int64_t N = t.shape[0], BC = t.shape[1], HW = t.shape[2] * t.shape[3];
+  Buf out(Shape{N, C, t.shape[2], t.shape[3]});
+  for (int64_t n = 0; n < N; ++n)
+    std::copy_n(t.values.data() + (n * BC + b * C) * HW, C * HW, out.values.data() + n * C * HW);
+  return out;
+}
+
+void expect_same_indices(const IndexBuffer& actual, const IndexBuffer& expected,
+                         const std::string& what) {
+  ASSERT_EQ(actual.values.size(), expected.values.size()) << what;
+  int64_t misses = 0, first = -1;
+  for (size_t i = 0; i < actual.values.size(); ++i)
+    if (actual.values[i] != expected.values[i]) {
+      if (misses++ == 0) first = static_cast<int64_t>(i);
+    }
+  EXPECT_EQ(misses, 0) << what << ": " << misses << " indices differ; first at " << first << ": "
+                       << (first >= 0 ? actual.values[first] : 0) << " vs expected "
+                       << (first >= 0 ? expected.values[first] : 0);
+}
+
+void expect_error_containing(const std::function<void()>& call, const std::string& text) {
+  try {
+    call();
+    ADD_FAILURE() << "expected hfta::Error containing: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+struct PoolCase {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw;
+  bool ceil_mode, count_include_pad;
+};
+
+Pool2dParams params_for(PoolKind kind, int64_t B, const PoolCase& c) {
+  Pool2dParams p;
+  p.kind = kind, p.B = B, p.N = c.N, p.C = c.C, p.H = c.H, p.W = c.W;
+  p.kernel_h = c.kh, p.kernel_w = c.kw, p.stride_h = c.sh, p.stride_w = c.sw;
+  p.pad_h = c.ph, p.pad_w = c.pw, p.ceil_mode = c.ceil_mode;
+  p.count_include_pad = c.count_include_pad;
+  return p;
+}
+
+// Largest number of windows that share one input element along each axis, multiplied.
+int64_t max_overlap(const Pool2dParams& p) {
+  auto per_axis = [](int64_t k, int64_t s) { return (k + s - 1) / s; };
+  return per_axis(p.kernel_h, p.effective_stride_h()) *
+         per_axis(p.kernel_w, p.effective_stride_w());
+}
+
+// Each model is run alone through the reference (B=1 on its channel slice) and compared with its
+// slice of the fused CPU result: the "fused equals serial" contract, literally.
+void check_fused_equals_serial(PoolKind kind, int64_t B, const PoolCase& c, uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  const Pool2dParams p = params_for(kind, B, c);
+  SCOPED_TRACE(
+      fmt::format("{} B={} N={} C={} {}x{} k={}x{} s={}x{} pad={}x{} ceil={} "
+                  "include_pad={} -> {}x{}",
+                  kind == PoolKind::kMax ? "max" : "avg", B, c.N, c.C, c.H, c.W, c.kh, c.kw, c.sh,
+                  c.sw, c.ph, c.pw, c.ceil_mode, c.count_include_pad, p.out_h(), p.out_w()));
+  RngStream rng(seed, 0);
+  Buffer x = random_buffer(p.x_shape(), rng), dy = random_buffer(p.y_shape(), rng);
+  // Quantize some inputs so max windows hold ties (the first maximum must win).
+  for (size_t i = 0; i < x.values.size(); i += 3) x.values[i] = std::round(x.values[i] * 2) / 2;
+  Buffer y = random_buffer(p.y_shape(), rng);   // garbage: forward must overwrite it
+  Buffer dx = random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
+  IndexBuffer argmax(p.argmax_shape());
+  const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
+  pool2d_forward(p, x.view(), saved, y.view());
+  pool2d_backward(p, saved, dy.view(), dx.view());
+
+  Pool2dParams one = p;
+  one.B = 1;
+  // Max: forward and argmax are exact (a selection); dx sums at most M = max_overlap dy's in
+  // fp32 (error <= (M-1) u sum|dy| <= M^2 u, |dy| <= 1) against the double reference.
+  // Avg: a window sum of K = kh*kw values in [-1, 1] in fp32 errs by <= (K-1) u K before the
+  // division by a divisor >= 1; the relative part covers both sides' final roundings. dx sums M
+  // shares dy/divisor (|share| <= 1), each rounded once, so (M+1)^2 u.
+  const int64_t K = c.kh * c.kw, M = max_overlap(p);
+  const bool is_max = kind == PoolKind::kMax;
+  const double fwd_atol = is_max ? 0.0 : double(K * K) * kUnitRoundoff;
+  const double fwd_rtol = is_max ? 0.0 : 4.0 * kUnitRoundoff;
+  const double dx_atol = (is_max ? double(M * M) : double((M + 1) * (M + 1))) * kUnitRoundoff;
+  const double dx_rtol = 4.0 * kUnitRoundoff;
+  for (int64_t b = 0; b < B; ++b) {
+    SCOPED_TRACE(fmt::format("model b={}", b));
+    Buffer xb = channel_slice(x, b, c.C), dyb = channel_slice(dy, b, c.C);
+    Buffer yb(one.y_shape()), dxb(one.x_shape());
+    IndexBuffer ab(one.argmax_shape());
+    const Pool2dSaved saved_b{is_max ? ab.view() : IndexView()};
+    ref::pool2d_forward(one, xb.view(), saved_b, yb.view());
+    ref::pool2d_backward(one, saved_b, dyb.view(), dxb.view());
+    expect_close(channel_slice(y, b, c.C), yb, fwd_atol, fwd_rtol, "forward");
+    if (is_max) expect_same_indices(channel_slice(argmax, b, c.C), ab, "argmax");
+    expect_close(channel_slice(dx, b, c.C), dxb, dx_atol, dx_rtol, "input grad");
+  }
+}
+
+// N, C, H, W, kh, kw, sh, sw, ph, pw, ceil_mode, count_include_pad
+const PoolCase kPoolCases[] = {
+    {2, 3, 7, 5, 3, 3, 2, 2, 0, 0, false, true},     // odd 7x5, kernel 3 stride 2
+    {3, 2, 8, 6, 2, 2, 0, 0, 0, 0, false, true},     // PyTorch default stride (= kernel)
+    {2, 3, 9, 7, 3, 2, 1, 2, 1, 1, false, true},     // stride != kernel, overlapping rows, padding
+    {2, 2, 7, 5, 3, 3, 2, 2, 1, 1, false, false},    // padding excluded from the average
+    {2, 3, 7, 9, 2, 2, 2, 2, 0, 0, true, true},      // ceil_mode adds a partial last window
+    {2, 2, 5, 5, 3, 3, 3, 3, 1, 1, true, true},      // ceil_mode drops a window starting in padding
+    {2, 2, 8, 7, 3, 3, 2, 2, 1, 1, true, false},     // ceil_mode with padding, exclude padding
+    {1, 3, 6, 11, 4, 5, 3, 2, 2, 2, true, true},     // pad = kernel/2, non-square everything
+    {2, 4, 5, 6, 5, 6, 0, 0, 0, 0, false, true},     // one window covers the whole plane
+    {2, 3, 4, 5, 1, 1, 1, 1, 0, 0, false, true},     // 1x1 kernel: identity
+    {2, 3, 3, 20, 1, 3, 1, 1, 0, 1, false, false},   // stride 1, 20 outputs: 16-lane blocks
+    {4, 16, 16, 16, 2, 2, 2, 2, 0, 0, false, true},  // the common 2x2/2 block
+    {2, 2, 9, 40, 3, 3, 2, 2, 1, 1, true, false},    // 21 outputs per row: a full and a partial
+                                                     // 16-lane block, with padding and ceil
+    {1, 2, 5, 50, 2, 4, 1, 3, 1, 2, false, true},    // run-time stride 3 over two blocks
+    {2, 2, 12, 32, 3, 3, 1, 1, 1, 1, false, true},   // 3x3/1 "same" pooling, 32 per row
+};
+
+TEST(Pool2d, FusedEqualsSerial) {
+  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg}) {
+    uint64_t seed = test::seed_for_test();
+    for (int64_t B : test::model_counts())
+      for (const PoolCase& c : kPoolCases) check_fused_equals_serial(kind, B, c, seed++);
+  }
+}
+
+// Output sizes PyTorch gives for well-known layers (torch.nn.MaxPool2d / AvgPool2d).
+TEST(Pool2d, OutputSizesMatchPyTorch) {
+  EXPECT_EQ(pool_output_size(7, 3, 2, 0, false), 3);
+  EXPECT_EQ(pool_output_size(5, 3, 2, 0, false), 2);
+  EXPECT_EQ(pool_output_size(7, 2, 2, 0, false), 3);
+  EXPECT_EQ(pool_output_size(7, 2, 2, 0, true), 4);
+  EXPECT_EQ(pool_output_size(112, 3, 2, 1, false), 56);  // ResNet stem
+  EXPECT_EQ(pool_output_size(112, 3, 2, 0, true), 56);   // GoogLeNet, ceil_mode
+  EXPECT_EQ(pool_output_size(55, 3, 2, 0, false), 27);   // AlexNet
+  // Naive ceil((5+2-3)/3)+1 = 3, but the third window would start at 6 = H + pad, inside the
+  // right padding only, so PyTorch drops it.
+  EXPECT_EQ(pool_output_size(5, 3, 3, 1, true), 2);
+  Pool2dParams p;
+  p.H = 7, p.W = 5, p.kernel_h = 2, p.kernel_w = 3;  // stride 0: "= kernel"
+  EXPECT_EQ(p.effective_stride_h(), 2);
+  EXPECT_EQ(p.effective_stride_w(), 3);
+  EXPECT_EQ(p.y_shape(), (Shape{1, 1, 3, 1}));
+}
+
+// One 1-channel plane through the fused op (B=2, both models given the same plane), checked
+// against hand-computed values.
+struct Hand {
+  Pool2dParams p;
+  Buffer x, y;
+  IndexBuffer argmax;
+  Hand(PoolKind kind, int64_t H, int64_t W, std::vector<float> plane, int64_t k_h, int64_t k_w,
+       int64_t s_h, int64_t s_w, int64_t pad_h, int64_t pad_w, bool ceil_mode = false,
+       bool count_include_pad = true) {
+    p.kind = kind, p.B = 2, p.H = H, p.W = W, p.kernel_h = k_h, p.kernel_w = k_w;
+    p.stride_h = s_h, p.stride_w = s_w, p.pad_h = pad_h, p.pad_w = pad_w;
+    p.ceil_mode = ceil_mode, p.count_include_pad = count_include_pad;
+    x = Buffer(p.x_shape()), y = Buffer(p.y_shape()), argmax = IndexBuffer(p.argmax_shape());
+    for (int b = 0; b < 2; ++b) std::copy(plane.begin(), plane.end(), x.data() + b * H * W);
+    pool2d_forward(p, x.view(), {argmax.view()}, y.view());
+    // The reference must agree bit for bit (a selection or a tiny average; NaNs included).
+    Buffer y_ref(p.y_shape());
+    IndexBuffer argmax_ref(p.argmax_shape());
+    ref::pool2d_forward(p, x.view(), {argmax_ref.view()}, y_ref.view());
+    EXPECT_EQ(std::memcmp(y.data(), y_ref.data(), sizeof(float) * y.numel()), 0) << "reference";
+    if (kind == PoolKind::kMax) expect_same_indices(argmax, argmax_ref, "reference argmax");
+  }
+  float out(int64_t i) const { return y.values[y.values.size() / 2 + i]; }  // model 1's plane
+  int32_t at(int64_t i) const { return argmax.values[argmax.values.size() / 2 + i]; }
+};
+
+TEST(Pool2d, PyTorchSemanticsByHand) {
+  // Ties: the first maximum in scan order wins.
+  Hand ties(PoolKind::kMax, 2, 2, {1, 3, 3, 2}, 2, 2, 0, 0, 0, 0);
+  EXPECT_EQ(ties.out(0), 3.0f);
+  EXPECT_EQ(ties.at(0), 1);
+  Hand flat(PoolKind::kMax, 2, 2, {5, 5, 5, 5}, 2, 2, 0, 0, 0, 0);
+  EXPECT_EQ(flat.at(0), 0);
+  // Padding is -inf for max pooling: an all-negative plane never yields 0.
+  Hand negative(PoolKind::kMax, 2, 2, {-4, -3, -2, -1}, 3, 3, 1, 1, 1, 1);
+  EXPECT_EQ(negative.out(0), -1.0f);
+  EXPECT_EQ(negative.at(0), 3);
+  // An all -inf window reports its first input element (never a padding position).
+  const float inf = std::numeric_limits<float>::infinity();
+  Hand all_inf(PoolKind::kMax, 2, 3, {-inf, -inf, -inf, -inf, -inf, -inf}, 3, 3, 1, 1, 1, 1);
+  EXPECT_EQ(all_inf.out(0), -inf);
+  EXPECT_EQ(all_inf.at(0), 0);  // window rows [-1, 2), columns [-1, 2): first element (0, 0)
+  EXPECT_EQ(all_inf.at(3), 0);  // rows [0, 3), columns [-1, 2)
+  EXPECT_EQ(all_inf.at(5), 1);  // rows [0, 3), columns [1, 4): first element (0, 1)
+  // A NaN propagates.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Hand with_nan(PoolKind::kMax, 1, 4, {1, nan, 2, 0}, 1, 4, 0, 0, 0, 0);
+  EXPECT_TRUE(std::isnan(with_nan.out(0)));
+  EXPECT_EQ(with_nan.at(0), 1);
+  // Average with padding: 3x3 windows over a 2x2 plane of ones, padding 1: the divisor is 9
+  // with count_include_pad and the 4 real elements without it.
+  Hand include(PoolKind::kAvg, 2, 2, {1, 1, 1, 1}, 3, 3, 1, 1, 1, 1, false, true);
+  EXPECT_FLOAT_EQ(include.out(0), 4.0f / 9.0f);
+  Hand exclude(PoolKind::kAvg, 2, 2, {1, 1, 1, 1}, 3, 3, 1, 1, 1, 1, false, false);
+  EXPECT_FLOAT_EQ(exclude.out(0), 1.0f);
+  // ceil_mode: the last window [2, 4) hangs past the input (no padding); PyTorch divides by the
+  // part inside the padded input (1), even with count_include_pad.
+  Hand partial(PoolKind::kAvg, 1, 3, {1, 2, 6}, 1, 2, 1, 2, 0, 0, true, true);
+  ASSERT_EQ(partial.p.out_w(), 2);
+  EXPECT_FLOAT_EQ(partial.out(0), 1.5f);
+  EXPECT_FLOAT_EQ(partial.out(1), 6.0f);
+}
+
+// Forward without argmax (evaluation) computes the same output.
+TEST(Pool2d, MaxForwardWithoutArgmax) {
+  uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 2);
+  const Pool2dParams p = params_for(PoolKind::kMax, 3, {2, 3, 9, 7, 3, 2, 1, 2, 1, 1, true, true});
+  Buffer x = random_buffer(p.x_shape(), rng), y(p.y_shape()), y_eval(p.y_shape());
+  IndexBuffer argmax(p.argmax_shape());
+  pool2d_forward(p, x.view(), {argmax.view()}, y.view());
+  pool2d_forward(p, x.view(), {}, y_eval.view());
+  expect_close(y_eval, y, 0.0, 0.0, "forward without argmax");
+}
+
+TEST(Pool2d, ReferenceGradientsMatchFiniteDifferences) {
+  const PoolCase cases[] = {
+      {2, 2, 5, 4, 3, 2, 2, 1, 1, 1, false, true},
+      {1, 2, 5, 5, 3, 3, 2, 2, 1, 1, true, false},
+      {2, 1, 4, 5, 2, 2, 0, 0, 1, 0, true, true},
+  };
+  uint64_t seed = test::seed_for_test();
+  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg})
+    for (const PoolCase& c : cases) {
+      HFTA_SEEDED_TRACE(seed);
+      RngStream rng(seed++, 3);
+      const Pool2dParams p = params_for(kind, 2, c);
+      // Distinct inputs 0.05 apart (a shuffled ramp): no two elements of a window come within
+      // 2*eps of each other, so the max stays put under the perturbation.
+      Buffer x(p.x_shape());
+      for (int64_t i = 0; i < x.numel(); ++i) x.values[i] = 0.05f * float(i) - 1.0f;
+      for (int64_t i = x.numel() - 1; i > 0; --i)
+        std::swap(x.values[i], x.values[rng.below(static_cast<uint64_t>(i + 1))]);
+      Buffer g = random_buffer(p.y_shape(), rng), y(p.y_shape()), dx(p.x_shape());
+      IndexBuffer argmax(p.argmax_shape());
+      const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
+      auto forward = [&] { ref::pool2d_forward(p, x.view(), saved, y.view()); };
+      forward();
+      ref::pool2d_backward(p, saved, g.view(), dx.view());
+      // Piecewise linear with no kink within eps: no truncation error. Rounding: each output
+      // (|y| <= 8 here) is rounded to fp32 (u|y| <= 5e-7) and a perturbed element touches at most
+      // 4 outputs, over 2*eps = 0.02: <= 1e-4; the perturbed input itself is off by u|x|, a
+      // relative 3e-5 of eps.
+      const double eps = 1e-2, tol = 2e-4;
+      test::expect_gradient_matches_finite_differences(
+          forward, x, y, g, dx, eps, tol, tol, kind == PoolKind::kMax ? "max dx" : "avg dx");
+    }
+}
+
+TEST(Pool2d, BadShapesAndSizesRaiseClearErrors) {
+  const Pool2dParams p = params_for(PoolKind::kMax, 2, {2, 3, 7, 5, 3, 3, 2, 2, 1, 1, false, true});
+  Buffer x(p.x_shape()), y(p.y_shape()), dx(p.x_shape());
+  IndexBuffer argmax(p.argmax_shape());
+  auto forward_with = [&](const Pool2dParams& q) {
+    return [&, q] { pool2d_forward(q, x.view(), {argmax.view()}, y.view()); };
+  };
+  Buffer wrong_x(Shape{2, 3, 7, 5});
+  expect_error_containing([&] { pool2d_forward(p, wrong_x.view(), {argmax.view()}, y.view()); },
+                          "max_pool2d input has shape [2, 3, 7, 5], expected [2, 6, 7, 5]");
+  Pool2dParams bad = p;
+  bad.pad_h = 2;
+  expect_error_containing(forward_with(bad), "pad_h=2 is more than half of kernel_h=3");
+  bad = p;
+  bad.kernel_w = 8, bad.pad_w = 0;
+  expect_error_containing(forward_with(bad),
+                          "max_pool2d has no output along w: the input is 5 (plus 2*pad_w=0) but "
+                          "kernel_w=8 is larger");
+  bad = p;
+  bad.kind = PoolKind::kAvg, bad.kernel_h = 0;
+  expect_error_containing(forward_with(bad), "avg_pool2d kernel_h=0 must be positive");
+  bad = p;
+  bad.stride_w = -1;
+  expect_error_containing(forward_with(bad), "stride_w=-1");
+  bad = p;
+  bad.pad_w = -1;
+  expect_error_containing(forward_with(bad), "pad_w=-1 must be zero or positive");
+  bad = p;
+  bad.C = 0;
+  expect_error_containing(forward_with(bad), "max_pool2d sizes must be positive");
+  IndexBuffer wrong_argmax(Shape{2, 6, 3, 3});
+  expect_error_containing([&] { pool2d_forward(p, x.view(), {wrong_argmax.view()}, y.view()); },
+                          "max_pool2d saved argmax has shape [2, 6, 3, 3], expected [2, 6, 4, 3]");
+  expect_error_containing([&] { pool2d_backward(p, {}, y.view(), dx.view()); },
+                          "max_pool2d backward needs the saved argmax");
+  expect_error_containing([&] { pool2d_backward(p, {argmax.view()}, x.view(), dx.view()); },
+                          "max_pool2d output gradient has shape");
+  Pool2dParams avg = p;
+  avg.kind = PoolKind::kAvg;
+  expect_error_containing([&] { pool2d_backward(avg, {}, y.view(), y.view()); },
+                          "avg_pool2d input gradient has shape");
+}
+
+// ---- adaptive average pooling ----
+
+struct AdaptiveCase {
+  int64_t N, C, H, W, out_h, out_w;
+};
+
+AdaptiveAvgPool2dParams adaptive_params(int64_t B, const AdaptiveCase& c) {
+  return {B, c.N, c.C, c.H, c.W, c.out_h, c.out_w};
+}
+
+void check_adaptive_fused_equals_serial(int64_t B, const AdaptiveCase& c, uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  SCOPED_TRACE(fmt::format("adaptive B={} N={} C={} {}x{} -> {}x{}", B, c.N, c.C, c.H, c.W, c.out_h,
+                           c.out_w));
+  const AdaptiveAvgPool2dParams p = adaptive_params(B, c);
+  RngStream rng(seed, 4);
+  Buffer x = random_buffer(p.x_shape(), rng), dy = random_buffer(p.y_shape(), rng);
+  Buffer y = random_buffer(p.y_shape(), rng), dx = random_buffer(p.x_shape(), rng);
+  adaptive_avg_pool2d_forward(p, x.view(), y.view());
+  adaptive_avg_pool2d_backward(p, dy.view(), dx.view());
+  // Bins span at most ceil(H/out_h)+1 rows, so K elements; an input element lies in at most
+  // ceil(out_h/H)+1 row bins, so M bins. Same arithmetic as average pooling above.
+  auto span = [](int64_t a, int64_t b) { return (a + b - 1) / b + 1; };
+  const int64_t K = span(c.H, c.out_h) * span(c.W, c.out_w);
+  const int64_t M = span(c.out_h, c.H) * span(c.out_w, c.W);
+  AdaptiveAvgPool2dParams one = p;
+  one.B = 1;
+  for (int64_t b = 0; b < B; ++b) {
+    SCOPED_TRACE(fmt::format("model b={}", b));
+    Buffer xb = channel_slice(x, b, c.C), dyb = channel_slice(dy, b, c.C);
+    Buffer yb(one.y_shape()), dxb(one.x_shape());
+    ref::adaptive_avg_pool2d_forward(one, xb.view(), yb.view());
+    ref::adaptive_avg_pool2d_backward(one, dyb.view(), dxb.view());
+    expect_close(channel_slice(y, b, c.C), yb, double(K * K) * kUnitRoundoff, 4 * kUnitRoundoff,
+                 "forward");
+    expect_close(channel_slice(dx, b, c.C), dxb, double((M + 1) * (M + 1)) * kUnitRoundoff,
+                 4 * kUnitRoundoff, "input grad");
+  }
+}
+
+TEST(AdaptiveAvgPool2d, FusedEqualsSerial) {
+  const AdaptiveCase cases[] = {
+      {2, 3, 5, 7, 3, 2},  // non-divisible: overlapping bins
+      {3, 2, 6, 6, 1, 1},  // global average pooling
+      {2, 5, 7, 7, 1, 1},  // global, odd
+      {2, 3, 8, 8, 4, 4},  // divisible: plain 2x2 average pooling
+      {1, 2, 4, 5, 6, 7},  // output larger than input: bins repeat elements
+      {2, 2, 7, 5, 7, 5},  // identity
+      {2, 16, 13, 13, 6, 6},
+  };
+  uint64_t seed = test::seed_for_test();
+  for (int64_t B : test::model_counts())
+    for (const AdaptiveCase& c : cases) check_adaptive_fused_equals_serial(B, c, seed++);
+}
+
+TEST(AdaptiveAvgPool2d, PyTorchBinsByHand) {
+  // 1x5 -> 1x3: bins [0,2), [1,4), [3,5) (floor(i*5/3), ceil((i+1)*5/3)).
+  AdaptiveAvgPool2dParams p{2, 1, 1, 1, 5, 1, 3};
+  Buffer x(p.x_shape()), y(p.y_shape());
+  for (int64_t i = 0; i < x.numel(); ++i) x.values[i] = float(i % 5) * 3.0f;  // 0 3 6 9 12
+  adaptive_avg_pool2d_forward(p, x.view(), y.view());
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_FLOAT_EQ(y.values[b * 3 + 0], 1.5f);
+    EXPECT_FLOAT_EQ(y.values[b * 3 + 1], 6.0f);
+    EXPECT_FLOAT_EQ(y.values[b * 3 + 2], 10.5f);
+  }
+}
+
+TEST(AdaptiveAvgPool2d, ReferenceGradientsMatchFiniteDifferences) {
+  const AdaptiveCase cases[] = {{2, 2, 5, 7, 3, 2}, {1, 2, 3, 2, 4, 3}, {2, 1, 4, 3, 1, 1}};
+  uint64_t seed = test::seed_for_test();
+  for (const AdaptiveCase& c : cases) {
+    HFTA_SEEDED_TRACE(seed);
+    RngStream rng(seed++, 5);
+    const AdaptiveAvgPool2dParams p = adaptive_params(2, c);
+    Buffer x = random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
+    Buffer y(p.y_shape()), dx(p.x_shape());
+    auto forward = [&] { ref::adaptive_avg_pool2d_forward(p, x.view(), y.view()); };
+    forward();
+    ref::adaptive_avg_pool2d_backward(p, g.view(), dx.view());
+    // Linear: no truncation error; rounding of the few touched outputs (|y| <= 1) over 2*eps.
+    const double eps = 1e-2, tol = 2e-4;
+    test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
+  }
+}
+
+TEST(AdaptiveAvgPool2d, BadShapesAndSizesRaiseClearErrors) {
+  AdaptiveAvgPool2dParams p{2, 3, 4, 5, 7, 3, 2};
+  Buffer x(p.x_shape()), y(p.y_shape());
+  expect_error_containing([&] { adaptive_avg_pool2d_forward(p, y.view(), y.view()); },
+                          "adaptive_avg_pool2d input has shape [3, 8, 3, 2], expected "
+                          "[3, 8, 5, 7]");
+  AdaptiveAvgPool2dParams bad = p;
+  bad.out_w = 0;
+  expect_error_containing([&] { adaptive_avg_pool2d_forward(bad, x.view(), y.view()); },
+                          "output size must be positive, got out_h=3 out_w=0");
+  expect_error_containing([&] { adaptive_avg_pool2d_backward(p, y.view(), y.view()); },
+                          "adaptive_avg_pool2d input gradient has shape");
+}
+
+}  // namespace
+}  // namespace hfta

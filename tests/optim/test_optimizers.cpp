@@ -1,0 +1,582 @@
+// Fused optimizers: k fused steps of B models with different hyperparameters equal, for each model,
+// k steps of the single-model reference; a model in an array updates bitwise as it does alone, also
+// when another model's gradient is NaN/Inf (that model is skipped) or another model is reset;
+// hyperparameter lists expand or raise clear errors; LR schedules give PyTorch's values.
+#include <cmath>
+#include <limits>
+
+#include "optim/adam.h"
+#include "optim/lr_schedule.h"
+#include "optim/sgd.h"
+#include "test_util.h"
+
+namespace hfta {
+namespace {
+
+// Segment sizes per model: below, at and above a vector width, and one spanning two chunks.
+const std::vector<int64_t> kSizes = {1, 7, 1000, Optimizer::kChunkFloats + 3};
+
+// B models' parameters and gradients: tensors [B, n] carved from two arenas, as a model does.
+struct Array {
+  int64_t B;
+  std::vector<int64_t> sizes;
+  Arena params, grads;
+  ParamTable table;
+
+  Array(int64_t B_, std::vector<int64_t> sizes_) : B(B_), sizes(std::move(sizes_)) {
+    Arena counting;
+    for (int64_t n : sizes) counting.carve(Shape{B, n});
+    params = Arena(counting.used(), "test parameters");
+    grads = Arena(counting.used(), "test gradients");
+    std::vector<TensorView> views;
+    for (int64_t n : sizes) {
+      views.push_back(params.carve(Shape{B, n}));
+      grads.carve(Shape{B, n});
+    }
+    table = ParamTable::from_arena(params, views);
+  }
+  float* p() { return reinterpret_cast<float*>(params.data()); }
+  float* g() { return reinterpret_cast<float*>(grads.data()); }
+  int64_t per_model() const { return table.per_model_numel(); }
+
+  // Model b's floats of an arena laid out like the parameters, as one flat vector.
+  std::vector<float> model(const float* base, int64_t b) const {
+    std::vector<float> out;
+    for (const auto& s : table.segments) {
+      const float* src = base + s.offset + b * s.per_model_numel;
+      out.insert(out.end(), src, src + s.per_model_numel);
+    }
+    return out;
+  }
+  void set_model(float* base, int64_t b, const std::vector<float>& values) const {
+    int64_t at = 0;
+    for (const auto& s : table.segments) {
+      std::copy_n(values.data() + at, s.per_model_numel, base + s.offset + b * s.per_model_numel);
+      at += s.per_model_numel;
+    }
+  }
+};
+
+std::vector<float> random_vector(int64_t n, RngStream& rng, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+
+// grads[t][b]: model b's flat gradient at step t, each model with its own magnitude.
+using GradSteps = std::vector<std::vector<std::vector<float>>>;
+GradSteps random_grads(int64_t steps, int64_t B, int64_t n, RngStream& rng) {
+  std::vector<float> scale(B);
+  for (float& s : scale) s = std::pow(10.0f, rng.uniform(-3.0f, 1.0f));
+  GradSteps g(steps);
+  for (auto& step : g)
+    for (int64_t b = 0; b < B; ++b) step.push_back(random_vector(n, rng, scale[b]));
+  return g;
+}
+
+float uniform(RngStream& rng, float lo, float hi) { return rng.uniform(lo, hi); }
+
+AdamHyper random_adam_hyper(int64_t B, RngStream& rng) {
+  AdamHyper h;
+  h.lr = h.beta1 = h.beta2 = h.eps = h.weight_decay = {};
+  for (int64_t b = 0; b < B; ++b) {
+    h.lr.push_back(std::pow(10.0f, uniform(rng, -4.0f, -1.0f)));
+    h.beta1.push_back(uniform(rng, 0.0f, 0.95f));
+    h.beta2.push_back(uniform(rng, 0.9f, 0.9999f));
+    h.eps.push_back(std::pow(10.0f, uniform(rng, -8.0f, -2.0f)));
+    h.weight_decay.push_back(b % 2 ? uniform(rng, 0.0f, 0.1f) : 0.0f);
+  }
+  return h;
+}
+
+// Model b's hyperparameters as a one-model list.
+AdamHyper pick(const AdamHyper& h, int64_t b) {
+  return {{h.lr[b]}, {h.beta1[b]}, {h.beta2[b]}, {h.eps[b]}, {h.weight_decay[b]}};
+}
+SgdHyper pick(const SgdHyper& h, int64_t b) {
+  return {{h.lr[b]}, {h.momentum[b]}, {h.dampening[b]}, {h.weight_decay[b]}, {h.nesterov[b]}};
+}
+
+// Tolerance against the double reference after k steps. Each step's fp32 update has about 8
+// roundings of its own (gradient + decay, m, v, sqrt, scale, + eps, divide, step size), plus about
+// 3 per earlier step carried in the fp32 state (m, v or the momentum buffer); relative to the
+// largest update U that is (8 + 3t) ulps at step t, summed over k steps. Relative to the parameter
+// itself each step rounds up to 3 times (ulp = 2^-24, half a unit in the last place): AdamW's
+// shrink factor 1 - lr * wd is an fp32 number (as in PyTorch), the product, and the stored sum.
+void expect_matches_reference(const std::vector<float>& fused, const std::vector<float>& ref,
+                              int64_t k, double max_update, const std::string& what) {
+  const double ulp = std::ldexp(1.0, -24);
+  const double atol = k * (8.0 + 3.0 * k) * ulp * max_update, rtol = k * 3.0 * ulp;
+  test::expect_close(fused.data(), ref.data(), static_cast<int64_t>(fused.size()), atol, rtol,
+                     what);
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b,
+                    const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  int64_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0) << what << ": " << differ << " of " << a.size() << " floats differ";
+}
+
+template <typename F>
+void expect_error(F&& f, const std::string& message) {
+  try {
+    f();
+    ADD_FAILURE() << "expected hfta::Error: " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused equals reference.
+
+void check_adam_matches_reference(int64_t B, WeightDecay decay, uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  SCOPED_TRACE(fmt::format("B={} decay={}", B, decay == WeightDecay::kL2 ? "L2" : "decoupled"));
+  RngStream rng(seed, 0);
+  const int64_t k = 5;
+  Array a(B, kSizes);
+  const AdamHyper h = random_adam_hyper(B, rng);
+  FusedAdam opt(a.table, h, decay);
+  std::vector<std::vector<float>> ref_p(B);
+  std::vector<ref::AdamState> ref_state(B);
+  std::vector<double> max_update(B, 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    ref_p[b] = random_vector(a.per_model(), rng);
+    a.set_model(a.p(), b, ref_p[b]);
+  }
+  const GradSteps grads = random_grads(k, B, a.per_model(), rng);
+  for (int64_t t = 0; t < k; ++t) {
+    for (int64_t b = 0; b < B; ++b) a.set_model(a.g(), b, grads[t][b]);
+    EXPECT_FALSE(opt.step(a.p(), a.g()).any_skipped());
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> before = ref_p[b];
+      ref::adam_step(ref_state[b], ref_p[b].data(), grads[t][b].data(), a.per_model(), h.lr[b],
+                     h.beta1[b], h.beta2[b], h.eps[b], h.weight_decay[b], decay);
+      max_update[b] = std::max(max_update[b], max_abs_diff(before, ref_p[b]));
+    }
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    EXPECT_EQ(opt.steps()[b], k);
+    expect_matches_reference(a.model(a.p(), b), ref_p[b], k, max_update[b],
+                             fmt::format("model {} parameters", b));
+  }
+}
+
+TEST(OptimAdam, MatchesReferenceWithPerModelHyperparameters) {
+  uint64_t seed = test::seed_for_test();
+  for (int64_t B : test::model_counts()) check_adam_matches_reference(B, WeightDecay::kL2, seed++);
+}
+
+TEST(OptimAdamW, MatchesReferenceWithPerModelHyperparameters) {
+  uint64_t seed = test::seed_for_test() + 100;
+  for (int64_t B : test::model_counts())
+    check_adam_matches_reference(B, WeightDecay::kDecoupled, seed++);
+}
+
+// kind: 0 plain, 1 momentum, 2 Nesterov, 3 momentum with dampening, 4 mixed per model. Odd models
+// have weight decay.
+SgdHyper random_sgd_hyper(int64_t B, int kind, RngStream& rng) {
+  SgdHyper h{{}, {}, {}, {}, {}};
+  for (int64_t b = 0; b < B; ++b) {
+    const int model_kind = kind == 4 ? static_cast<int>(b % 4) : kind;
+    h.lr.push_back(std::pow(10.0f, uniform(rng, -3.0f, -1.0f)));
+    h.momentum.push_back(model_kind == 0 ? 0.0f : uniform(rng, 0.5f, 0.99f));
+    h.dampening.push_back(model_kind == 3 ? uniform(rng, 0.1f, 0.9f) : 0.0f);
+    h.weight_decay.push_back(b % 2 ? uniform(rng, 0.0f, 0.1f) : 0.0f);
+    h.nesterov.push_back(model_kind == 2);
+  }
+  return h;
+}
+
+void check_sgd_matches_reference(int64_t B, int kind, uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  SCOPED_TRACE(fmt::format("B={} kind={}", B, kind));
+  RngStream rng(seed, 0);
+  const int64_t k = 5;
+  Array a(B, kSizes);
+  const SgdHyper h = random_sgd_hyper(B, kind, rng);
+  FusedSgd opt(a.table, h);
+  const bool any_momentum =
+      std::any_of(h.momentum.begin(), h.momentum.end(), [](float m) { return m > 0.0f; });
+  EXPECT_EQ(opt.num_state_buffers(), any_momentum ? 1 : 0);
+  std::vector<std::vector<float>> ref_p(B);
+  std::vector<ref::SgdState> ref_state(B);
+  std::vector<double> max_update(B, 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    ref_p[b] = random_vector(a.per_model(), rng);
+    a.set_model(a.p(), b, ref_p[b]);
+  }
+  const GradSteps grads = random_grads(k, B, a.per_model(), rng);
+  for (int64_t t = 0; t < k; ++t) {
+    for (int64_t b = 0; b < B; ++b) a.set_model(a.g(), b, grads[t][b]);
+    opt.step(a.p(), a.g());
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> before = ref_p[b];
+      ref::sgd_step(ref_state[b], ref_p[b].data(), grads[t][b].data(), a.per_model(), h.lr[b],
+                    h.momentum[b], h.dampening[b], h.weight_decay[b], h.nesterov[b]);
+      max_update[b] = std::max(max_update[b], max_abs_diff(before, ref_p[b]));
+    }
+  }
+  for (int64_t b = 0; b < B; ++b)
+    expect_matches_reference(a.model(a.p(), b), ref_p[b], k, max_update[b],
+                             fmt::format("model {} parameters", b));
+}
+
+TEST(OptimSgd, MatchesReferenceWithPerModelHyperparameters) {
+  uint64_t seed = test::seed_for_test() + 200;
+  for (int kind = 0; kind <= 4; ++kind)
+    for (int64_t B : test::model_counts()) check_sgd_matches_reference(B, kind, seed++);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A model in an array updates bitwise as it does alone: skipped steps and resets included.
+
+// Runs model b alone (B=1) from `init` over the steps where `use[t]` is set, resetting before step
+// `reset_at` (-1: never), and returns its parameters.
+template <typename Opt, typename Hyper>
+std::vector<float> run_alone(const Hyper& hyper, const std::vector<float>& init,
+                             const GradSteps& grads, int64_t b, const std::vector<bool>& use,
+                             int64_t reset_at = -1) {
+  Array solo(1, kSizes);
+  solo.set_model(solo.p(), 0, init);
+  Opt opt(solo.table, hyper);
+  for (size_t t = 0; t < grads.size(); ++t) {
+    if (static_cast<int64_t>(t) == reset_at) opt.reset_model(0);
+    if (!use[t]) continue;
+    solo.set_model(solo.g(), 0, grads[t][b]);
+    opt.step(solo.p(), solo.g());
+  }
+  return solo.model(solo.p(), 0);
+}
+
+template <typename Opt, typename Hyper>
+void check_nonfinite_model_is_skipped(const Hyper& h, float bad_value, uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  SCOPED_TRACE(fmt::format("bad gradient value {}", bad_value));
+  RngStream rng(seed, 0);
+  const int64_t B = 3, k = 5, bad_step = 2, bad_model = 1;
+  Array a(B, kSizes);
+  Opt opt(a.table, h);
+  std::vector<std::vector<float>> init(B);
+  for (int64_t b = 0; b < B; ++b) {
+    init[b] = random_vector(a.per_model(), rng);
+    a.set_model(a.p(), b, init[b]);
+  }
+  GradSteps grads = random_grads(k, B, a.per_model(), rng);
+  grads[bad_step][bad_model][1 + 3] = bad_value;  // inside the second segment
+  for (int64_t t = 0; t < k; ++t) {
+    for (int64_t b = 0; b < B; ++b) a.set_model(a.g(), b, grads[t][b]);
+    const std::vector<float> params_before = a.model(a.p(), bad_model);
+    std::vector<std::vector<float>> state_before;
+    for (int i = 0; i < opt.num_state_buffers(); ++i)
+      state_before.push_back(a.model(opt.state_buffer(i), bad_model));
+    const StepReport& report = opt.step(a.p(), a.g());
+    if (t != bad_step) {
+      EXPECT_FALSE(report.any_skipped()) << "step " << t;
+      continue;
+    }
+    EXPECT_EQ(report.skipped, (std::vector<uint8_t>{0, 1, 0}));
+    EXPECT_EQ(report.num_skipped, 1);
+    expect_bitwise(a.model(a.p(), bad_model), params_before, "skipped model's parameters");
+    for (int i = 0; i < opt.num_state_buffers(); ++i)
+      expect_bitwise(a.model(opt.state_buffer(i), bad_model), state_before[i],
+                     fmt::format("skipped model's state {}", i));
+  }
+  EXPECT_EQ(std::vector<int64_t>(opt.steps().begin(), opt.steps().end()),
+            (std::vector<int64_t>{k, k - 1, k}));
+  EXPECT_EQ(std::vector<int64_t>(opt.skip_counts().begin(), opt.skip_counts().end()),
+            (std::vector<int64_t>{0, 1, 0}));
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<bool> use(k, true);
+    if (b == bad_model) use[bad_step] = false;
+    expect_bitwise(a.model(a.p(), b), run_alone<Opt>(pick(h, b), init[b], grads, b, use),
+                   fmt::format("model {} in the array vs alone", b));
+  }
+}
+
+TEST(OptimSkip, NanOrInfGradientSkipsOnlyThatModel) {
+  uint64_t seed = test::seed_for_test() + 300;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {nan, inf, -inf}) {
+    RngStream rng(seed, 1);
+    check_nonfinite_model_is_skipped<FusedAdam>(random_adam_hyper(3, rng), bad, seed++);
+    check_nonfinite_model_is_skipped<FusedAdamW>(random_adam_hyper(3, rng), bad, seed++);
+    check_nonfinite_model_is_skipped<FusedSgd>(random_sgd_hyper(3, 4, rng), bad, seed++);
+  }
+}
+
+TEST(OptimSkip, AllModelsNonFiniteChangesNothing) {
+  Array a(2, {5});
+  FusedAdam opt(a.table, AdamHyper{});
+  a.g()[0] = std::numeric_limits<float>::quiet_NaN();
+  a.g()[7] = std::numeric_limits<float>::infinity();
+  const StepReport& report = opt.step(a.p(), a.g());
+  EXPECT_EQ(report.num_skipped, 2);
+  EXPECT_EQ(opt.steps()[0] + opt.steps()[1], 0);
+  EXPECT_EQ(opt.skip_counts()[0] + opt.skip_counts()[1], 2);
+}
+
+template <typename Opt, typename Hyper>
+void check_reset_model(const Hyper& h, uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  const int64_t B = 3, k = 5, reset_at = 3, reset_model = 1;
+  Array a(B, kSizes);
+  Opt opt(a.table, h);
+  std::vector<std::vector<float>> init(B);
+  for (int64_t b = 0; b < B; ++b) {
+    init[b] = random_vector(a.per_model(), rng);
+    a.set_model(a.p(), b, init[b]);
+  }
+  const GradSteps grads = random_grads(k, B, a.per_model(), rng);
+  for (int64_t t = 0; t < k; ++t) {
+    if (t == reset_at) {
+      opt.reset_model(reset_model);
+      EXPECT_EQ(opt.steps()[reset_model], 0);
+      EXPECT_EQ(opt.steps()[0], reset_at);
+      for (int i = 0; i < opt.num_state_buffers(); ++i)
+        expect_bitwise(a.model(opt.state_buffer(i), reset_model),
+                       std::vector<float>(a.per_model(), 0.0f), "reset model's state");
+    }
+    for (int64_t b = 0; b < B; ++b) a.set_model(a.g(), b, grads[t][b]);
+    opt.step(a.p(), a.g());
+  }
+  const std::vector<bool> all(k, true);
+  for (int64_t b = 0; b < B; ++b)
+    expect_bitwise(
+        a.model(a.p(), b),
+        run_alone<Opt>(pick(h, b), init[b], grads, b, all, b == reset_model ? reset_at : -1),
+        fmt::format("model {} in the array vs alone", b));
+}
+
+TEST(OptimReset, ResetModelRestartsOnlyThatModel) {
+  uint64_t seed = test::seed_for_test() + 400;
+  RngStream rng(seed, 1);
+  check_reset_model<FusedAdam>(random_adam_hyper(3, rng), seed++);
+  check_reset_model<FusedAdamW>(random_adam_hyper(3, rng), seed++);
+  check_reset_model<FusedSgd>(random_sgd_hyper(3, 3, rng), seed++);  // dampening: first step
+  check_reset_model<FusedSgd>(random_sgd_hyper(3, 4, rng), seed++);
+  Array a(3, {4});
+  FusedSgd opt(a.table, SgdHyper{});
+  try {
+    opt.reset_model(3);
+    FAIL() << "expected hfta::Error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cannot reset model 3: the array has models 0..2");
+  }
+}
+
+// A checkpoint is the parameters, the state buffers and the step counts: restored into a new
+// optimizer, training continues bitwise as if never interrupted.
+TEST(OptimState, RestoredOptimizerContinuesExactly) {
+  uint64_t seed = test::seed_for_test() + 500;
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  const int64_t B = 3;
+  const AdamHyper h = random_adam_hyper(B, rng);
+  Array a(B, {7, 1000}), b(B, {7, 1000});
+  for (int64_t m = 0; m < B; ++m) a.set_model(a.p(), m, random_vector(a.per_model(), rng));
+  const GradSteps grads = random_grads(4, B, a.per_model(), rng);
+  auto step = [&](Array& arr, Optimizer& opt, int64_t t) {
+    for (int64_t m = 0; m < B; ++m) arr.set_model(arr.g(), m, grads[t][m]);
+    opt.step(arr.p(), arr.g());
+  };
+  FusedAdamW first(a.table, h);
+  step(a, first, 0);
+  step(a, first, 1);
+  FusedAdamW restored(b.table, h);
+  std::copy_n(a.p(), a.table.total_floats, b.p());
+  for (int i = 0; i < first.num_state_buffers(); ++i)
+    std::copy_n(first.state_buffer(i), a.table.total_floats, restored.state_buffer(i));
+  restored.set_steps(first.steps());
+  for (int64_t t = 2; t < 4; ++t) {
+    step(a, first, t);
+    step(b, restored, t);
+  }
+  for (int64_t m = 0; m < B; ++m)
+    expect_bitwise(b.model(b.p(), m), a.model(a.p(), m), fmt::format("model {}", m));
+  const std::vector<int64_t> negative = {1, -1, 2};
+  expect_error([&] { restored.set_steps(negative); },
+               "model 1: step count = -1 is out of range: expected a step count >= 0");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hyperparameter lists and errors.
+
+TEST(OptimHyper, ListsExpandToOnePerModel) {
+  const std::vector<float> one = {0.5f}, four = {1, 2, 3, 4}, three = {1, 2, 3};
+  EXPECT_EQ(expand_per_model(one, 4, "--beta1"), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+  EXPECT_EQ(expand_per_model(four, 4, "--beta1"), four);
+  expect_error([&] { expand_per_model(three, 4, "--beta1"); },
+               "--beta1 has 3 values but the array has 4 models: give one value (shared) or 4 "
+               "(one per model)");
+  expect_error([&] { expand_per_model(three, 1, "--lr"); },
+               "--lr has 3 values but the array has 1 model: give one value (shared) or 1 (one "
+               "per model)");
+  expect_error([&] { expand_per_model(std::vector<float>{}, 2, "--eps"); },
+               "--eps has 0 values but the array has 2 models: give one value (shared) or 2 (one "
+               "per model)");
+
+  Array a(4, {3});
+  AdamHyper h;
+  h.lr = {1e-3f, 2e-3f, 3e-3f, 4e-3f};
+  FusedAdam adam(a.table, h);
+  EXPECT_EQ(adam.hyper().beta1, std::vector<float>(4, 0.9f));
+  EXPECT_EQ(std::vector<float>(adam.lr().begin(), adam.lr().end()), h.lr);
+  h.beta1 = {0.9f, 0.8f, 0.7f};
+  expect_error([&] { FusedAdam(a.table, h); },
+               "beta1 has 3 values but the array has 4 models: give one value (shared) or 4 (one "
+               "per model)");
+  SgdHyper s;
+  s.nesterov = {1, 0};
+  expect_error([&] { FusedSgd(a.table, s); },
+               "nesterov has 2 values but the array has 4 models: give one value (shared) or 4 "
+               "(one per model)");
+}
+
+TEST(OptimHyper, OutOfRangeValuesNameTheModel) {
+  Array a(2, {3});
+  auto adam_error = [&](const AdamHyper& h, const std::string& message) {
+    expect_error([&] { FusedAdam opt(a.table, h); }, message);
+  };
+  adam_error({.beta1 = {0.9f, 1.0f}},
+             "model 1: beta1 = 1 is out of range: expected 0 <= beta1 < 1");
+  adam_error({.beta2 = {-0.5f}}, "model 0: beta2 = -0.5 is out of range: expected 0 <= beta2 < 1");
+  adam_error({.lr = {1e-3f, -1.0f}}, "model 1: lr = -1 is out of range: expected a finite lr >= 0");
+  adam_error({.lr = {std::numeric_limits<float>::quiet_NaN()}},
+             "model 0: lr = nan is out of range: expected a finite lr >= 0");
+  adam_error({.eps = {0.0f}}, "model 0: eps = 0 is out of range: expected a finite eps > 0");
+  adam_error({.weight_decay = {0.0f, -0.1f}},
+             "model 1: weight_decay = -0.1 is out of range: expected a finite weight_decay >= 0");
+
+  auto sgd_error = [&](const SgdHyper& h, const std::string& message) {
+    expect_error([&] { FusedSgd opt(a.table, h); }, message);
+  };
+  sgd_error({.momentum = {0.9f, -0.1f}},
+            "model 1: momentum = -0.1 is out of range: expected a finite momentum >= 0");
+  sgd_error({.dampening = {1.5f}},
+            "model 0: dampening = 1.5 is out of range: expected 0 <= dampening <= 1");
+  sgd_error({.nesterov = {0, 1}},
+            "model 1: Nesterov momentum needs momentum > 0 and dampening = 0, got momentum = 0 "
+            "and dampening = 0: set a momentum, zero the dampening, or turn Nesterov off");
+  sgd_error({.momentum = {0.9f}, .dampening = {0.0f, 0.5f}, .nesterov = {1}},
+            "model 1: Nesterov momentum needs momentum > 0 and dampening = 0, got momentum = 0.9 "
+            "and dampening = 0.5: set a momentum, zero the dampening, or turn Nesterov off");
+
+  FusedAdam opt(a.table, AdamHyper{});
+  const std::vector<float> three = {1, 2, 3}, negative = {1e-3f, -2.0f};
+  expect_error([&] { opt.set_lr(three); },
+               "set_lr got 3 learning rates but the array has 2 models: give one per model");
+  expect_error([&] { opt.set_lr(negative); },
+               "model 1: lr = -2 is out of range: expected a finite lr >= 0");
+}
+
+TEST(OptimParamTable, OffsetsFromViewsAndLayoutErrors) {
+  Array a(3, {2, 20, 5});
+  // Each tensor starts on a 64-byte boundary: 2*3 floats pad to 16, 20*3 to 64.
+  ASSERT_EQ(a.table.segments.size(), 3u);
+  EXPECT_EQ(a.table.segments[0].offset, 0);
+  EXPECT_EQ(a.table.segments[1].offset, 16);
+  EXPECT_EQ(a.table.segments[2].offset, 80);
+  EXPECT_EQ(a.table.segments[2].per_model_numel, 5);
+  EXPECT_EQ(a.table.total_floats, 96);
+  EXPECT_EQ(a.table.per_model_numel(), 27);
+
+  float base[64] = {};
+  const std::vector<TensorView> mixed = {TensorView(base, {2, 3}), TensorView(base + 16, {3, 3})};
+  expect_error([&] { ParamTable::from_views(base, 64, mixed); },
+               "parameter 1 has shape [3, 3] but parameter 0 has B=2: every parameter is [B, ...]");
+  const std::vector<TensorView> outside = {TensorView(base + 60, {2, 3})};
+  expect_error([&] { ParamTable::from_views(base, 64, outside); },
+               "parameter 0 (shape [2, 3]) lies outside the parameter arena of 64 floats");
+  ParamTable overlapping{2, {{0, 4}, {6, 1}}, 64};
+  expect_error([&] { overlapping.check(); },
+               "parameter segment at offset 6 overlaps the previous one, which ends at 8: each "
+               "float of the arena belongs to at most one parameter");
+  ParamTable too_long{2, {{0, 40}}, 64};
+  expect_error([&] { too_long.check(); },
+               "parameter segments reach float 80 but the arena holds 64 floats");
+  // A table given directly works as one built from views.
+  ParamTable direct{2, {{8, 3}, {0, 4}}, 64};
+  FusedSgd sgd(direct, SgdHyper{{0.5f}});
+  for (int i = 0; i < 64; ++i) base[i] = 1.0f;
+  std::vector<float> grad(64, 2.0f);
+  sgd.step(base, grad.data());
+  EXPECT_EQ(base[0], 0.0f);   // segment {0, 4}
+  EXPECT_EQ(base[13], 0.0f);  // segment {8, 3}: floats 8..13
+  EXPECT_EQ(base[14], 1.0f);  // not a parameter
+}
+
+// ---------------------------------------------------------------------------------------------
+// LR schedules against values computed by hand.
+
+TEST(OptimLrSchedule, ClosedFormsMatchHandComputedValues) {
+  const LrSchedule constant = LrSchedule::constant();
+  EXPECT_DOUBLE_EQ(constant.lr_at(0.1, 0), 0.1);
+  EXPECT_DOUBLE_EQ(constant.lr_at(0.1, 1000), 0.1);
+
+  const LrSchedule step = LrSchedule::step_decay(3, 0.5f);
+  EXPECT_DOUBLE_EQ(step.lr_at(0.1, 0), 0.1);
+  EXPECT_DOUBLE_EQ(step.lr_at(0.1, 2), 0.1);
+  EXPECT_DOUBLE_EQ(step.lr_at(0.1, 3), 0.05);
+  EXPECT_DOUBLE_EQ(step.lr_at(0.1, 7), 0.025);
+
+  const LrSchedule cosine = LrSchedule::cosine(10, 0.001f);
+  const double eta_min = double(0.001f);
+  EXPECT_DOUBLE_EQ(cosine.lr_at(0.1, 0), 0.1);
+  EXPECT_DOUBLE_EQ(cosine.lr_at(0.1, 5), (0.1 + eta_min) / 2);  // cos(pi/2) = 0
+  EXPECT_NEAR(cosine.lr_at(0.1, 10), eta_min, 1e-15);           // cos(pi) = -1
+  // cos(pi/5) = (1 + sqrt 5) / 4
+  EXPECT_NEAR(cosine.lr_at(0.1, 2), eta_min + (0.1 - eta_min) * (1 + (1 + std::sqrt(5.0)) / 4) / 2,
+              1e-15);
+
+  const LrSchedule warm = LrSchedule::constant().with_warmup(4, 0.25f);
+  EXPECT_DOUBLE_EQ(warm.lr_at(0.2, 0), 0.05);
+  EXPECT_DOUBLE_EQ(warm.lr_at(0.2, 2), 0.2 * (0.25 + 0.75 * 0.5));
+  EXPECT_DOUBLE_EQ(warm.lr_at(0.2, 4), 0.2);
+  EXPECT_DOUBLE_EQ(warm.lr_at(0.2, 9), 0.2);
+  const LrSchedule warm_cosine = LrSchedule::cosine(10).with_warmup(5);
+  EXPECT_DOUBLE_EQ(warm_cosine.lr_at(1.0, 0), 0.0);
+  EXPECT_NEAR(warm_cosine.lr_at(1.0, 5), 0.5, 1e-15);  // warmup done, cosine halfway
+
+  expect_error([] { LrSchedule::step_decay(0, 0.5f); },
+               "step decay step_size = 0 is out of range: expected >= 1");
+  expect_error([] { LrSchedule::cosine(10, -1.0f); },
+               "cosine eta_min = -1 is out of range: expected a finite eta_min >= 0");
+  expect_error([] { LrSchedule::constant().with_warmup(3, 2.0f); },
+               "warmup start factor = 2 is out of range: expected 0 <= factor <= 1");
+}
+
+// The schedule reads each model's own step count: a reset model restarts its schedule.
+TEST(OptimLrSchedule, PerModelStepsDriveSetLr) {
+  Array a(3, {4});
+  AdamHyper h;
+  h.lr = {0.1f, 0.2f, 0.4f};
+  FusedAdam opt(a.table, h);
+  const LrSchedule schedule = LrSchedule::step_decay(1, 0.5f);
+  std::vector<float> lr(3);
+  for (int t = 0; t < 2; ++t) {
+    schedule.compute(opt.hyper().lr, opt.steps(), lr);
+    opt.set_lr(lr);
+    opt.step(a.p(), a.g());
+  }
+  opt.reset_model(2);
+  schedule.compute(opt.hyper().lr, opt.steps(), lr);
+  EXPECT_EQ(lr, (std::vector<float>{0.025f, 0.05f, 0.4f}));
+  const std::vector<int64_t> shared_t = {3};
+  schedule.compute(opt.hyper().lr, shared_t, lr);
+  EXPECT_EQ(lr, (std::vector<float>{0.0125f, 0.025f, 0.05f}));
+}
+
+}  // namespace
+}  // namespace hfta

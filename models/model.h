@@ -1,12 +1,10 @@
-// An array of B models of one architecture, built from fused ops.
-//
-// A concrete model declares its tensors in layout() and its computation in forward()/backward().
-// layout() runs twice, first on counting arenas (sizes only) and then on real ones, so the
-// arenas are sized once at setup and a training step never allocates.
+// An array of B models of one architecture: a sequence of fused layers and a softmax
+// cross-entropy head, over arenas sized once at construction (a training step never allocates).
 //
 // Equivalence: replica b draws its initial weights from RngStream::for_model(seed, model_ids[b],
-// kRngInit), in layout order, with single-model fan-in. A model trained alone with
-// model_ids = {b} therefore starts from exactly the weights of replica b of any array.
+// kRngInit), parameter by parameter in layer order, with single-model fan-in. A model built with
+// B = 1 and model_ids = {b} therefore starts from exactly the weights of replica b of any array,
+// and since every fused op computes each model alone, it then trains exactly as replica b does.
 #pragma once
 
 #include <cstdint>
@@ -15,94 +13,82 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "core/rng.h"
 #include "core/tensor.h"
+#include "models/layer.h"
 
 namespace hfta {
 
 struct ModelSpec {
   int64_t B = 1;
-  int64_t batch_size = 64;  // the largest minibatch forward() will see
+  int64_t batch_size = 64;  // the most rows forward() will see
   uint64_t seed = 0;
   // Global index of each replica (its RNG stream). Empty means 0..B-1.
   std::vector<int64_t> model_ids;
 };
 
-// One parameter tensor `[B, ...]` and its gradient, carved at the same offset of their arenas.
-struct Param {
-  std::string name;
-  TensorView value;
-  TensorView grad;
-  int64_t fan_in = 1;  // single-model fan-in, for initialization
-};
-
 class Model {
  public:
-  virtual ~Model() = default;
+  // Connects the layers from `sample_shape` (one sample, e.g. [1, 28, 28]) to [num_classes],
+  // carves the arenas and initializes every replica. Throws hfta::Error naming the layer whose
+  // input does not fit.
+  Model(std::string name, ModelSpec spec, Shape sample_shape, int64_t num_classes,
+        std::vector<std::unique_ptr<Layer>> layers);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  virtual std::string name() const = 0;
-  // Shape of one sample, e.g. [1, 28, 28]; the minibatch is [n, ...sample_shape].
-  virtual Shape sample_shape() const = 0;
-  virtual int64_t num_classes() const = 0;
-
-  // Runs all B models on one shared minibatch of n = images.shape[0] <= batch_size rows and
-  // computes each model's mean cross-entropy loss; see losses().
+  // Runs all B models on one shared minibatch, images [n, ...sample_shape] and labels [n] with
+  // n <= batch_size, and computes each model's mean cross-entropy loss (losses()). The batch must
+  // stay alive until backward().
   void forward(const TensorView& images, const IndexView& labels, bool training);
-  // Accumulates every parameter gradient of every model (each model gets its own gradient).
+  // Writes every parameter gradient of every model for the last forward (each model gets exactly
+  // the gradient it would get alone).
   void backward();
-  void zero_grads();
 
+  // Per-model mean loss and count of correctly classified rows, for the last forward().
   const std::vector<float>& losses() const { return losses_; }
-  // Per-model count of rows whose argmax equals the label, for the last forward().
   std::vector<int64_t> correct() const;
 
+  const std::string& name() const { return name_; }
   int64_t B() const { return spec_.B; }
   const ModelSpec& spec() const { return spec_; }
+  const Shape& sample_shape() const { return sample_shape_; }
+  int64_t num_classes() const { return num_classes_; }
   const std::vector<Param>& params() const { return params_; }
   const Arena& param_arena() const { return param_arena_; }
   const Arena& grad_arena() const { return grad_arena_; }
   int64_t params_per_model() const;
-  // Forward+backward FLOPs per sample for one model (analytic count, see each model).
-  virtual double train_flops_per_sample() const = 0;
+  // Analytic forward + backward FLOPs per sample for one model (sum of the layers' counts).
+  double train_flops_per_sample() const;
+  // Bytes of parameters, gradients and activations, all B models.
+  size_t arena_bytes() const;
+  std::string describe() const;
 
-  // Copies replica b's parameters out ([params_per_model] floats, layout order) and back in.
+  // Replica b's parameters ([params_per_model] floats, layer order), out and back in.
   std::vector<float> extract(int64_t b) const;
   void insert(int64_t b, const std::vector<float>& values);
 
- protected:
-  explicit Model(ModelSpec spec);
-  // Builds the arenas: call once from the concrete constructor.
-  void build();
-
-  // Called by build(): declare parameters with add_param and activations with add_activation.
-  virtual void layout() = 0;
-  virtual void forward_layers(const TensorView& images, int64_t n, bool training) = 0;
-  // Returns the logits [B, n, num_classes] of the last forward.
-  virtual TensorView logits(int64_t n) const = 0;
-  virtual void backward_layers(const TensorView& dlogits, int64_t n) = 0;
-
-  // Returns a copy: the views stay valid, the registry may grow.
-  Param add_param(const std::string& name, const Shape& shape, int64_t fan_in);
-  TensorView add_activation(const Shape& shape);
-  // The first `n` rows of an activation laid out for batch_size rows. `batch_dim` is where N
-  // sits in the shape (0 for [N, B*C, H, W], 1 for [B, N, F]).
-  static TensorView rows(const TensorView& t, int64_t n, int batch_dim);
-
-  ModelSpec spec_;
-  bool training_ = true;
-  int64_t last_n_ = 0;
-
  private:
+  void layout(Arena& params, Arena& grads, Arena& acts);
   void initialize_parameters();
+  TensorView input_view(const TensorView& images) const;
+
+  std::string name_;
+  ModelSpec spec_;
+  Shape sample_shape_;
+  int64_t num_classes_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> features_;  // features_[i]: per-model input features of layer i; back(): logits
 
   Arena param_arena_, grad_arena_, act_arena_;
   std::vector<Param> params_;
+  std::vector<TensorView> outputs_;  // each layer's output, for batch_size rows
+  TensorView grad_a_, grad_b_;       // ping-pong input/output gradients
+  TensorView probs_;                 // softmax of the logits; backward overwrites it with dlogits
+  TensorView losses_view_, dlosses_;
   std::vector<float> losses_;
-  // Cross-entropy state, sized for batch_size.
-  TensorView probs_, dlogits_;
+  TensorView images_;
   IndexView labels_;
+  int64_t n_ = 0;
 };
 
 // Builds a model by name ("mlp", "lenet"); throws hfta::Error naming the choices otherwise.

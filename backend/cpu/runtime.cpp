@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <unistd.h>
+#include <xmmintrin.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -63,10 +64,24 @@ GemmBackend gemm_backend() { return g_gemm_backend; }
 void set_model_parallelism(ModelParallelism mode) { g_model_parallelism = mode; }
 ModelParallelism model_parallelism() { return g_model_parallelism; }
 
+// Sets flush-to-zero and denormals-are-zero on every OpenMP thread. Each thread has its own
+// MXCSR, and a thread that meets denormals (tiny gradients, Adam's v of a dead unit) runs its
+// arithmetic ~100x slower; in a parallel loop the other threads then wait at the barrier for it.
+// PyTorch offers the same switch (torch.set_flush_denormal). Results of fused and serial runs are
+// affected identically, so equivalence is untouched. HFTA_DENORMALS=keep turns it off.
+static void flush_denormals_on_all_threads() {
+  const char* keep = std::getenv("HFTA_DENORMALS");
+  if (keep != nullptr && std::string(keep) == "keep") return;
+#pragma omp parallel
+  _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)
+}
+
 void set_num_threads(int threads) {
-  if (threads <= 0) return;
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+  }
+  flush_denormals_on_all_threads();
 }
 
 std::string describe_runtime() {

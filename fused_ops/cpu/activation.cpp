@@ -22,15 +22,6 @@ namespace hfta::cpu {
 
 namespace {
 
-// Runs body(begin, end) over [0, n) in fixed chunks spread over the threads.
-template <typename F>
-void for_each_chunk(int64_t n, F&& body) {
-  constexpr int64_t kChunk = 1 << 14;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  if (chunks <= 1) return body(int64_t{0}, n);
-  parallel_for(chunks, [&](int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
-}
-
 dnnl::algorithm forward_algorithm(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kGelu:

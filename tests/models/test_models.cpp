@@ -1,0 +1,184 @@
+// End-to-end equivalence of the model arrays: replica b of a B-model array starts from, steps
+// through, and ends at exactly what model b trained alone does.
+//
+// Tolerance (fp32): the fused kernels may group a model's sums differently from the single-model
+// ones (a grouped convolution versus a plain one), so results agree to rounding, not bitwise.
+// Losses agree to 2e-5 relative. Parameters: Adam divides the gradient by its own running
+// magnitude, so where a gradient is at rounding level (~1e-9) rounding can move that parameter
+// by a visible fraction of lr. So all but 1e-5 of the parameters must agree to 1e-5 absolute,
+// and every parameter to 0.05 * lr (a model that diverged would differ by ~lr per step).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "datasets/loader.h"
+#include "datasets/synthetic.h"
+#include "models/model.h"
+#include "optim/adam.h"
+#include "test_util.h"
+
+namespace hfta {
+namespace {
+
+
+constexpr float kLossRtol = 2e-5f;
+constexpr double kParamAtol = 1e-5;
+constexpr double kParamOutlierFraction = 1e-5;
+constexpr double kParamLrFraction = 0.05;
+
+void expect_same_parameters(const std::vector<float>& fused, const std::vector<float>& alone,
+                            float lr, const std::string& what) {
+  ASSERT_EQ(fused.size(), alone.size()) << what;
+  int64_t outliers = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(fused[i]) - alone[i]);
+    if (!(err <= kParamAtol)) ++outliers;
+    if (!(err <= worst)) worst = err;  // NaN makes worst NaN
+  }
+  EXPECT_LE(static_cast<double>(outliers), kParamOutlierFraction * static_cast<double>(fused.size()))
+      << what << ": " << outliers << " of " << fused.size() << " parameters differ by more than "
+      << kParamAtol;
+  EXPECT_LE(worst, kParamLrFraction * lr) << what << ": largest difference " << worst;
+}
+
+struct TrainedArray {
+  std::vector<std::vector<float>> losses;  // [step][model]
+  std::vector<std::vector<float>> params;  // [model][params_per_model]
+};
+
+// Trains models `ids` as one array for `steps` Adam steps on a shared synthetic loader.
+TrainedArray train(const std::string& name, const std::vector<int64_t>& ids, const std::vector<float>& lr,
+          int steps, uint64_t seed) {
+  const int64_t B = static_cast<int64_t>(ids.size());
+  auto model = make_model(name, {.B = B, .batch_size = 16, .seed = seed, .model_ids = ids});
+  std::vector<TensorView> values;
+  for (const Param& p : model->params()) values.push_back(p.value);
+  std::vector<float> my_lr;
+  for (int64_t id : ids) my_lr.push_back(lr[static_cast<size_t>(id)]);
+  FusedAdam adam(ParamTable::from_arena(model->param_arena(), values),
+                 AdamHyper{.lr = my_lr, .weight_decay = {1e-4f}});
+  Dataset data = make_synthetic(model->sample_shape(), 10, 64, seed);
+  Loader loader(data, {.batch_size = 16, .seed = seed});
+  Batch batch = loader.make_batch();
+  TrainedArray run;
+  for (int s = 0; s < steps; ++s) {
+    if (!loader.next(batch)) loader.next(batch);
+    model->forward(batch.images(), batch.labels(), true);
+    run.losses.push_back(model->losses());
+    model->backward();
+    adam.step(model->param_arena(), model->grad_arena());
+  }
+  for (int64_t b = 0; b < B; ++b) run.params.push_back(model->extract(b));
+  return run;
+}
+
+class ModelArray : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelArray, InitialWeightsOfReplicaBEqualModelBAlone) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  auto array = make_model(GetParam(), {.B = 3, .batch_size = 4, .seed = seed, .model_ids = {}});
+  for (int64_t b = 0; b < 3; ++b) {
+    auto alone = make_model(GetParam(), {.B = 1, .batch_size = 4, .seed = seed, .model_ids = {b}});
+    EXPECT_EQ(array->extract(b), alone->extract(0)) << "model " << b;
+  }
+  EXPECT_NE(array->extract(0), array->extract(1)) << "replicas must start from different weights";
+}
+
+TEST_P(ModelArray, FusedTrainingOfFourEqualsFourSingleRuns) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  const std::vector<float> lr = {1e-3f, 3e-3f, 1e-4f, 4e-3f};
+  const int steps = 4;
+  TrainedArray fused = train(GetParam(), {0, 1, 2, 3}, lr, steps, seed);
+  for (int64_t b = 0; b < 4; ++b) {
+    TrainedArray alone = train(GetParam(), {b}, lr, steps, seed);
+    for (int s = 0; s < steps; ++s)
+      EXPECT_NEAR(fused.losses[s][b], alone.losses[s][0], kLossRtol * alone.losses[s][0])
+          << "model " << b << " step " << s;
+    expect_same_parameters(fused.params[b], alone.params[0], lr[static_cast<size_t>(b)],
+                           "final parameters of model " + std::to_string(b));
+  }
+  // Different learning rates must give different models (the comparison above is not vacuous).
+  EXPECT_NE(fused.params[0], fused.params[1]);
+}
+
+TEST_P(ModelArray, TrainingLowersTheLoss) {
+  TrainedArray run = train(GetParam(), {0, 1}, {1e-3f, 3e-3f}, 12, 5);
+  for (int b = 0; b < 2; ++b) EXPECT_LT(run.losses.back()[b], run.losses.front()[b]);
+}
+
+TEST_P(ModelArray, ExtractInsertRoundTripsOneReplica) {
+  auto model = make_model(GetParam(), {.B = 2, .batch_size = 4, .seed = 3, .model_ids = {}});
+  std::vector<float> zero(static_cast<size_t>(model->params_per_model()), 0.5f);
+  std::vector<float> other = model->extract(1);
+  model->insert(0, zero);
+  EXPECT_EQ(model->extract(0), zero);
+  EXPECT_EQ(model->extract(1), other);
+  EXPECT_THROW(model->insert(0, std::vector<float>(3)), Error);
+  EXPECT_THROW(model->extract(2), Error);
+}
+
+TEST_P(ModelArray, PartialBatchesAndEvaluationWork) {
+  auto model = make_model(GetParam(), {.B = 2, .batch_size = 8, .seed = 3, .model_ids = {}});
+  Dataset data = make_synthetic(model->sample_shape(), 10, 13, 3);
+  Loader loader(data, {.batch_size = 8, .shuffle = false, .drop_last = false});
+  Batch batch = loader.make_batch();
+  int64_t rows = 0;
+  while (loader.next(batch)) {
+    model->forward(batch.images(), batch.labels(), false);
+    for (int64_t c : model->correct()) EXPECT_LE(c, batch.rows);
+    rows += batch.rows;
+  }
+  EXPECT_EQ(rows, 13);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelArray, ::testing::Values("mlp", "lenet"));
+
+TEST(Model, FlopCountsAreWrittenDown) {
+  // MLP: 784*256 + 256*256 + 256*10 multiply-adds; x2 forward, x2 weight grads, x2 input grads
+  // except the first layer.
+  auto mlp = make_model("mlp", {.B = 1, .batch_size = 1, .seed = 0, .model_ids = {}});
+  const double macs_first = 784.0 * 256, macs_rest = 256.0 * 256 + 256.0 * 10;
+  EXPECT_DOUBLE_EQ(mlp->train_flops_per_sample(), 2 * (2 * macs_first + 3 * macs_rest));
+  EXPECT_EQ(mlp->params_per_model(), 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
+  auto lenet = make_model("lenet", {.B = 1, .batch_size = 1, .seed = 0, .model_ids = {}});
+  EXPECT_EQ(lenet->params_per_model(),
+            32 * 25 + 32 + 64 * 32 * 25 + 64 + 3136 * 1024 + 1024 + 1024 * 10 + 10);
+}
+
+TEST(Model, BadInputsNameTheProblem) {
+  EXPECT_THROW(
+      {
+        try {
+          make_model("resnet9000", {});
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("lenet"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  auto model = make_model("mlp", {.B = 2, .batch_size = 4, .seed = 0, .model_ids = {}});
+  std::vector<float> images(5 * 784);
+  std::vector<int32_t> labels(5);
+  // More rows than the model was built for.
+  EXPECT_THROW(model->forward(TensorView(images.data(), {5, 1, 28, 28}),
+                              IndexView(labels.data(), {5}), true),
+               Error);
+  // Wrong sample shape.
+  EXPECT_THROW(model->forward(TensorView(images.data(), {4, 1, 28, 35}),
+                              IndexView(labels.data(), {4}), true),
+               Error);
+  // Label count differs from rows.
+  EXPECT_THROW(model->forward(TensorView(images.data(), {4, 1, 28, 28}),
+                              IndexView(labels.data(), {3}), true),
+               Error);
+  EXPECT_THROW(model->backward(), Error);  // no forward yet
+  EXPECT_THROW(make_model("mlp", {.B = 0, .batch_size = 4, .seed = 0, .model_ids = {}}), Error);
+}
+
+}  // namespace
+}  // namespace hfta

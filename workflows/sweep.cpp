@@ -1,0 +1,7 @@
+#include "workflows/sweep.h"
+
+namespace hfta {
+
+void add_sweep_command(CLI::App& app) {}
+
+}  // namespace hfta

@@ -1,0 +1,43 @@
+// One timed training measurement: the unit `hfta sweep` repeats over modes and B.
+//
+// run_trial() builds `B` models of one architecture (an array, or with `serial` B single models
+// trained one after another), trains them for `warmup_steps` uncounted steps and then `steps`
+// counted steps of forward + backward + Adam on minibatches of `batch_size` rows, and reports
+// the time of the counted steps. Every model sees the same minibatches. Learning rates are drawn
+// per model from a seeded log-uniform range, so every B measures distinct hyperparameters.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hfta {
+
+struct TrialOptions {
+  std::string model = "lenet";        // a name from model_names()
+  std::string dataset = "synthetic";  // "synthetic" or "fashion-mnist"
+  std::string data_dir;               // Fashion-MNIST directory; empty = the Debian default
+  int64_t B = 1;
+  bool serial = false;  // B single models one after another instead of one array of B
+  int64_t batch_size = 64;
+  int64_t warmup_steps = 2;
+  int64_t steps = 20;
+  uint64_t seed = 1;
+  int threads = 0;  // OpenMP/BLAS threads for this process; 0 = leave as set
+};
+
+struct TrialResult {
+  double seconds = 0.0;       // wall time of the counted steps, all models
+  double samples_per_second;  // summed over models: B * steps * batch_size / seconds
+  double step_ms;             // seconds / steps * 1000 (with serial: all B models' step)
+  double flops_per_step;      // analytic forward+backward FLOPs of all B models per step
+  int64_t params_per_model;
+};
+
+// Throws hfta::Error on bad options (unknown model or dataset, B < 1, steps < 1, ...).
+TrialResult run_trial(const TrialOptions& options);
+
+// Peak resident set size of this process so far, in bytes (from getrusage).
+int64_t peak_rss_bytes();
+
+}  // namespace hfta

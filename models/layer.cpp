@@ -98,9 +98,17 @@ class Conv2dLayer : public Layer {
   }
   Shape connect(const Shape& in, bool shared_input) override {
     HFTA_CHECK(in.rank() == 3, "Conv2d({}) needs [C, H, W] features, got {}", out_, in.str());
-    p_ = Conv2dParams{.in_channels = in[0], .out_channels = out_, .H = in[1], .W = in[2],
-                      .kernel_h = kernel_, .kernel_w = kernel_, .stride_h = stride_,
-                      .stride_w = stride_, .pad_h = pad_, .pad_w = pad_, .bias = bias_,
+    p_ = Conv2dParams{.in_channels = in[0],
+                      .out_channels = out_,
+                      .H = in[1],
+                      .W = in[2],
+                      .kernel_h = kernel_,
+                      .kernel_w = kernel_,
+                      .stride_h = stride_,
+                      .stride_w = stride_,
+                      .pad_h = pad_,
+                      .pad_w = pad_,
+                      .bias = bias_,
                       .shared_input = shared_input};
     with_layer(*this, [&] { check_conv2d_params(p_); });
     return {out_, p_.out_h(), p_.out_w()};
@@ -151,11 +159,17 @@ class MaxPool2dLayer : public Layer {
     return fmt::format("MaxPool2d(kernel {}, stride {})", kernel_, p_.effective_stride_h());
   }
   Shape connect(const Shape& in, bool shared_input) override {
-    HFTA_CHECK(!shared_input, "MaxPool2d cannot be the first layer: it has no parameters, so "
-                              "the B models would compute the same thing");
+    HFTA_CHECK(!shared_input,
+               "MaxPool2d cannot be the first layer: it has no parameters, so "
+               "the B models would compute the same thing");
     HFTA_CHECK(in.rank() == 3, "MaxPool2d needs [C, H, W] features, got {}", in.str());
-    p_ = Pool2dParams{.kind = PoolKind::kMax, .C = in[0], .H = in[1], .W = in[2],
-                      .kernel_h = kernel_, .kernel_w = kernel_, .stride_h = stride_,
+    p_ = Pool2dParams{.kind = PoolKind::kMax,
+                      .C = in[0],
+                      .H = in[1],
+                      .W = in[2],
+                      .kernel_h = kernel_,
+                      .kernel_w = kernel_,
+                      .stride_h = stride_,
                       .stride_w = stride_};
     with_layer(*this, [&] { check_pool2d_params(p_); });
     return {in[0], p_.out_h(), p_.out_w()};
@@ -213,8 +227,9 @@ class FlattenLayer : public Layer {
  public:
   std::string describe() const override { return "Flatten"; }
   Shape connect(const Shape& in, bool shared_input) override {
-    HFTA_CHECK(!shared_input, "Flatten cannot be the first layer: a Linear reads the minibatch "
-                              "flat already");
+    HFTA_CHECK(!shared_input,
+               "Flatten cannot be the first layer: a Linear reads the minibatch "
+               "flat already");
     HFTA_CHECK(in.rank() == 3, "Flatten needs [C, H, W] features, got {}", in.str());
     p_ = FlattenParams{.C = in[0], .H = in[1], .W = in[2]};
     return {p_.features()};

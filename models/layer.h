@@ -36,7 +36,11 @@ class LayerContext {
  public:
   LayerContext(int64_t B, int64_t capacity, Arena& params, Arena& grads, Arena& state,
                std::vector<Param>& registry)
-      : B(B), capacity(capacity), params_(params), grads_(grads), state_(state),
+      : B(B),
+        capacity(capacity),
+        params_(params),
+        grads_(grads),
+        state_(state),
         registry_(registry) {}
   const int64_t B;
   const int64_t capacity;  // the most rows a forward will see

@@ -127,8 +127,8 @@ void Model::backward() {
   TensorView dy = dlogits;
   TensorView* spare = &grad_a_;
   for (size_t i = layers_.size(); i-- > 0;) {
-    TensorView x = i == 0 ? images_ : TensorView(outputs_[i - 1].data,
-                                                 batch_shape(B, n, features_[i]));
+    TensorView x =
+        i == 0 ? images_ : TensorView(outputs_[i - 1].data, batch_shape(B, n, features_[i]));
     TensorView y(outputs_[i].data, batch_shape(B, n, features_[i + 1]));
     TensorView dx;
     if (i > 0) dx = TensorView(spare->data, x.shape);
@@ -165,8 +165,8 @@ size_t Model::arena_bytes() const {
 }
 
 std::string Model::describe() const {
-  std::string out = fmt::format("{} x{}: {} parameters per model", name_, spec_.B,
-                                params_per_model());
+  std::string out =
+      fmt::format("{} x{}: {} parameters per model", name_, spec_.B, params_per_model());
   for (size_t i = 0; i < layers_.size(); ++i)
     out += fmt::format("\n  {} -> {}", layers_[i]->describe(), features_[i + 1].str());
   return out;

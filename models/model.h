@@ -77,7 +77,8 @@ class Model {
   Shape sample_shape_;
   int64_t num_classes_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Shape> features_;  // features_[i]: per-model input features of layer i; back(): logits
+  std::vector<Shape>
+      features_;  // features_[i]: per-model input features of layer i; back(): logits
 
   Arena param_arena_, grad_arena_, act_arena_;
   std::vector<Param> params_;

@@ -84,9 +84,9 @@ void CsvWriter::row(const std::vector<std::string>& fields) {
   HFTA_CHECK(fields.size() == columns_, "{}: a row has {} fields but the header has {}", path_,
              fields.size(), columns_);
   std::string line = join_row(fields) + '\n';
-  HFTA_CHECK(std::fwrite(line.data(), 1, line.size(), file_) == line.size() &&
-                 std::fflush(file_) == 0,
-             "cannot write {}: {}", path_, std::strerror(errno));
+  HFTA_CHECK(
+      std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0,
+      "cannot write {}: {}", path_, std::strerror(errno));
 }
 
 size_t CsvTable::column(const std::string& name) const {
@@ -110,8 +110,8 @@ CsvTable read_csv(const std::string& path) {
       table.header = std::move(fields);
       continue;
     }
-    HFTA_CHECK(fields.size() == table.header.size(), "{} line {}: {} fields, header has {}",
-               path, line_no, fields.size(), table.header.size());
+    HFTA_CHECK(fields.size() == table.header.size(), "{} line {}: {} fields, header has {}", path,
+               line_no, fields.size(), table.header.size());
     table.rows.push_back(std::move(fields));
   }
   HFTA_CHECK(!table.header.empty(), "{} is empty: expected a CSV header", path);

@@ -1,8 +1,9 @@
 // The `hfta` command: `hfta train` trains an array of models, `hfta sweep` measures throughput
 // against the fusion count. Each subcommand lives in its own workflows/ file.
+#include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fmt/core.h>
 
 #include "backend/cpu/runtime.h"
 #include "core/error.h"

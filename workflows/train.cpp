@@ -38,9 +38,12 @@ struct HyperList {
   size_t size;
 };
 std::vector<HyperList> hyper_lists(const TrainOptions& o) {
-  return {{"--lr", o.lr.size()},           {"--beta1", o.beta1.size()},
-          {"--beta2", o.beta2.size()},     {"--eps", o.eps.size()},
-          {"--weight-decay", o.weight_decay.size()}, {"--momentum", o.momentum.size()},
+  return {{"--lr", o.lr.size()},
+          {"--beta1", o.beta1.size()},
+          {"--beta2", o.beta2.size()},
+          {"--eps", o.eps.size()},
+          {"--weight-decay", o.weight_decay.size()},
+          {"--momentum", o.momentum.size()},
           {"--nesterov", o.nesterov.size()}};
 }
 
@@ -105,8 +108,8 @@ struct Evaluation {
   std::vector<double> loss, accuracy;
 };
 Evaluation evaluate(Model& model, const Dataset& test) {
-  Loader loader(test, {.batch_size = model.spec().batch_size, .shuffle = false,
-                       .drop_last = false});
+  Loader loader(test,
+                {.batch_size = model.spec().batch_size, .shuffle = false, .drop_last = false});
   Batch batch = loader.make_batch();
   const size_t B = static_cast<size_t>(model.B());
   std::vector<double> loss_sum(B, 0.0);
@@ -140,19 +143,22 @@ void train_array(const TrainOptions& o, const Hyper& h, const std::vector<int64_
                  const Data& data, CsvWriter& metrics, std::vector<ModelResult>& results) {
   const auto start = Clock::now();
   const int64_t B = static_cast<int64_t>(ids.size());
-  auto model = make_model(o.model, {.B = B, .batch_size = o.batch_size, .seed = o.seed,
-                                    .model_ids = ids});
+  auto model =
+      make_model(o.model, {.B = B, .batch_size = o.batch_size, .seed = o.seed, .model_ids = ids});
   auto optimizer = make_optimizer(o.optimizer, *model, h, ids);
-  Loader loader(data.train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed,
-                             .drop_last = true, .iters_per_epoch = o.iters_per_epoch});
+  Loader loader(data.train, {.batch_size = o.batch_size,
+                             .shuffle = true,
+                             .seed = o.seed,
+                             .drop_last = true,
+                             .iters_per_epoch = o.iters_per_epoch});
   Batch batch = loader.make_batch();
   const std::string who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", B);
   int64_t step = 0;
   std::vector<int64_t> skipped(static_cast<size_t>(B), 0);
   std::vector<double> epoch_loss(static_cast<size_t>(B), 0.0);
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
-    ProgressBar bar(fmt::format("epoch {}/{} {}", epoch, o.epochs, who),
-                    loader.batches_per_epoch(), o.progress && stdout_is_terminal());
+    ProgressBar bar(fmt::format("epoch {}/{} {}", epoch, o.epochs, who), loader.batches_per_epoch(),
+                    o.progress && stdout_is_terminal());
     std::fill(epoch_loss.begin(), epoch_loss.end(), 0.0);
     int64_t epoch_steps = 0;
     const auto epoch_start = Clock::now();
@@ -180,10 +186,10 @@ void train_array(const TrainOptions& o, const Hyper& h, const std::vector<int64_
                who, train_seconds, samples_per_s);
     for (int64_t b = 0; b < B; ++b) {
       const double train_loss = epoch_loss[b] / static_cast<double>(epoch_steps);
-      fmt::print("  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}\n",
-                 ids[b], h.lr[ids[b]], train_loss, eval.loss[b], 100.0 * eval.accuracy[b],
-                 skipped[b] ? fmt::format("  ({} steps skipped: NaN/Inf gradients)", skipped[b])
-                            : "");
+      fmt::print(
+          "  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}\n",
+          ids[b], h.lr[ids[b]], train_loss, eval.loss[b], 100.0 * eval.accuracy[b],
+          skipped[b] ? fmt::format("  ({} steps skipped: NaN/Inf gradients)", skipped[b]) : "");
       ModelResult& r = results[static_cast<size_t>(ids[b])];
       r.model = ids[b];
       r.final_train_loss = train_loss;
@@ -225,7 +231,8 @@ TrainResult run_train(const TrainOptions& o) {
 
   // Validate the model name and hyperparameters before the (slow) data load.
   auto probe = make_model(o.model, {.B = 1, .batch_size = 1, .seed = o.seed, .model_ids = {}});
-  make_optimizer(o.optimizer, *make_model(o.model, {.B = B, .batch_size = 1, .seed = 0, .model_ids = {}}), h,
+  make_optimizer(o.optimizer,
+                 *make_model(o.model, {.B = B, .batch_size = 1, .seed = 0, .model_ids = {}}), h,
                  [&] {
                    std::vector<int64_t> all(static_cast<size_t>(B));
                    std::iota(all.begin(), all.end(), 0);
@@ -240,13 +247,12 @@ TrainResult run_train(const TrainOptions& o) {
   CsvWriter metrics(o.out + "/metrics.csv", {"model", "step", "epoch", "lr", "loss"});
 
   fmt::print("{}\n", cpu::describe_runtime());
-  fmt::print("training {} {} model{} ({}) on {}: {} train / {} test samples, batch {}, {} "
-             "epoch{}{}\n",
-             B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused",
-             o.dataset, data.train.size, data.test.size, o.batch_size, o.epochs,
-             o.epochs == 1 ? "" : "s",
-             o.iters_per_epoch ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch)
-                               : "");
+  fmt::print(
+      "training {} {} model{} ({}) on {}: {} train / {} test samples, batch {}, {} "
+      "epoch{}{}\n",
+      B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused", o.dataset,
+      data.train.size, data.test.size, o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
+      o.iters_per_epoch ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch) : "");
   std::fflush(stdout);
 
   TrainResult result;
@@ -277,14 +283,14 @@ TrainResult run_train(const TrainOptions& o) {
                  fmt::format("{:.6g}", r.test_accuracy), std::to_string(r.skipped_steps),
                  fmt::format("{:.3f}", r.wall_seconds)});
   }
-  auto best = std::max_element(result.models.begin(), result.models.end(),
-                               [](const ModelResult& a, const ModelResult& b) {
-                                 return a.test_accuracy < b.test_accuracy;
-                               });
-  fmt::print("done in {:.1f} s; best: model {} (lr {:g}) with {:.2f}% test accuracy; results in "
-             "{}/summary.csv and {}/metrics.csv\n",
-             result.wall_seconds, best->model, h.lr[static_cast<size_t>(best->model)],
-             100.0 * best->test_accuracy, o.out, o.out);
+  auto best = std::max_element(
+      result.models.begin(), result.models.end(),
+      [](const ModelResult& a, const ModelResult& b) { return a.test_accuracy < b.test_accuracy; });
+  fmt::print(
+      "done in {:.1f} s; best: model {} (lr {:g}) with {:.2f}% test accuracy; results in "
+      "{}/summary.csv and {}/metrics.csv\n",
+      result.wall_seconds, best->model, h.lr[static_cast<size_t>(best->model)],
+      100.0 * best->test_accuracy, o.out, o.out);
   return result;
 }
 
@@ -327,7 +333,8 @@ TrialResult run_trial(const TrialOptions& o) {
   TrialResult r{};
   for (const auto& ids : groups) {
     auto model = make_model(o.model, {.B = static_cast<int64_t>(ids.size()),
-                                      .batch_size = o.batch_size, .seed = o.seed,
+                                      .batch_size = o.batch_size,
+                                      .seed = o.seed,
                                       .model_ids = ids});
     auto optimizer = make_optimizer("adam", *model, h, ids);
     Loader loader(data.train, {.batch_size = o.batch_size, .seed = o.seed});
@@ -343,8 +350,8 @@ TrialResult run_trial(const TrialOptions& o) {
     for (int64_t s = 0; s < o.steps; ++s) step();
     r.seconds += seconds_since(start);
     r.params_per_model = model->params_per_model();
-    r.flops_per_step += static_cast<double>(ids.size() * o.batch_size) *
-                        model->train_flops_per_sample();
+    r.flops_per_step +=
+        static_cast<double>(ids.size() * o.batch_size) * model->train_flops_per_sample();
   }
   r.samples_per_second = static_cast<double>(o.B * o.steps * o.batch_size) / r.seconds;
   r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;
@@ -374,11 +381,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--beta1", opts->beta1, "Adam beta1, per model")->delimiter(',');
   cmd->add_option("--beta2", opts->beta2, "Adam beta2, per model")->delimiter(',');
   cmd->add_option("--eps", opts->eps, "Adam epsilon, per model")->delimiter(',');
-  cmd->add_option("--weight-decay", opts->weight_decay, "Weight decay, per model")
-      ->delimiter(',');
+  cmd->add_option("--weight-decay", opts->weight_decay, "Weight decay, per model")->delimiter(',');
   cmd->add_option("--momentum", opts->momentum, "SGD momentum, per model")->delimiter(',');
-  cmd->add_option("--nesterov", opts->nesterov, "SGD Nesterov (0 or 1), per model")
-      ->delimiter(',');
+  cmd->add_option("--nesterov", opts->nesterov, "SGD Nesterov (0 or 1), per model")->delimiter(',');
   cmd->add_option("--epochs", opts->epochs, "Epochs")->capture_default_str();
   cmd->add_option("--batch-size", opts->batch_size, "Minibatch rows, shared by all models")
       ->capture_default_str();
@@ -388,12 +393,13 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)");
   auto fused_flag = std::make_shared<bool>(false);
-  auto* fused = cmd->add_flag("--fused", *fused_flag, "Train the models as one fused array (default)");
+  auto* fused =
+      cmd->add_flag("--fused", *fused_flag, "Train the models as one fused array (default)");
   cmd->add_flag("--serial", opts->serial,
                 "Train the models one after another, each alone (the baseline)")
       ->excludes(fused);
-  cmd->add_flag("--no-progress", [opts](int64_t) { opts->progress = false; },
-                "No progress bar");
+  cmd->add_flag(
+      "--no-progress", [opts](int64_t) { opts->progress = false; }, "No progress bar");
   cmd->add_option("--out", opts->out, "Directory for metrics.csv and summary.csv")
       ->capture_default_str();
   cmd->add_option("--synthetic-size", opts->synthetic_train_size,

@@ -36,8 +36,8 @@ struct ModelResult {
   double final_train_loss = 0.0;  // mean over the last epoch's steps
   double test_accuracy = 0.0;     // in [0, 1]
   double test_loss = 0.0;
-  double wall_seconds = 0.0;      // this model's share: the whole run when fused
-  int64_t skipped_steps = 0;      // steps skipped for NaN/Inf gradients
+  double wall_seconds = 0.0;  // this model's share: the whole run when fused
+  int64_t skipped_steps = 0;  // steps skipped for NaN/Inf gradients
 };
 
 struct TrainResult {

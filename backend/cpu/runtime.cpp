@@ -7,7 +7,6 @@
 
 #include <cctype>
 #include <cstdlib>
-
 #include <dnnl.hpp>
 
 #include "backend/cpu/dnnl_context.h"
@@ -38,22 +37,37 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-// OpenBLAS 0.3.21 (Debian 12) does not recognise newer Xeons (e.g. CPU model 207) and falls back
-// to its "Prescott" SSE3 kernels, 7x slower than its AVX-512 ones on this machine. It picks its
-// kernels when the library loads, before main(), so the only fix is OPENBLAS_CORETYPE in the
-// environment at load time: set it and re-execute this program once.
+// Two settings only take effect in the environment at library load time, before main(), so
+// init_runtime sets them and re-executes the program once:
+// - OpenBLAS 0.3.21 (Debian 12) does not recognise newer CPUs (e.g. Xeon model 207) and falls
+//   back to its "Prescott" SSE3 kernels, 7x slower than its AVX-512 ones on such a machine:
+//   OPENBLAS_CORETYPE names the right kernels.
+// - libgomp's default wait policy spins at every barrier. When two OpenMP processes share the
+//   cores (a concurrent sweep, ctest -j2, a neighbour's job), each spins on the core the other's
+//   late thread needs, and steps ran 10x slower in measurements here (two MLP trainings at once:
+//   4.1 s each with spinning, 0.42 s with OMP_WAIT_POLICY=passive; alone both took the same).
+// A user's own OPENBLAS_CORETYPE or OMP_WAIT_POLICY is respected; HFTA_NO_REEXEC=1 turns this off.
 void init_runtime(char** argv, int threads) {
-  const bool fallback_core = lower(openblas_get_corename()) == "prescott";
-  if (fallback_core && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
-      std::getenv("HFTA_NO_REEXEC") == nullptr) {
-    const char* core = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2") ? "Haswell"
-                                                         : nullptr;
-    if (core != nullptr) {
-      setenv("OPENBLAS_CORETYPE", core, 1);
-      setenv("HFTA_NO_REEXEC", "1", 1);  // never loop
+  if (std::getenv("HFTA_NO_REEXEC") == nullptr) {
+    bool changed = false;
+    const bool fallback_core = lower(openblas_get_corename()) == "prescott";
+    if (fallback_core && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+      const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                         : __builtin_cpu_supports("avx2")  ? "Haswell"
+                                                           : nullptr;
+      if (core != nullptr) {
+        setenv("OPENBLAS_CORETYPE", core, 1);
+        changed = true;
+      }
+    }
+    if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+      setenv("OMP_WAIT_POLICY", "passive", 1);
+      changed = true;
+    }
+    if (changed) {
+      setenv("HFTA_NO_REEXEC", "1", 1);  // never loop; children inherit the settings anyway
       execv("/proc/self/exe", argv);
-      // execv only returns on failure: keep going with the slow kernels.
+      // execv only returns on failure: keep going with the defaults.
     }
   }
   set_num_threads(threads);
@@ -88,18 +102,19 @@ std::string describe_runtime() {
   const dnnl_version_t* v = dnnl_version();
   const char* parallel[] = {"sequential", "pthreads", "OpenMP"};
   int mode = openblas_get_parallel();
-  return fmt::format("OpenBLAS {} ({} build, {} threads); oneDNN {}.{}.{} (cpu runtime {}); "
-                     "OpenMP {} threads; sgemm by {}",
-                     openblas_get_config(), mode >= 0 && mode <= 2 ? parallel[mode] : "unknown",
-                     openblas_get_num_threads(), v->major, v->minor, v->patch,
-                     v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other",
-                     omp_get_max_threads(),
-                     g_gemm_backend == GemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS");
+  return fmt::format(
+             "OpenBLAS {} ({} build, {} threads); oneDNN {}.{}.{} (cpu runtime {}); "
+             "OpenMP {} threads; sgemm by {}",
+             openblas_get_config(), mode >= 0 && mode <= 2 ? parallel[mode] : "unknown",
+             openblas_get_num_threads(), v->major, v->minor, v->patch,
+             v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other", omp_get_max_threads(),
+             g_gemm_backend == GemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS") +
+         fmt::format("; OpenMP waits {}",
+                     std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default");
 }
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc) {
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (g_gemm_backend == GemmBackend::kOpenBlas) {
     openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -111,13 +126,12 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 }
 
 void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                    float* c, int64_t ldc) {
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
 dnnl::engine& dnnl_engine() {

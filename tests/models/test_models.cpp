@@ -22,7 +22,6 @@
 namespace hfta {
 namespace {
 
-
 constexpr float kLossRtol = 2e-5f;
 constexpr double kParamAtol = 1e-5;
 constexpr double kParamOutlierFraction = 1e-5;
@@ -38,7 +37,8 @@ void expect_same_parameters(const std::vector<float>& fused, const std::vector<f
     if (!(err <= kParamAtol)) ++outliers;
     if (!(err <= worst)) worst = err;  // NaN makes worst NaN
   }
-  EXPECT_LE(static_cast<double>(outliers), kParamOutlierFraction * static_cast<double>(fused.size()))
+  EXPECT_LE(static_cast<double>(outliers),
+            kParamOutlierFraction * static_cast<double>(fused.size()))
       << what << ": " << outliers << " of " << fused.size() << " parameters differ by more than "
       << kParamAtol;
   EXPECT_LE(worst, kParamLrFraction * lr) << what << ": largest difference " << worst;
@@ -50,8 +50,8 @@ struct TrainedArray {
 };
 
 // Trains models `ids` as one array for `steps` Adam steps on a shared synthetic loader.
-TrainedArray train(const std::string& name, const std::vector<int64_t>& ids, const std::vector<float>& lr,
-          int steps, uint64_t seed) {
+TrainedArray train(const std::string& name, const std::vector<int64_t>& ids,
+                   const std::vector<float>& lr, int steps, uint64_t seed) {
   const int64_t B = static_cast<int64_t>(ids.size());
   auto model = make_model(name, {.B = B, .batch_size = 16, .seed = seed, .model_ids = ids});
   std::vector<TensorView> values;

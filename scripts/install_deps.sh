@@ -7,6 +7,7 @@ packages=(
   libdnnl-dev              # oneDNN 2.x
   ocl-icd-opencl-dev       # dnnl-config.cmake looks for OpenCL (a Recommends we skip otherwise)
   libomp-dev libfmt-dev libcli11-dev zlib1g-dev
+  nlohmann-json3-dev       # checkpoint headers
   libgtest-dev libbenchmark-dev
   gnuplot-nox              # plots from `hfta sweep`
   dataset-fashion-mnist    # /usr/share/datasets/fashion-mnist

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   CLI::App app{"hfta: train arrays of horizontally fused models"};
   app.require_subcommand(1);
   hfta::add_train_command(app);
+  hfta::add_extract_command(app);
+  hfta::add_eval_command(app);
   hfta::add_sweep_command(app);
   try {
     app.parse(argc, argv);

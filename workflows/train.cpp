@@ -5,10 +5,14 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
+#include <map>
 #include <numeric>
+#include <optional>
 
 #include "backend/cpu/runtime.h"
 #include "core/error.h"
@@ -19,6 +23,7 @@
 #include "models/model.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "workflows/checkpoint.h"
 #include "workflows/csv.h"
 #include "workflows/progress.h"
 #include "workflows/trial.h"
@@ -138,11 +143,85 @@ std::string format_losses(const std::vector<float>& losses) {
   return s;
 }
 
-// Trains the models `ids` (global indices) as one array of ids.size() models.
+// Set by SIGINT during `hfta train`: the loop finishes its step, saves a checkpoint and stops.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+// Installs the Ctrl-C handler for the lifetime of a training run.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    g_interrupted.store(false);
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~InterruptGuard() { sigaction(SIGINT, &previous_, nullptr); }
+
+ private:
+  struct sigaction previous_ {};
+};
+
+// The hyperparameters of models `ids`, by name, as checkpoints record them.
+std::map<std::string, std::vector<double>> hyper_of(const Hyper& h,
+                                                    const std::vector<int64_t>& ids) {
+  std::map<std::string, std::vector<double>> out;
+  auto put = [&](const char* name, const auto& all) {
+    for (int64_t id : ids) out[name].push_back(static_cast<double>(all[static_cast<size_t>(id)]));
+  };
+  put("lr", h.lr);
+  put("beta1", h.beta1);
+  put("beta2", h.beta2);
+  put("eps", h.eps);
+  put("weight_decay", h.weight_decay);
+  put("momentum", h.momentum);
+  put("nesterov", h.nesterov);
+  return out;
+}
+
+// Where the array of models `ids` keeps its checkpoint: one file for a fused run, one per model
+// for a serial run.
+std::string checkpoint_path(const TrainOptions& o, const std::vector<int64_t>& ids) {
+  return o.serial ? fmt::format("{}/checkpoint-model{}.bin", o.out, ids[0])
+                  : o.out + "/checkpoint.bin";
+}
+
+// Throws hfta::Error naming the first setting in which the checkpoint differs from this run.
+void check_resumable(const Checkpoint& c, const TrainOptions& o, const Hyper& h,
+                     const std::vector<int64_t>& ids, const std::string& path) {
+  auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
+    fail(
+        "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
+        "the same flags or choose another --out",
+        path, what, was, is);
+  };
+  if (c.model != o.model) differs("--model", c.model, o.model);
+  if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
+  if (c.seed != o.seed) differs("--seed", std::to_string(c.seed), std::to_string(o.seed));
+  if (c.batch_size != o.batch_size)
+    differs("--batch-size", std::to_string(c.batch_size), std::to_string(o.batch_size));
+  if (c.model_ids != ids)
+    differs("models", fmt::format("{}", fmt::join(c.model_ids, ",")),
+            fmt::format("{}", fmt::join(ids, ",")));
+  for (const auto& [name, values] : hyper_of(h, ids)) {
+    auto it = c.hyper.find(name);
+    if (it == c.hyper.end() || it->second != values)
+      differs("--" + name,
+              it == c.hyper.end() ? "nothing" : fmt::format("{}", fmt::join(it->second, ",")),
+              fmt::format("{}", fmt::join(values, ",")));
+  }
+  if (c.epoch > o.epochs) differs("--epochs", std::to_string(c.epoch), std::to_string(o.epochs));
+}
+
+// Trains the models `ids` (global indices) as one array of ids.size() models, from `resume_from`
+// when given. Saves a checkpoint after every epoch and when interrupted.
 void train_array(const TrainOptions& o, const Hyper& h, const std::vector<int64_t>& ids,
-                 const Data& data, CsvWriter& metrics, std::vector<ModelResult>& results) {
+                 const Data& data, const Checkpoint* resume_from, CsvWriter& metrics,
+                 std::vector<ModelResult>& results) {
   const auto start = Clock::now();
   const int64_t B = static_cast<int64_t>(ids.size());
+  const size_t nB = static_cast<size_t>(B);
   auto model =
       make_model(o.model, {.B = B, .batch_size = o.batch_size, .seed = o.seed, .model_ids = ids});
   auto optimizer = make_optimizer(o.optimizer, *model, h, ids);
@@ -153,14 +232,58 @@ void train_array(const TrainOptions& o, const Hyper& h, const std::vector<int64_
                              .iters_per_epoch = o.iters_per_epoch});
   Batch batch = loader.make_batch();
   const std::string who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", B);
-  int64_t step = 0;
-  std::vector<int64_t> skipped(static_cast<size_t>(B), 0);
-  std::vector<double> epoch_loss(static_cast<size_t>(B), 0.0);
-  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+
+  // Progress, restored from the checkpoint when resuming.
+  int64_t step = 0, first_epoch = 1, skip_batches = 0;
+  std::vector<int64_t> skipped(nB, 0);
+  std::vector<double> epoch_loss(nB, 0.0), last_train_loss(nB, 0.0);
+  if (resume_from != nullptr) {
+    restore_tensors(*resume_from, *model, optimizer.get());
+    step = resume_from->step;
+    first_epoch = resume_from->epoch + 1;
+    skip_batches = resume_from->batch_in_epoch;
+    skipped = resume_from->skipped_steps;
+    epoch_loss = resume_from->epoch_loss_sum;
+    last_train_loss = resume_from->last_train_loss;
+    fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, step, first_epoch,
+               skip_batches);
+  }
+  const std::string path = checkpoint_path(o, ids);
+  auto save = [&](int64_t epochs_done, int64_t batch_in_epoch) {
+    if (!o.checkpoint) return;
+    Checkpoint c;
+    c.model = o.model;
+    c.B = B;
+    c.seed = o.seed;
+    c.batch_size = o.batch_size;
+    c.model_ids = ids;
+    c.optimizer = o.optimizer;
+    c.hyper = hyper_of(h, ids);
+    c.epoch = epochs_done;
+    c.batch_in_epoch = batch_in_epoch;
+    c.step = step;
+    c.epoch_loss_sum = epoch_loss;
+    c.last_train_loss = last_train_loss;
+    auto steps = optimizer->steps();
+    c.optimizer_steps.assign(steps.begin(), steps.end());
+    c.skipped_steps = skipped;
+    c.tensors = capture_tensors(*model, optimizer.get());
+    save_checkpoint(path, c);
+  };
+
+  Evaluation eval;
+  for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
+    loader.start_epoch(epoch - 1);  // the loader counts epochs from 0
+    int64_t epoch_steps = 0;
+    if (skip_batches > 0) {  // resuming inside this epoch: its first batches are done
+      for (; epoch_steps < skip_batches && loader.next(batch);) ++epoch_steps;
+      skip_batches = 0;
+    } else {
+      std::fill(epoch_loss.begin(), epoch_loss.end(), 0.0);
+    }
     ProgressBar bar(fmt::format("epoch {}/{} {}", epoch, o.epochs, who), loader.batches_per_epoch(),
                     o.progress && stdout_is_terminal());
-    std::fill(epoch_loss.begin(), epoch_loss.end(), 0.0);
-    int64_t epoch_steps = 0;
+    const int64_t resumed_steps = epoch_steps;
     const auto epoch_start = Clock::now();
     while (loader.next(batch)) {
       model->forward(batch.images(), batch.labels(), /*training=*/true);
@@ -176,31 +299,61 @@ void train_array(const TrainOptions& o, const Hyper& h, const std::vector<int64_
                      fmt::format("{:g}", optimizer->lr()[b]), fmt::format("{:.6g}", loss)});
       }
       bar.update(epoch_steps, format_losses(model->losses()));
+      if (g_interrupted.load()) {
+        bar.finish();
+        save(epoch - 1, epoch_steps);
+        fail("interrupted (Ctrl-C) after step {}{}", step,
+             o.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
+                                        "--resume to continue",
+                                        path)
+                          : "");
+      }
     }
     bar.finish();
     const double train_seconds = seconds_since(epoch_start);
-    Evaluation eval = evaluate(*model, data.test);
+    eval = evaluate(*model, data.test);
     const double samples_per_s =
-        static_cast<double>(B * epoch_steps * o.batch_size) / train_seconds;
+        static_cast<double>(B * (epoch_steps - resumed_steps) * o.batch_size) / train_seconds;
     fmt::print("epoch {}/{} ({}): {:.1f} s, {:.0f} samples/s over all models\n", epoch, o.epochs,
                who, train_seconds, samples_per_s);
     for (int64_t b = 0; b < B; ++b) {
-      const double train_loss = epoch_loss[b] / static_cast<double>(epoch_steps);
+      last_train_loss[b] = epoch_loss[b] / static_cast<double>(std::max<int64_t>(1, epoch_steps));
       fmt::print(
           "  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}\n",
-          ids[b], h.lr[ids[b]], train_loss, eval.loss[b], 100.0 * eval.accuracy[b],
+          ids[b], h.lr[ids[b]], last_train_loss[b], eval.loss[b], 100.0 * eval.accuracy[b],
           skipped[b] ? fmt::format("  ({} steps skipped: NaN/Inf gradients)", skipped[b]) : "");
-      ModelResult& r = results[static_cast<size_t>(ids[b])];
-      r.model = ids[b];
-      r.final_train_loss = train_loss;
-      r.test_loss = eval.loss[b];
-      r.test_accuracy = eval.accuracy[b];
-      r.skipped_steps = skipped[b];
     }
     std::fflush(stdout);
+    std::fill(epoch_loss.begin(), epoch_loss.end(), 0.0);
+    save(epoch, 0);
+  }
+  if (first_epoch > o.epochs) {  // resumed a finished run: just report it again
+    eval = evaluate(*model, data.test);
+    fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
   }
   const double wall = seconds_since(start);
-  for (int64_t id : ids) results[static_cast<size_t>(id)].wall_seconds = wall;
+  for (int64_t b = 0; b < B; ++b) {
+    ModelResult& r = results[static_cast<size_t>(ids[b])];
+    r.model = ids[b];
+    r.final_train_loss = last_train_loss[b];
+    r.test_loss = eval.loss[b];
+    r.test_accuracy = eval.accuracy[b];
+    r.skipped_steps = skipped[b];
+    r.wall_seconds = wall;
+  }
+}
+
+// Keeps the metrics rows a resumed run does not redo: those of models resuming from a checkpoint,
+// up to its step. Rows of models that start over are dropped.
+void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step) {
+  if (!std::filesystem::exists(path)) return;
+  CsvTable t = read_csv(path);
+  const size_t model_col = t.column("model"), step_col = t.column("step");
+  CsvWriter rewrite(path, t.header);
+  for (const auto& row : t.rows) {
+    auto it = resumed_step.find(std::stoll(row[model_col]));
+    if (it != resumed_step.end() && std::stoll(row[step_col]) <= it->second) rewrite.row(row);
+  }
 }
 
 }  // namespace
@@ -244,7 +397,31 @@ TrainResult run_train(const TrainOptions& o) {
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
-  CsvWriter metrics(o.out + "/metrics.csv", {"model", "step", "epoch", "lr", "loss"});
+
+  // The arrays this run trains: all B models at once, or each alone.
+  std::vector<std::vector<int64_t>> groups;
+  if (o.serial) {
+    for (int64_t b = 0; b < B; ++b) groups.push_back({b});
+  } else {
+    groups.emplace_back(static_cast<size_t>(B));
+    std::iota(groups[0].begin(), groups[0].end(), 0);
+  }
+  std::vector<std::optional<Checkpoint>> resume(groups.size());
+  if (o.resume) {
+    std::map<int64_t, int64_t> resumed_step;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::string path = checkpoint_path(o, groups[g]);
+      if (!std::filesystem::exists(path)) continue;
+      resume[g] = load_checkpoint(path);
+      check_resumable(*resume[g], o, h, groups[g], path);
+      for (int64_t id : groups[g]) resumed_step[id] = resume[g]->step;
+    }
+    HFTA_CHECK(!resumed_step.empty(),
+               "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
+               checkpoint_path(o, groups[0]));
+    prune_metrics(o.out + "/metrics.csv", resumed_step);
+  }
+  CsvWriter metrics(o.out + "/metrics.csv", {"model", "step", "epoch", "lr", "loss"}, o.resume);
 
   fmt::print("{}\n", cpu::describe_runtime());
   fmt::print(
@@ -258,13 +435,9 @@ TrainResult run_train(const TrainOptions& o) {
   TrainResult result;
   result.B = B;
   result.models.resize(static_cast<size_t>(B));
-  if (o.serial) {
-    for (int64_t b = 0; b < B; ++b) train_array(o, h, {b}, data, metrics, result.models);
-  } else {
-    std::vector<int64_t> all(static_cast<size_t>(B));
-    std::iota(all.begin(), all.end(), 0);
-    train_array(o, h, all, data, metrics, result.models);
-  }
+  InterruptGuard interrupt_guard;
+  for (size_t g = 0; g < groups.size(); ++g)
+    train_array(o, h, groups[g], data, resume[g] ? &*resume[g] : nullptr, metrics, result.models);
   result.wall_seconds = seconds_since(start);
 
   CsvWriter summary(o.out + "/summary.csv",
@@ -402,9 +575,106 @@ void add_train_command(CLI::App& app) {
       "--no-progress", [opts](int64_t) { opts->progress = false; }, "No progress bar");
   cmd->add_option("--out", opts->out, "Directory for metrics.csv and summary.csv")
       ->capture_default_str();
+  cmd->add_flag("--resume", opts->resume,
+                "Continue the run in --out from its checkpoints (give the same flags)");
+  cmd->add_flag(
+      "--no-checkpoint", [opts](int64_t) { opts->checkpoint = false; },
+      "Do not save checkpoints (after every epoch and on Ctrl-C by default)");
   cmd->add_option("--synthetic-size", opts->synthetic_train_size,
                   "Training samples of --dataset synthetic");
   cmd->callback([opts, fused_flag] { run_train(*opts); });
+}
+
+namespace {
+
+// The checkpoint holding model `b` of the run in `dir` (fused: checkpoint.bin, serial: one file
+// per model), as a B = 1 checkpoint.
+Checkpoint model_from_run(const std::string& dir, int64_t b) {
+  const std::string fused = dir + "/checkpoint.bin";
+  const std::string serial = fmt::format("{}/checkpoint-model{}.bin", dir, b);
+  if (std::filesystem::exists(fused)) {
+    Checkpoint all = load_checkpoint(fused);
+    for (int64_t i = 0; i < all.B; ++i)
+      if (all.model_ids[i] == b) return extract_model(all, i);
+    fail("{} holds models {}, not model {}", fused, fmt::join(all.model_ids, ","), b);
+  }
+  HFTA_CHECK(std::filesystem::exists(serial),
+             "no checkpoint for model {} in {}: expected {} or {} (was the run started with "
+             "--no-checkpoint?)",
+             b, dir, fused, serial);
+  return load_checkpoint(serial);
+}
+
+// The model with the highest test accuracy in <dir>/summary.csv.
+int64_t best_model_of_run(const std::string& dir) {
+  CsvTable summary = read_csv(dir + "/summary.csv");
+  HFTA_CHECK(!summary.rows.empty(), "{}/summary.csv has no models", dir);
+  const size_t acc = summary.column("test_accuracy"), model = summary.column("model");
+  const auto* best = &summary.rows[0];
+  for (const auto& row : summary.rows)
+    if (std::stod(row[acc]) > std::stod((*best)[acc])) best = &row;
+  return std::stoll((*best)[model]);
+}
+
+}  // namespace
+
+void add_extract_command(CLI::App& app) {
+  struct Args {
+    std::string run, out;
+    int64_t model = -1;
+    bool best = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "extract", "Write one model of a trained array to its own checkpoint (B = 1)");
+  cmd->add_option("--run", args->run, "The --out directory of `hfta train`")->required();
+  auto* model = cmd->add_option("--model", args->model, "Model index (0-based) to extract");
+  cmd->add_flag("--best", args->best, "Extract the model with the best test accuracy")
+      ->excludes(model);
+  cmd->add_option("--out", args->out, "Checkpoint file to write")->required();
+  cmd->callback([args] {
+    HFTA_CHECK(args->best || args->model >= 0, "give --model N or --best");
+    const int64_t b = args->best ? best_model_of_run(args->run) : args->model;
+    Checkpoint one = model_from_run(args->run, b);
+    save_checkpoint(args->out, one);
+    int64_t params = 0;
+    for (const auto& t : one.tensors)
+      if (t.name.find('#') == std::string::npos) params += t.shape.numel();
+    fmt::print("model {} of {} ({} {}, lr {:g}, {} steps) written to {}: {} parameters\n", b,
+               args->run, one.model, one.optimizer, one.hyper.at("lr")[0], one.step, args->out,
+               params);
+  });
+}
+
+void add_eval_command(CLI::App& app) {
+  struct Args {
+    std::string checkpoint, dataset = "fashion-mnist", data_dir;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate the models of a checkpoint on a test set");
+  cmd->add_option("--checkpoint", args->checkpoint, "Checkpoint file")->required();
+  cmd->add_option("--dataset", args->dataset, "fashion-mnist or synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", args->data_dir, "Fashion-MNIST directory");
+  cmd->callback([args] {
+    Checkpoint c = load_checkpoint(args->checkpoint);
+    auto model = make_model(c.model, {.B = c.B,
+                                      .batch_size = std::max<int64_t>(c.batch_size, 1),
+                                      .seed = c.seed,
+                                      .model_ids = c.model_ids});
+    restore_tensors(c, *model, nullptr);
+    TrainOptions defaults;
+    Data data =
+        load_data(args->dataset, args->data_dir, model->sample_shape(), model->num_classes(),
+                  defaults.synthetic_train_size, defaults.synthetic_test_size, c.seed);
+    Evaluation e = evaluate(*model, data.test);
+    fmt::print("{}: {} {} model{} after {} steps, on {} test samples of {}\n", args->checkpoint,
+               c.B, c.model, c.B == 1 ? "" : "s", c.step, data.test.size, args->dataset);
+    for (int64_t b = 0; b < c.B; ++b)
+      fmt::print("  model {:>2}  lr {:<8g} test loss {:.4f}  test acc {:.2f}%\n", c.model_ids[b],
+                 c.hyper.at("lr")[b], e.loss[b], 100.0 * e.accuracy[b]);
+  });
 }
 
 }  // namespace hfta

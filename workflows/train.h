@@ -27,6 +27,10 @@ struct TrainOptions {
   bool serial = false;
   bool progress = true;  // progress bar when stdout is a terminal
   std::string out = "runs/train";
+  // Save <out>/checkpoint.bin (serial: checkpoint-model<b>.bin) after every epoch and on Ctrl-C.
+  bool checkpoint = true;
+  // Continue from the checkpoints in <out> (same flags required; metrics.csv is kept).
+  bool resume = false;
   // Synthetic data sizes (dataset = synthetic).
   int64_t synthetic_train_size = 4096, synthetic_test_size = 1024;
 };
@@ -56,5 +60,9 @@ TrainResult run_train(const TrainOptions& options);
 
 // Registers the `train` subcommand.
 void add_train_command(CLI::App& app);
+// `hfta extract --run DIR (--model N | --best) --out FILE`: one model of a run, on its own.
+void add_extract_command(CLI::App& app);
+// `hfta eval --checkpoint FILE`: test loss and accuracy of each model in a checkpoint.
+void add_eval_command(CLI::App& app);
 
 }  // namespace hfta

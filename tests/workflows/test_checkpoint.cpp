@@ -1,0 +1,230 @@
+// Checkpoints: the file format round-trips and rejects damaged files with a clear message; a run
+// stopped (at an epoch boundary or by Ctrl-C mid-epoch) and resumed writes exactly the metrics of
+// an uninterrupted run; one model extracted from an array evaluates as it did inside it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "workflows/checkpoint.h"
+#include "workflows/csv.h"
+
+extern char** environ;
+
+namespace hfta {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_dir(const std::string& name) {
+  auto dir =
+      fs::temp_directory_path() / ("hfta_test_ckpt_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+int run_hfta(const std::string& args, std::string* output = nullptr) {
+  std::string cmd = std::string(HFTA_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  int status = pclose(pipe);
+  if (output) *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Checkpoint small_checkpoint() {
+  Checkpoint c;
+  c.model = "mlp";
+  c.B = 2;
+  c.seed = 9;
+  c.batch_size = 8;
+  c.model_ids = {0, 1};
+  c.optimizer = "adam";
+  c.hyper = {{"lr", {0.1, 0.2}}};
+  c.epoch = 1;
+  c.batch_in_epoch = 3;
+  c.step = 7;
+  c.epoch_loss_sum = {1.5, 2.5};
+  c.last_train_loss = {0.5, 0.7};
+  c.optimizer_steps = {7, 6};
+  c.skipped_steps = {0, 1};
+  c.tensors = {{"0.weight", Shape{2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+               {"0.bias", Shape{2, 3}, {-1, -2, -3, -4, -5, -6}}};
+  return c;
+}
+
+TEST(CheckpointFile, RoundTripsEveryField) {
+  const std::string path = temp_dir("roundtrip") + "/c.bin";
+  Checkpoint c = small_checkpoint();
+  save_checkpoint(path, c);
+  Checkpoint d = load_checkpoint(path);
+  EXPECT_EQ(d.model, c.model);
+  EXPECT_EQ(d.B, c.B);
+  EXPECT_EQ(d.seed, c.seed);
+  EXPECT_EQ(d.model_ids, c.model_ids);
+  EXPECT_EQ(d.hyper, c.hyper);
+  EXPECT_EQ(d.step, c.step);
+  EXPECT_EQ(d.batch_in_epoch, c.batch_in_epoch);
+  EXPECT_EQ(d.epoch_loss_sum, c.epoch_loss_sum);
+  EXPECT_EQ(d.optimizer_steps, c.optimizer_steps);
+  EXPECT_EQ(d.skipped_steps, c.skipped_steps);
+  ASSERT_EQ(d.tensors.size(), 2u);
+  EXPECT_EQ(d.tensors[0].values, c.tensors[0].values);
+  EXPECT_EQ(d.tensors[1].shape, c.tensors[1].shape);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(CheckpointFile, ExtractTakesReplicaBOfEveryTensor) {
+  Checkpoint one = extract_model(small_checkpoint(), 1);
+  EXPECT_EQ(one.B, 1);
+  EXPECT_EQ(one.model_ids, std::vector<int64_t>{1});
+  EXPECT_EQ(one.hyper.at("lr"), std::vector<double>{0.2});
+  EXPECT_EQ(one.optimizer_steps, std::vector<int64_t>{6});
+  EXPECT_EQ(one.tensors[0].shape, (Shape{1, 2, 3}));
+  EXPECT_EQ(one.tensors[0].values, (std::vector<float>{7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(one.tensors[1].values, (std::vector<float>{-4, -5, -6}));
+  EXPECT_THROW(extract_model(small_checkpoint(), 2), Error);
+}
+
+void expect_load_error(const std::string& path, const std::string& fragment) {
+  try {
+    load_checkpoint(path);
+    ADD_FAILURE() << "loading " << path << " should fail with '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointFile, DamagedFilesAreRejectedNamingTheProblem) {
+  const std::string dir = temp_dir("damaged");
+  save_checkpoint(dir + "/good.bin", small_checkpoint());
+  const std::string good = read_file(dir + "/good.bin");
+
+  expect_load_error(dir + "/missing.bin", "cannot read");
+  write_file(dir + "/magic.bin", "NOTACKPT" + good.substr(8));
+  expect_load_error(dir + "/magic.bin", "not an hfta checkpoint");
+  write_file(dir + "/short.bin", good.substr(0, good.size() - 10));
+  expect_load_error(dir + "/short.bin", "truncated");
+  std::string flipped = good;
+  flipped[good.size() - 8] ^= 0x40;  // inside the float data
+  write_file(dir + "/flipped.bin", flipped);
+  expect_load_error(dir + "/flipped.bin", "checksum");
+  std::string version = good;
+  version[8] = 7;
+  write_file(dir + "/version.bin", version);
+  expect_load_error(dir + "/version.bin", "version 7");
+  write_file(dir + "/header.bin", good.substr(0, 20) + std::string(good.size() - 20, '{'));
+  expect_load_error(dir + "/header.bin", "malformed header");
+}
+
+// --- through the command line ---------------------------------------------------------------
+
+const std::string kRun =
+    "train --model lenet --dataset synthetic --synthetic-size 2048 --lr 0.001,0.003 --epochs 2 "
+    "--iters-per-epoch 12 --batch-size 32 --seed 3 --no-progress";
+
+std::vector<std::vector<std::string>> metric_rows(const std::string& dir) {
+  return read_csv(dir + "/metrics.csv").rows;
+}
+
+TEST(CheckpointCli, ResumingAfterAnEpochGivesTheUninterruptedMetrics) {
+  const std::string full = temp_dir("full"), split = temp_dir("split");
+  ASSERT_EQ(run_hfta(kRun + " --out " + full), 0);
+  std::string once = kRun;
+  once.replace(once.find("--epochs 2"), 10, "--epochs 1");
+  ASSERT_EQ(run_hfta(once + " --out " + split), 0);
+  std::string out;
+  ASSERT_EQ(run_hfta(kRun + " --out " + split + " --resume", &out), 0) << out;
+  EXPECT_NE(out.find("resuming after step 12"), std::string::npos) << out;
+  EXPECT_EQ(metric_rows(split), metric_rows(full));
+}
+
+TEST(CheckpointCli, CtrlCSavesACheckpointAndResumeFinishesIdentically) {
+  const std::string full = temp_dir("full_c"), cut = temp_dir("cut");
+  ASSERT_EQ(run_hfta(kRun + " --out " + full), 0);
+
+  // Start the same run and press Ctrl-C once it has written a few steps.
+  std::vector<std::string> args = {HFTA_CLI_PATH};
+  std::istringstream words(kRun + " --out " + cut);
+  for (std::string w; words >> w;) args.push_back(w);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, HFTA_CLI_PATH, nullptr, nullptr, argv.data(), environ), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(cut + "/metrics.csv") && read_file(cut + "/metrics.csv").size() > 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "the run finished before Ctrl-C reached it";
+  ASSERT_TRUE(fs::exists(cut + "/checkpoint.bin"));
+  Checkpoint c = load_checkpoint(cut + "/checkpoint.bin");
+  EXPECT_GT(c.step, 0);
+  EXPECT_LT(c.step, 24);
+
+  std::string out;
+  ASSERT_EQ(run_hfta(kRun + " --out " + cut + " --resume", &out), 0) << out;
+  EXPECT_EQ(metric_rows(cut), metric_rows(full));
+}
+
+TEST(CheckpointCli, ResumeWithOtherFlagsIsRefusedNamingTheFlag) {
+  const std::string dir = temp_dir("mismatch");
+  ASSERT_EQ(run_hfta(kRun + " --out " + dir), 0);
+  std::string other = kRun, out;
+  other.replace(other.find("--lr 0.001,0.003"), 16, "--lr 0.001,0.005");
+  EXPECT_NE(run_hfta(other + " --out " + dir + " --resume", &out), 0);
+  EXPECT_NE(out.find("--lr"), std::string::npos) << out;
+  const std::string empty = temp_dir("empty");
+  EXPECT_NE(run_hfta(kRun + " --out " + empty + " --resume", &out), 0);
+  EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
+}
+
+TEST(CheckpointCli, ExtractedBestModelEvaluatesAsInsideTheArray) {
+  const std::string dir = temp_dir("extract");
+  ASSERT_EQ(run_hfta(kRun + " --out " + dir), 0);
+  std::string out;
+  ASSERT_EQ(run_hfta("extract --run " + dir + " --model 1 --out " + dir + "/m1.bin", &out), 0)
+      << out;
+  Checkpoint one = load_checkpoint(dir + "/m1.bin");
+  EXPECT_EQ(one.B, 1);
+  EXPECT_EQ(one.model_ids, std::vector<int64_t>{1});
+  ASSERT_EQ(run_hfta("eval --dataset synthetic --checkpoint " + dir + "/m1.bin", &out), 0) << out;
+  CsvTable summary = read_csv(dir + "/summary.csv");
+  const double acc = std::stod(summary.rows[1][summary.column("test_accuracy")]);
+  EXPECT_NE(out.find(fmt::format("test acc {:.2f}%", 100.0 * acc)), std::string::npos)
+      << out << " should report the accuracy summary.csv gives model 1: " << acc;
+  EXPECT_EQ(run_hfta("extract --run " + dir + " --best --out " + dir + "/best.bin"), 0);
+  EXPECT_NE(run_hfta("extract --run " + dir + " --model 5 --out " + dir + "/x.bin", &out), 0);
+  EXPECT_NE(out.find("model 5"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace hfta

@@ -1,0 +1,282 @@
+#include "workflows/checkpoint.h"
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+
+namespace hfta {
+
+namespace {
+
+constexpr char kMagic[8] = {'H', 'F', 'T', 'A', 'C', 'K', 'P', 'T'};
+constexpr uint32_t kVersion = 1;
+
+uint32_t crc_of(const std::vector<float>& data) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* bytes = reinterpret_cast<const Bytef*>(data.data());
+  size_t left = data.size() * sizeof(float);
+  while (left > 0) {  // zlib takes 32-bit lengths
+    uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+    crc = crc32(crc, bytes, chunk);
+    bytes += chunk;
+    left -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::vector<int64_t> dims(const Shape& s) { return {s.begin(), s.end()}; }
+
+Shape shape_of(const std::vector<int64_t>& d, const std::string& path, const std::string& name) {
+  HFTA_CHECK(d.size() >= 1 && d.size() <= static_cast<size_t>(kMaxRank),
+             "{}: tensor {} has rank {}, expected 1 to {}", path, name, d.size(), kMaxRank);
+  Shape s;
+  for (int64_t v : d) {
+    HFTA_CHECK(v >= 1, "{}: tensor {} has a dimension {}", path, name, v);
+    s.push_back(v);
+  }
+  return s;
+}
+
+// The float offset of a parameter inside its arena (state buffers mirror the arena).
+int64_t arena_offset(const Model& model, const Param& p) {
+  return p.value.data - reinterpret_cast<const float*>(model.param_arena().data());
+}
+
+std::string state_name(const std::string& param, int i) {
+  return fmt::format("{}#state{}", param, i);
+}
+
+// Parameter names are per layer ("weight", "bias"); the checkpoint numbers them in order.
+std::vector<std::string> param_names(const Model& model) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < model.params().size(); ++i)
+    names.push_back(fmt::format("{}.{}", i, model.params()[i].name));
+  return names;
+}
+
+}  // namespace
+
+void Checkpoint::check() const {
+  HFTA_CHECK(B >= 1, "checkpoint of {} models", B);
+  auto per_model = [&](size_t size, const char* what) {
+    HFTA_CHECK(size == static_cast<size_t>(B), "checkpoint: {} has {} values for {} models", what,
+               size, B);
+  };
+  per_model(model_ids.size(), "model_ids");
+  per_model(epoch_loss_sum.size(), "epoch_loss_sum");
+  per_model(last_train_loss.size(), "last_train_loss");
+  per_model(optimizer_steps.size(), "optimizer_steps");
+  per_model(skipped_steps.size(), "skipped_steps");
+  for (const auto& [name, values] : hyper) per_model(values.size(), name.c_str());
+  for (const CheckpointTensor& t : tensors) {
+    HFTA_CHECK(t.shape.rank() >= 1 && t.shape[0] == B,
+               "checkpoint: tensor {} has shape {}, expected [{}, ...]", t.name, t.shape.str(), B);
+    HFTA_CHECK(static_cast<int64_t>(t.values.size()) == t.shape.numel(),
+               "checkpoint: tensor {} has {} values for shape {}", t.name, t.values.size(),
+               t.shape.str());
+  }
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  c.check();
+  nlohmann::json header = {
+      {"model", c.model},
+      {"B", c.B},
+      {"seed", c.seed},
+      {"batch_size", c.batch_size},
+      {"model_ids", c.model_ids},
+      {"optimizer", c.optimizer},
+      {"hyper", c.hyper},
+      {"epoch", c.epoch},
+      {"batch_in_epoch", c.batch_in_epoch},
+      {"step", c.step},
+      {"epoch_loss_sum", c.epoch_loss_sum},
+      {"last_train_loss", c.last_train_loss},
+      {"optimizer_steps", c.optimizer_steps},
+      {"skipped_steps", c.skipped_steps},
+  };
+  std::vector<float> data;
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const CheckpointTensor& t : c.tensors) {
+    tensors.push_back({{"name", t.name}, {"shape", dims(t.shape)}, {"offset", data.size()}});
+    data.insert(data.end(), t.values.begin(), t.values.end());
+  }
+  header["tensors"] = tensors;
+  header["data_floats"] = data.size();
+  const std::string text = header.dump();
+  const uint64_t header_bytes = text.size();
+  const uint32_t crc = crc_of(data);
+
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    HFTA_CHECK(out.good(), "cannot write checkpoint {}: {}", tmp, std::strerror(errno));
+    out.write(kMagic, sizeof kMagic);
+    out.write(reinterpret_cast<const char*>(&kVersion), sizeof kVersion);
+    out.write(reinterpret_cast<const char*>(&header_bytes), sizeof header_bytes);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.write(reinterpret_cast<const char*>(data.data()),
+              static_cast<std::streamsize>(data.size() * sizeof(float)));
+    out.write(reinterpret_cast<const char*>(&crc), sizeof crc);
+    out.flush();
+    HFTA_CHECK(out.good(), "cannot write checkpoint {}: {} (disk full?)", tmp,
+               std::strerror(errno));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  HFTA_CHECK(!ec, "cannot move checkpoint {} to {}: {}", tmp, path, ec.message());
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  HFTA_CHECK(in.good(), "cannot read checkpoint {}: {}", path, std::strerror(errno));
+  char magic[sizeof kMagic] = {};
+  uint32_t version = 0;
+  uint64_t header_bytes = 0;
+  in.read(magic, sizeof magic);
+  HFTA_CHECK(in.good() && std::memcmp(magic, kMagic, sizeof kMagic) == 0,
+             "{} is not an hfta checkpoint (it does not start with HFTACKPT)", path);
+  in.read(reinterpret_cast<char*>(&version), sizeof version);
+  in.read(reinterpret_cast<char*>(&header_bytes), sizeof header_bytes);
+  HFTA_CHECK(in.good(), "{} is truncated: it ends inside its header", path);
+  HFTA_CHECK(version == kVersion, "{} is a version {} checkpoint; this hfta reads version {}", path,
+             version, kVersion);
+  const auto file_size = std::filesystem::file_size(path);
+  HFTA_CHECK(header_bytes < file_size,
+             "{} is truncated or corrupt: header of {} bytes in a file "
+             "of {}",
+             path, header_bytes, file_size);
+  std::string text(header_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_bytes));
+  HFTA_CHECK(in.good(), "{} is truncated: it ends inside its header", path);
+
+  Checkpoint c;
+  nlohmann::json h;
+  std::vector<float> data;
+  try {
+    h = nlohmann::json::parse(text);
+    c.model = h.at("model").get<std::string>();
+    c.B = h.at("B").get<int64_t>();
+    c.seed = h.at("seed").get<uint64_t>();
+    c.batch_size = h.at("batch_size").get<int64_t>();
+    c.model_ids = h.at("model_ids").get<std::vector<int64_t>>();
+    c.optimizer = h.at("optimizer").get<std::string>();
+    c.hyper = h.at("hyper").get<std::map<std::string, std::vector<double>>>();
+    c.epoch = h.at("epoch").get<int64_t>();
+    c.batch_in_epoch = h.at("batch_in_epoch").get<int64_t>();
+    c.step = h.at("step").get<int64_t>();
+    c.epoch_loss_sum = h.at("epoch_loss_sum").get<std::vector<double>>();
+    c.last_train_loss = h.at("last_train_loss").get<std::vector<double>>();
+    c.optimizer_steps = h.at("optimizer_steps").get<std::vector<int64_t>>();
+    c.skipped_steps = h.at("skipped_steps").get<std::vector<int64_t>>();
+    const auto floats = h.at("data_floats").get<uint64_t>();
+    const uint64_t expected_size = sizeof kMagic + sizeof version + sizeof header_bytes +
+                                   header_bytes + floats * sizeof(float) + sizeof(uint32_t);
+    HFTA_CHECK(file_size == expected_size,
+               "{} is {} bytes but its header describes {} bytes: the file is truncated or "
+               "corrupt",
+               path, file_size, expected_size);
+    data.resize(floats);
+    in.read(reinterpret_cast<char*>(data.data()),
+            static_cast<std::streamsize>(floats * sizeof(float)));
+    uint32_t crc = 0;
+    in.read(reinterpret_cast<char*>(&crc), sizeof crc);
+    HFTA_CHECK(in.good(), "{} is truncated: it ends inside its data", path);
+    HFTA_CHECK(crc == crc_of(data), "{} is corrupt: the checksum of its data does not match", path);
+    for (const auto& t : h.at("tensors")) {
+      CheckpointTensor tensor;
+      tensor.name = t.at("name").get<std::string>();
+      tensor.shape = shape_of(t.at("shape").get<std::vector<int64_t>>(), path, tensor.name);
+      const auto offset = t.at("offset").get<uint64_t>();
+      const auto n = static_cast<uint64_t>(tensor.shape.numel());
+      HFTA_CHECK(offset + n <= data.size(), "{}: tensor {} lies outside the data", path,
+                 tensor.name);
+      tensor.values.assign(data.begin() + static_cast<int64_t>(offset),
+                           data.begin() + static_cast<int64_t>(offset + n));
+      c.tensors.push_back(std::move(tensor));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} has a malformed header: {}", path, e.what());
+  }
+  try {
+    c.check();
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+  return c;
+}
+
+Checkpoint extract_model(const Checkpoint& c, int64_t b) {
+  HFTA_CHECK(b >= 0 && b < c.B, "no model {} in a checkpoint of {} models (0 to {})", b, c.B,
+             c.B - 1);
+  Checkpoint one = c;
+  one.B = 1;
+  one.model_ids = {c.model_ids[b]};
+  for (auto& [name, values] : one.hyper) values = {values[b]};
+  one.epoch_loss_sum = {c.epoch_loss_sum[b]};
+  one.last_train_loss = {c.last_train_loss[b]};
+  one.optimizer_steps = {c.optimizer_steps[b]};
+  one.skipped_steps = {c.skipped_steps[b]};
+  for (CheckpointTensor& t : one.tensors) {
+    const int64_t n = t.shape.numel_from(1);
+    t.values.assign(t.values.begin() + b * n, t.values.begin() + (b + 1) * n);
+    t.shape[0] = 1;
+  }
+  return one;
+}
+
+std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {
+  std::vector<CheckpointTensor> out;
+  const auto names = param_names(model);
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const TensorView& v = model.params()[i].value;
+    out.push_back({names[i], v.shape, std::vector<float>(v.data, v.data + v.numel())});
+  }
+  if (optimizer == nullptr) return out;
+  for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
+    const float* base = optimizer->state_buffer(s);
+    for (size_t i = 0; i < model.params().size(); ++i) {
+      const Param& p = model.params()[i];
+      const float* first = base + arena_offset(model, p);
+      out.push_back({state_name(names[i], s), p.value.shape,
+                     std::vector<float>(first, first + p.value.numel())});
+    }
+  }
+  return out;
+}
+
+void restore_tensors(const Checkpoint& c, Model& model, Optimizer* optimizer) {
+  HFTA_CHECK(c.model == model.name() && c.B == model.B(),
+             "the checkpoint holds {} {} models, the run builds {} {} models", c.B, c.model,
+             model.B(), model.name());
+  std::vector<CheckpointTensor> live = capture_tensors(model, optimizer);
+  const size_t wanted = optimizer ? live.size() : model.params().size();
+  HFTA_CHECK(c.tensors.size() >= wanted, "the checkpoint has {} tensors, the run needs {}{}",
+             c.tensors.size(), wanted, optimizer ? " (is it from another optimizer?)" : "");
+  for (size_t i = 0; i < wanted; ++i)
+    HFTA_CHECK(c.tensors[i].name == live[i].name && c.tensors[i].shape == live[i].shape,
+               "checkpoint tensor {} {} does not match the model's {} {}", c.tensors[i].name,
+               c.tensors[i].shape.str(), live[i].name, live[i].shape.str());
+  const size_t P = model.params().size();
+  for (size_t i = 0; i < P; ++i)
+    std::copy(c.tensors[i].values.begin(), c.tensors[i].values.end(), model.params()[i].value.data);
+  if (optimizer == nullptr) return;
+  for (int s = 0; s < optimizer->num_state_buffers(); ++s)
+    for (size_t i = 0; i < P; ++i) {
+      const auto& values = c.tensors[P * static_cast<size_t>(s + 1) + i].values;
+      std::copy(values.begin(), values.end(),
+                optimizer->state_buffer(s) + arena_offset(model, model.params()[i]));
+    }
+  optimizer->set_steps(c.optimizer_steps);
+}
+
+}  // namespace hfta

@@ -1,0 +1,73 @@
+// Checkpoints of a model array with its optimizer: to resume an interrupted `hfta train`, to pull
+// one model out of an array (`hfta extract`), and to evaluate a saved model (`hfta eval`).
+//
+// File format (version 1), little-endian:
+//   "HFTACKPT"  uint32 version  uint64 header_bytes  header (JSON)  float32 data  uint32
+//   crc32(data)
+// The JSON header holds the architecture, B, seed, model ids, optimizer and per-model
+// hyperparameters, training progress, and the list of tensors (name, shape [B, ...], offset into
+// the data). Tensors are the parameters in layer order, then for each optimizer state buffer i
+// the same list again, named "<param>#state<i>". Every tensor is replica-major, so replica b of a
+// checkpoint is the b-th slice of each tensor: extract_model() builds a B = 1 checkpoint from it,
+// which trains on exactly as replica b would have.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+class Model;
+class Optimizer;
+
+struct CheckpointTensor {
+  std::string name;
+  Shape shape;  // [B, ...]
+  std::vector<float> values;
+};
+
+struct Checkpoint {
+  // What was trained.
+  std::string model;  // architecture, as make_model() knows it
+  int64_t B = 0;
+  uint64_t seed = 0;
+  int64_t batch_size = 0;
+  std::vector<int64_t> model_ids;  // global index of each replica in its run
+  std::string optimizer;           // adam, adamw, sgd
+  // Per-model hyperparameters by name (lr, beta1, ...): B values each.
+  std::map<std::string, std::vector<double>> hyper;
+  // How far: `epoch` epochs finished plus `batch_in_epoch` batches of the next; `step` optimizer
+  // steps in all. Sums of the partial epoch's losses, steps each model took and skipped.
+  int64_t epoch = 0;
+  int64_t batch_in_epoch = 0;
+  int64_t step = 0;
+  std::vector<double> epoch_loss_sum;
+  std::vector<double> last_train_loss;  // mean train loss of the last finished epoch (0 if none)
+  std::vector<int64_t> optimizer_steps, skipped_steps;
+  std::vector<CheckpointTensor> tensors;
+
+  // Throws hfta::Error when the fields disagree with each other (sizes of per-model lists, tensor
+  // shapes not [B, ...]).
+  void check() const;
+};
+
+// Writes atomically (a temporary file renamed over `path`), so a crash never leaves half a file.
+void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+// Throws hfta::Error naming the file: missing, not a checkpoint, another version, truncated, or
+// a checksum mismatch.
+Checkpoint load_checkpoint(const std::string& path);
+
+// Replica b alone, as a B = 1 checkpoint.
+Checkpoint extract_model(const Checkpoint& checkpoint, int64_t b);
+
+// The tensors of a live array: parameters, then the optimizer's state buffers (if `optimizer`).
+std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer);
+// Copies the tensors back (optimizer state and step counts only when `optimizer`). Throws
+// hfta::Error naming the first tensor whose name or shape differs from the live array's.
+void restore_tensors(const Checkpoint& checkpoint, Model& model, Optimizer* optimizer);
+
+}  // namespace hfta

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -50,6 +52,33 @@ Model::Model(std::string name, ModelSpec spec, Shape sample_shape, int64_t num_c
   act_arena_ = Arena(count_acts.used(), name_ + " activations");
   layout(param_arena_, grad_arena_, act_arena_);
   initialize_parameters();
+  const char* profile = std::getenv("HFTA_PROFILE");
+  profile_ = profile != nullptr && std::string(profile) != "0";
+  forward_ms_.assign(layers_.size() + 1, 0.0);
+  backward_ms_.assign(layers_.size() + 1, 0.0);
+}
+
+namespace {
+// Runs f, adding its wall time to `total_ms` when profiling.
+template <typename F>
+void timed(bool profile, double& total_ms, F&& f) {
+  if (!profile) return f();
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count();
+}
+}  // namespace
+
+std::string Model::profile_report() const {
+  std::string out = fmt::format("{} x{}: ms per step over {} steps (forward, backward)", name_,
+                                spec_.B, profiled_steps_);
+  const double steps = static_cast<double>(std::max<int64_t>(1, profiled_steps_));
+  for (size_t i = 0; i <= layers_.size(); ++i)
+    out += fmt::format("\n  {:<44} {:8.3f} {:8.3f}",
+                       i < layers_.size() ? layers_[i]->describe() : "cross-entropy",
+                       forward_ms_[i] / steps, backward_ms_[i] / steps);
+  return out;
 }
 
 void Model::layout(Arena& params, Arena& grads, Arena& acts) {
@@ -109,21 +138,26 @@ void Model::forward(const TensorView& images, const IndexView& labels, bool trai
   TensorView x = images;
   for (size_t i = 0; i < layers_.size(); ++i) {
     TensorView y(outputs_[i].data, batch_shape(B, n, features_[i + 1]));
-    layers_[i]->forward(x, y, n, training);
+    timed(profile_, forward_ms_[i], [&] { layers_[i]->forward(x, y, n, training); });
     x = y;
   }
   CrossEntropyParams ce{B, n, num_classes_};
-  cross_entropy_forward(ce, x, labels, TensorView(losses_.data(), Shape{B}),
-                        {TensorView(probs_.data, ce.logits_shape())});
+  timed(profile_, forward_ms_.back(), [&] {
+    cross_entropy_forward(ce, x, labels, TensorView(losses_.data(), Shape{B}),
+                          {TensorView(probs_.data, ce.logits_shape())});
+  });
 }
 
 void Model::backward() {
   HFTA_CHECK(n_ > 0, "{}: backward() needs a forward() first", name_);
   const int64_t B = spec_.B, n = n_;
-  grad_arena_.zero();
+  ++profiled_steps_;
   CrossEntropyParams ce{B, n, num_classes_};
   TensorView dlogits(probs_.data, ce.logits_shape());
-  cross_entropy_backward(ce, {dlogits}, labels_, dlosses_, dlogits);
+  timed(profile_, backward_ms_.back(), [&] {
+    grad_arena_.zero();
+    cross_entropy_backward(ce, {dlogits}, labels_, dlosses_, dlogits);
+  });
   TensorView dy = dlogits;
   TensorView* spare = &grad_a_;
   for (size_t i = layers_.size(); i-- > 0;) {
@@ -132,7 +166,7 @@ void Model::backward() {
     TensorView y(outputs_[i].data, batch_shape(B, n, features_[i + 1]));
     TensorView dx;
     if (i > 0) dx = TensorView(spare->data, x.shape);
-    layers_[i]->backward(x, y, dy, dx, n);
+    timed(profile_, backward_ms_[i], [&] { layers_[i]->backward(x, y, dy, dx, n); });
     dy = dx;
     spare = spare == &grad_a_ ? &grad_b_ : &grad_a_;
   }

@@ -63,6 +63,11 @@ class Model {
   size_t arena_bytes() const;
   std::string describe() const;
 
+  // Per-layer timing, off by default (HFTA_PROFILE=1 in the environment turns it on): total
+  // forward and backward milliseconds of each layer since construction, one line per layer.
+  bool profiling() const { return profile_; }
+  std::string profile_report() const;
+
   // Replica b's parameters ([params_per_model] floats, layer order), out and back in.
   std::vector<float> extract(int64_t b) const;
   void insert(int64_t b, const std::vector<float>& values);
@@ -90,6 +95,9 @@ class Model {
   TensorView images_;
   IndexView labels_;
   int64_t n_ = 0;
+  bool profile_ = false;
+  std::vector<double> forward_ms_, backward_ms_;  // per layer; the head is the last entry
+  int64_t profiled_steps_ = 0;
 };
 
 // Builds a model by name ("mlp", "lenet"); throws hfta::Error naming the choices otherwise.

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-
 namespace hfta {
 
 AdamHyper AdamHyper::expanded(int64_t B) const {

@@ -522,6 +522,7 @@ TrialResult run_trial(const TrialOptions& o) {
     const auto start = Clock::now();
     for (int64_t s = 0; s < o.steps; ++s) step();
     r.seconds += seconds_since(start);
+    if (model->profiling()) fmt::print(stderr, "{}\n", model->profile_report());
     r.params_per_model = model->params_per_model();
     r.flops_per_step +=
         static_cast<double>(ids.size() * o.batch_size) * model->train_flops_per_sample();

@@ -81,11 +81,21 @@ void activation_forward(const ActivationParams& p, const TensorView& x, const Te
     return onednn_forward(p.kind, x, y);
   // ReLU is LeakyReLU with slope 0; `v < 0` is false for NaN, which passes through.
   const float slope = p.kind == ActivationKind::kRelu ? 0.0f : p.negative_slope;
-  const float* xs = x.data;
-  float* ys = y.data;
-  for_each_chunk(n, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) ys[i] = xs[i] < 0.0f ? slope * xs[i] : xs[i];
+  // Branch-free selects over values copied into the chunk body, so GCC vectorizes: with the
+  // closure's references and `v < 0 ? slope * v : v` it kept a scalar compare-and-branch per
+  // element, which conv outputs (random signs) mispredict half the time (LeNet's first ReLU:
+  // 6.5 ms instead of 0.6 ms). ReLU selects 0 rather than multiplying, so -inf gives 0.
+  for_each_chunk(n, [xs = x.data, ys = y.data, slope](int64_t begin, int64_t end) {
+    const float* __restrict in = xs;
+    float* __restrict out = ys;
+    if (slope == 0.0f) {
+      for (int64_t i = begin; i < end; ++i) out[i] = in[i] < 0.0f ? 0.0f : in[i];
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = in[i], scaled = slope * v;
+        out[i] = v < 0.0f ? scaled : v;
+      }
+    }
   });
 }
 
@@ -98,11 +108,18 @@ void activation_backward(const ActivationParams& p, const TensorView& x, const T
     return onednn_backward(p.kind, from_y ? y : x, from_y, dy, dx);
   const float slope = p.kind == ActivationKind::kRelu ? 0.0f : p.negative_slope;
   const float* v = from_y ? y.data : x.data;  // same sign as x when slope >= 0
-  const float* g = dy.data;
-  float* out = dx.data;
-  for_each_chunk(n, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) out[i] = v[i] > 0.0f ? g[i] : slope * g[i];
+  for_each_chunk(n, [v, g = dy.data, out = dx.data, slope](int64_t begin, int64_t end) {
+    const float* __restrict vs = v;
+    const float* __restrict gs = g;
+    float* __restrict os = out;
+    if (slope == 0.0f) {
+      for (int64_t i = begin; i < end; ++i) os[i] = vs[i] > 0.0f ? gs[i] : 0.0f;
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        const float gi = gs[i], scaled = slope * gi;
+        os[i] = vs[i] > 0.0f ? gi : scaled;
+      }
+    }
   });
 }
 

@@ -70,6 +70,12 @@ void timed(bool profile, double& total_ms, F&& f) {
 }
 }  // namespace
 
+void Model::reset_profile() {
+  std::fill(forward_ms_.begin(), forward_ms_.end(), 0.0);
+  std::fill(backward_ms_.begin(), backward_ms_.end(), 0.0);
+  profiled_steps_ = 0;
+}
+
 std::string Model::profile_report() const {
   std::string out = fmt::format("{} x{}: ms per step over {} steps (forward, backward)", name_,
                                 spec_.B, profiled_steps_);

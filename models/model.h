@@ -67,6 +67,7 @@ class Model {
   // forward and backward milliseconds of each layer since construction, one line per layer.
   bool profiling() const { return profile_; }
   std::string profile_report() const;
+  void reset_profile();
 
   // Replica b's parameters ([params_per_model] floats, layer order), out and back in.
   std::vector<float> extract(int64_t b) const;

@@ -519,6 +519,7 @@ TrialResult run_trial(const TrialOptions& o) {
       optimizer->step(model->param_arena(), model->grad_arena());
     };
     for (int64_t s = 0; s < o.warmup_steps; ++s) step();
+    model->reset_profile();
     const auto start = Clock::now();
     for (int64_t s = 0; s < o.steps; ++s) step();
     r.seconds += seconds_since(start);

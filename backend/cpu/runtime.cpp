@@ -37,37 +37,29 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-// Two settings only take effect in the environment at library load time, before main(), so
-// init_runtime sets them and re-executes the program once:
-// - OpenBLAS 0.3.21 (Debian 12) does not recognise newer CPUs (e.g. Xeon model 207) and falls
-//   back to its "Prescott" SSE3 kernels, 7x slower than its AVX-512 ones on such a machine:
-//   OPENBLAS_CORETYPE names the right kernels.
-// - libgomp's default wait policy spins at every barrier. When two OpenMP processes share the
-//   cores (a concurrent sweep, ctest -j2, a neighbour's job), each spins on the core the other's
-//   late thread needs, and steps ran 10x slower in measurements here (two MLP trainings at once:
-//   4.1 s each with spinning, 0.42 s with OMP_WAIT_POLICY=passive; alone both took the same).
-// A user's own OPENBLAS_CORETYPE or OMP_WAIT_POLICY is respected; HFTA_NO_REEXEC=1 turns this off.
+// OpenBLAS 0.3.21 (Debian 12) does not recognise newer CPUs (e.g. Xeon model 207) and falls back
+// to its "Prescott" SSE3 kernels, 7x slower than its AVX-512 ones on such a machine. It picks its
+// kernels when the library loads, before main(), so the only fix is OPENBLAS_CORETYPE in the
+// environment at load time: set it and re-execute this program once. HFTA_NO_REEXEC=1 turns this
+// off.
+//
+// The OpenMP wait policy is left to the user, with the measurements (docs/design.md): libgomp's
+// default spins at barriers, which is 2x faster for tiny models (MLP step 0.24 ms against 0.5 ms
+// with OMP_WAIT_POLICY=passive) when the process has the cores to itself, and 10-40x slower when
+// another OpenMP process shares them. So processes that share cores by design (the concurrent
+// mode of `hfta sweep`, ctest -j2) are started with OMP_WAIT_POLICY=passive.
 void init_runtime(char** argv, int threads) {
-  if (std::getenv("HFTA_NO_REEXEC") == nullptr) {
-    bool changed = false;
-    const bool fallback_core = lower(openblas_get_corename()) == "prescott";
-    if (fallback_core && std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-      const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                         : __builtin_cpu_supports("avx2")  ? "Haswell"
-                                                           : nullptr;
-      if (core != nullptr) {
-        setenv("OPENBLAS_CORETYPE", core, 1);
-        changed = true;
-      }
-    }
-    if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-      setenv("OMP_WAIT_POLICY", "passive", 1);
-      changed = true;
-    }
-    if (changed) {
-      setenv("HFTA_NO_REEXEC", "1", 1);  // never loop; children inherit the settings anyway
+  const bool fallback_core = lower(openblas_get_corename()) == "prescott";
+  if (fallback_core && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
+      std::getenv("HFTA_NO_REEXEC") == nullptr) {
+    const char* core = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                         : nullptr;
+    if (core != nullptr) {
+      setenv("OPENBLAS_CORETYPE", core, 1);
+      setenv("HFTA_NO_REEXEC", "1", 1);  // never loop
       execv("/proc/self/exe", argv);
-      // execv only returns on failure: keep going with the defaults.
+      // execv only returns on failure: keep going with the slow kernels.
     }
   }
   set_num_threads(threads);

@@ -89,9 +89,11 @@ void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorVie
 int64_t conv2d_cached_problems();
 
 // What the B models become in oneDNN: one grouped convolution with B*groups groups (kGrouped),
-// or B runs of the single-model convolution on each model's channel slices (kPerModel). kAuto
-// (the default) picks kGrouped unless oneDNN has only a slow generic kernel for the grouped
-// problem and a JIT one for the single model. A shared input with groups > 1 is always per model.
+// or B runs of the single-model convolution on each model's channel slices (kPerModel), spread
+// one model per thread when B is a multiple of the thread count (cpu::ModelParallelism decides,
+// as for linear). kAuto (the default) picks kPerModel for B > 1 unless oneDNN has a JIT kernel
+// only for the grouped problem; B = 1 is the single-model convolution either way. A shared
+// input with groups > 1 is always per model.
 // The environment variable HFTA_CONV_STRATEGY=grouped|per_model sets the initial value.
 enum class Conv2dStrategy { kAuto, kGrouped, kPerModel };
 void set_conv2d_strategy(Conv2dStrategy strategy);

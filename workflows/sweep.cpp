@@ -1,7 +1,341 @@
+// The `hfta sweep` command line and the hidden `hfta trial` that each measurement runs in. The
+// engine (sweep_engine.cpp), the process runner (sweep_process.cpp) and the plots (plot.cpp)
+// live in their own files; this one only wires flags to them.
 #include "workflows/sweep.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "backend/cpu/peak.h"
+#include "backend/cpu/runtime.h"
+#include "workflows/plot.h"
+#include "workflows/sweep_process.h"
 
 namespace hfta {
 
-void add_sweep_command(CLI::App& app) {}
+namespace {
+
+namespace fs = std::filesystem;
+
+struct SweepFlags {
+  TrialOptions trial;
+  std::string modes = "serial,concurrent,fused";
+  std::string Bs = "1,2,4,8";
+  int repeats = 3;
+  std::string out = "results";
+  int threads = 0;
+  std::string memory_budget;
+  int64_t max_B_cap = 1024;
+  int64_t max_processes = 64;
+  double peak_gflops = 0;
+  int retries = 2;
+  double busy_threshold = 0.1;
+  double quiet_wait = 120;
+  bool no_plot = false;
+  bool plot_only = false;
+};
+
+void say(const std::string& line) {
+  fmt::print(stderr, "{}\n", line);
+  std::fflush(stderr);
+}
+
+// `hfta trial`: one measurement, reported on stdout (protocol in sweep_process.h).
+void trial_command(const TrialOptions& options, bool wait_for_go) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the sweep that started us
+  if (wait_for_go) {
+    fmt::print("{}\n", kTrialReadyLine);
+    std::fflush(stdout);
+    std::string line;
+    HFTA_CHECK(std::getline(std::cin, line), "no go signal on stdin: the sweep went away");
+  }
+  TrialReport report;
+  report.result = run_trial(options);
+  report.end_ns = monotonic_ns();
+  report.peak_rss_bytes = own_peak_rss_bytes();
+  fmt::print("{}\n", format_trial_report(report));
+  std::fflush(stdout);
+}
+
+// Share of the machine's CPU time used over the next `seconds` (this process sleeps meanwhile).
+double machine_busy_share(double seconds) {
+  const double before = machine_busy_seconds();
+  usleep(static_cast<useconds_t>(seconds * 1e6));
+  if (before < 0) return 0;
+  const double share = (machine_busy_seconds() - before) / seconds / sysconf(_SC_NPROCESSORS_ONLN);
+  return std::clamp(share, 0.0, 1.0);  // jiffies are coarse next to a short look
+}
+
+// Other processes on the cores make every timing noisy (the retries and min/max bands show it).
+void warn_if_busy() {
+  const double busy = machine_busy_share(0.5);
+  if (busy > 0.1)
+    say(
+        fmt::format("warning: other processes use {:.0f}% of this machine's CPU time: "
+                    "measurements they disturb are repeated (--retries), and timings stay noisy",
+                    100.0 * busy));
+}
+
+// Waits, in 0.25 s looks, until other processes use at most `threshold` of the CPUs, spending
+// at most `budget` seconds (shared by the whole sweep, decremented here).
+void wait_for_quiet(double threshold, double& budget) {
+  if (budget <= 0) return;
+  double busy = machine_busy_share(0.25), waited = 0.25;
+  while (busy > threshold && waited < budget) {
+    if (InterruptGuard::interrupted()) throw Interrupted("interrupted");
+    if (waited == 0.25)
+      say(
+          fmt::format("  waiting for other processes to leave the CPUs (they use {:.0f}%; {:.0f} "
+                      "s of waiting left)",
+                      100.0 * busy, budget));
+    busy = machine_busy_share(0.25);
+    waited += 0.25;
+  }
+  budget -= waited;
+}
+
+// After a measurement that other processes disturbed, waits for them to leave the CPUs before
+// measuring again: re-measuring at once while a long job holds a core would only repeat the
+// disturbance.
+TrialRunner patient_runner(TrialRunner inner, double threshold, std::shared_ptr<double> budget) {
+  auto last_disturbed = std::make_shared<bool>(false);
+  return [=](const TrialRequest& request) {
+    if (*last_disturbed) wait_for_quiet(threshold, *budget);
+    Measurement m = inner(request);
+    *last_disturbed = m.ok && m.foreign_load > threshold;
+    return m;
+  };
+}
+
+double own_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
+         usage.ru_stime.tv_usec * 1e-6;
+}
+
+// The machine's peak is a best case: measured again (at most twice, after waiting for quiet)
+// when other processes took CPU time meanwhile, keeping the fastest.
+double measure_peak_quietly(int threads, double threshold, double& budget) {
+  cpu::set_num_threads(threads);
+  double peak = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const double busy0 = machine_busy_seconds(), own0 = own_cpu_seconds();
+    const int64_t t0 = monotonic_ns();
+    peak = std::max(peak, cpu::measure_machine_peak_gflops());
+    const double machine = (monotonic_ns() - t0) * 1e-9 * sysconf(_SC_NPROCESSORS_ONLN);
+    const double foreign =
+        busy0 < 0 ? 0 : (machine_busy_seconds() - busy0 - (own_cpu_seconds() - own0)) / machine;
+    if (foreign <= threshold) break;
+    say(
+        fmt::format("other processes took {:.0f}% of the CPU time while the peak was measured "
+                    "({:.1f} GFLOP/s): measuring it again",
+                    100.0 * foreign, peak));
+    wait_for_quiet(threshold, budget);
+  }
+  return peak;
+}
+
+void print_summary(const std::string& dir) {
+  const auto points = summarize_sweep(read_csv((fs::path(dir) / "throughput.csv").string()));
+  std::vector<std::string> modes;
+  for (const auto& p : points)
+    if (std::find(modes.begin(), modes.end(), p.mode) == modes.end()) modes.push_back(p.mode);
+  fmt::print("medians over the repeats (min-max):\n{:<11} {:>6} {:>24} {:>12} {:>14}\n", "mode",
+             "best B", "normalized (min-max)", "samples/s", "peak RSS MiB");
+  for (const std::string& mode : modes) {
+    const SweepPoint* best = nullptr;
+    for (const auto& p : points)
+      if (p.mode == mode && (!best || p.samples_median > best->samples_median)) best = &p;
+    std::string normalized = best->has_normalized
+                                 ? fmt::format("{:.2f} ({:.2f}-{:.2f})", best->normalized_median,
+                                               best->normalized_min, best->normalized_max)
+                                 : "-";
+    fmt::print("{:<11} {:>6} {:>24} {:>12.0f} {:>14.0f}\n", mode, best->B, normalized,
+               best->samples_median, best->rss_mib_median);
+  }
+}
+
+void sweep_command(const SweepFlags& flags) {
+  SweepOptions o;
+  o.trial = flags.trial;
+  o.out_dir = (fs::path(flags.out) / flags.trial.model).string();
+  o.memory_budget_bytes = flags.memory_budget.empty() ? 0 : parse_memory_size(flags.memory_budget);
+  const std::string title =
+      fmt::format("{} ({}, batch {})", o.trial.model, o.trial.dataset, o.trial.batch_size);
+  if (flags.plot_only) {
+    if (plot_sweep(o.out_dir, title, o.memory_budget_bytes, say))
+      say(fmt::format("plots: {0}/throughput.png, {0}/memory.png", o.out_dir));
+    print_summary(o.out_dir);
+    return;
+  }
+  o.modes = parse_modes(flags.modes);
+  const BList Bs = parse_B_list(flags.Bs);
+  o.repeats = flags.repeats;
+  o.max_processes = flags.max_processes;
+  o.retries = flags.retries;
+  o.busy_threshold = flags.busy_threshold;
+  HFTA_CHECK(o.retries >= 0, "--retries {} must be 0 or more", o.retries);
+  HFTA_CHECK(o.trial.steps >= 1, "--steps {} must be at least 1", o.trial.steps);
+  HFTA_CHECK(o.trial.warmup_steps >= 0, "--warmup {} must be at least 0", o.trial.warmup_steps);
+  HFTA_CHECK(o.trial.batch_size >= 1, "--batch-size {} must be at least 1", o.trial.batch_size);
+  HFTA_CHECK(o.repeats >= 1, "--repeats {} must be at least 1", o.repeats);
+  HFTA_CHECK(flags.threads >= 0, "--threads {} must be 0 (all cores) or more", flags.threads);
+  o.threads = flags.threads > 0 ? flags.threads : available_cores();
+  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  fs::create_directories(fs::path(o.out_dir) / "logs");
+
+  warn_if_busy();
+  InterruptGuard guard;  // Ctrl-C: kill the children, keep the rows so far
+  auto wait_budget = std::make_shared<double>(flags.quiet_wait);  // seconds, whole sweep
+  const TrialRunner runner =
+      patient_runner(process_trial_runner(exe), flags.busy_threshold, wait_budget);
+  say(
+      fmt::format("hfta sweep: {} on {}, batch {}, {} warm-up + {} timed steps, {} repeats, {} "
+                  "threads (concurrent: max(1, {} / B) per process); results in {}",
+                  o.trial.model, o.trial.dataset, o.trial.batch_size, o.trial.warmup_steps,
+                  o.trial.steps, o.repeats, o.threads, o.threads, o.out_dir));
+  try {
+    if (Bs.max) {
+      if (o.memory_budget_bytes == 0) {
+        o.memory_budget_bytes = sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 2;
+        say(
+            fmt::format("--B max without --memory-budget: using half of this machine's memory, "
+                        "{}",
+                        format_memory_size(o.memory_budget_bytes)));
+      }
+      // Short dry runs: the arenas are sized at setup, so one warm-up and one timed step reach
+      // the peak; the budget is enforced while they run, so a B that does not fit is killed early.
+      auto probe = [&](int64_t B) {
+        TrialRequest r;
+        r.mode = SweepMode::kFused;
+        r.B = B;
+        r.trial = o.trial;
+        r.trial.B = B;
+        r.trial.warmup_steps = 1;
+        r.trial.steps = 1;
+        r.trial.threads = o.threads;
+        r.memory_limit_bytes = o.memory_budget_bytes;
+        r.log_path = (fs::path(o.out_dir) / "logs" / fmt::format("max-B{}.log", B)).string();
+        return runner(r);
+      };
+      const int64_t max_B = find_max_B(probe, o.memory_budget_bytes, flags.max_B_cap, say);
+      o.Bs = Bs_up_to(max_B);
+      say(fmt::format("--B max: fused B={} is the largest that fits in {}{}; sweeping B = {}",
+                      max_B, format_memory_size(o.memory_budget_bytes),
+                      max_B == flags.max_B_cap ? " (the --max-B-cap limit)" : "",
+                      fmt::join(o.Bs, ",")));
+    } else {
+      o.Bs = Bs.values;
+    }
+    if (flags.peak_gflops > 0) {
+      o.peak_gflops = flags.peak_gflops;
+    } else {
+      o.peak_gflops = measure_peak_quietly(o.threads, flags.busy_threshold, *wait_budget);
+      say(
+          fmt::format("machine peak: {:.1f} GFLOP/s (best of OpenBLAS and oneDNN sgemm 2048^3, "
+                      "{} threads)",
+                      o.peak_gflops, o.threads));
+    }
+    run_sweep(o, runner, say);
+  } catch (const Interrupted&) {
+    fail(
+        "interrupted: the rows measured so far are in {}/throughput.csv (plot them with the "
+        "same command plus --plot-only)",
+        o.out_dir);
+  }
+  if (!flags.no_plot && plot_sweep(o.out_dir, title, o.memory_budget_bytes, say))
+    say(fmt::format("plots: {0}/throughput.png, {0}/memory.png", o.out_dir));
+  say(fmt::format("CSV: {}/throughput.csv", o.out_dir));
+  print_summary(o.out_dir);
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  auto flags = std::make_shared<SweepFlags>();
+  flags->trial.warmup_steps = 3;
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "Measure training throughput against B for the serial, concurrent and fused modes");
+  // A later flag overrides an earlier one, so workflow scripts can pass "$@" after their own.
+  sweep->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  sweep->add_option("--model", flags->trial.model, "Model to train")->capture_default_str();
+  sweep->add_option("--dataset", flags->trial.dataset, "synthetic or fashion-mnist")
+      ->capture_default_str();
+  sweep->add_option("--data-dir", flags->trial.data_dir, "Fashion-MNIST directory");
+  sweep->add_option("--modes", flags->modes, "Comma-separated: serial, concurrent, fused")
+      ->capture_default_str();
+  sweep->add_option("--B", flags->Bs, "Model counts, e.g. 1,2,4,8,16, or 'max'")
+      ->capture_default_str();
+  sweep->add_option("--repeats", flags->repeats, "Measurements per (mode, B)")
+      ->capture_default_str();
+  sweep->add_option("--out", flags->out, "Results go to <out>/<model>/")->capture_default_str();
+  sweep->add_option("--batch-size", flags->trial.batch_size, "Minibatch per model")
+      ->capture_default_str();
+  sweep->add_option("--steps", flags->trial.steps, "Timed training steps per measurement")
+      ->capture_default_str();
+  sweep->add_option("--warmup", flags->trial.warmup_steps, "Untimed steps before them")
+      ->capture_default_str();
+  sweep->add_option("--seed", flags->trial.seed, "Seed of weights and hyperparameters")
+      ->capture_default_str();
+  sweep->add_option("--threads", flags->threads, "Threads in all (0 = every core)")
+      ->capture_default_str();
+  sweep->add_option(
+      "--memory-budget", flags->memory_budget,
+      "Memory limit, e.g. 8GiB: what --B max must fit in; kills any measurement above it");
+  sweep->add_option("--max-B-cap", flags->max_B_cap, "Largest B the --B max search tries")
+      ->capture_default_str();
+  sweep
+      ->add_option("--max-processes", flags->max_processes,
+                   "Concurrent measurements with more processes are skipped")
+      ->capture_default_str();
+  sweep->add_option("--peak-gflops", flags->peak_gflops,
+                    "Machine peak for percent_of_peak (default: measure it)");
+  sweep
+      ->add_option("--retries", flags->retries,
+                   "Measure again when other processes took CPU time meanwhile, at most this "
+                   "many times")
+      ->capture_default_str();
+  sweep
+      ->add_option("--busy-threshold", flags->busy_threshold,
+                   "Share of the machine's CPU time other processes may take before a "
+                   "measurement counts as disturbed")
+      ->capture_default_str();
+  sweep
+      ->add_option("--quiet-wait", flags->quiet_wait,
+                   "Seconds the whole sweep may wait, after a disturbed measurement, for other "
+                   "processes to leave the CPUs")
+      ->capture_default_str();
+  sweep->add_flag("--no-plot", flags->no_plot, "Write the CSV only");
+  sweep->add_flag("--plot-only", flags->plot_only,
+                  "Plot an existing <out>/<model>/throughput.csv, measure nothing");
+  sweep->callback([flags] { sweep_command(*flags); });
+
+  auto trial = std::make_shared<TrialOptions>();
+  auto wait_for_go = std::make_shared<bool>(false);
+  CLI::App* t = app.add_subcommand("trial", "One timed measurement (run by hfta sweep)");
+  t->group("");  // hidden: an interface between hfta processes, not for users
+  t->add_option("--model", trial->model)->required();
+  t->add_option("--dataset", trial->dataset);
+  t->add_option("--data-dir", trial->data_dir);
+  t->add_option("--B", trial->B);
+  t->add_flag("--serial", trial->serial);
+  t->add_option("--batch-size", trial->batch_size);
+  t->add_option("--warmup", trial->warmup_steps);
+  t->add_option("--steps", trial->steps);
+  t->add_option("--seed", trial->seed);
+  t->add_option("--threads", trial->threads);
+  t->add_flag("--wait-for-go", *wait_for_go);
+  t->callback([trial, wait_for_go] { trial_command(*trial, *wait_for_go); });
+}
 
 }  // namespace hfta

@@ -1,43 +1,61 @@
 // CPU fused conv2d on oneDNN convolution primitives (direct algorithm, f32).
 //
-// Parallelization: none of our own; oneDNN threads each primitive over minibatch, groups and
-// output-channel blocks with the shared OpenMP pool. What varies is how many primitives run:
-// - grouped (the default): the B models are ONE convolution with B*groups groups (the
-//   [N, B*C, H, W] layout makes that free); one big primitive keeps all threads busy even at B=1
-//   and avoids B small calls. A shared input with groups == 1 is one ungrouped convolution with
-//   B*C_out output channels, whose backward-data sums over models for free.
-// - per model: B runs of the single-model primitive on strided channel views of x/y. Used when
-//   oneDNN has only its im2col+gemm fallback for the grouped problem but a JIT kernel for one
-//   model (channels per group not a multiple of the SIMD block), and for a shared input with
-//   groups > 1, which cannot be one primitive (its output channels would interleave models within
-//   each group); there dx sums the models through a reorder with a sum post-op.
-// Both were measured on the 2-core AVX-512 machine; see tests/fused_ops/test_conv2d.cpp.
+// How the B models map onto oneDNN (Conv2dStrategy, chosen per problem in choose_strategy):
+// - per model (the default for B > 1): B runs of the single-model primitive, each on one model's
+//   channel slice of x/y. With B a multiple of the thread count the runs go one model per thread
+//   (parallelism across models): each thread runs its models' primitives alone, on its own
+//   lane of primitives and blocked copies (see for_each_run), so no thread waits on another
+//   inside a convolution and each model's working set stays in one core's cache. Otherwise the
+//   runs go one after another, oneDNN threading each over minibatch and channel blocks (inside
+//   the op). A shared input with groups > 1 is always per model (one primitive would
+//   interleave models within each group); when its dx is wanted, the runs sum into it through a
+//   reorder with a sum post-op, one after another.
+// - grouped: ONE convolution with B*groups groups (the [N, B*C, H, W] layout makes that free);
+//   a shared input with groups == 1 is one ungrouped convolution with B*C_out output channels.
+//   Kept for when oneDNN has a JIT kernel only for it, and as op_bench's strategy=grouped.
+// - B = 1 is the single-model convolution either way, threaded inside oneDNN: the serial
+//   baseline (N=64 32->64 14x14 3x3 forward + backward: 2.8 ms, ~90% of the machine's sgemm
+//   peak).
+// Measurements: choose_strategy below, docs/benchmarks.md.
 //
 // Layouts: every primitive is created with format_tag::any and picks its fast (blocked) layout;
-// our plain NCHW / [B, ...] buffers are reordered in and out at the edges of each call.
-// Parameter gradients accumulate: oneDNN writes diff_weights / diff_bias into scratch memory,
-// and a reorder with a sum post-op adds it to the caller's buffer.
+// our plain NCHW / [B, ...] buffers are converted in and out at the edges of each call: the
+// activations by our own transposes (ChannelBlocking below), weights and gradients by oneDNN
+// reorders. Parameter gradients accumulate: oneDNN writes diff_weights / diff_bias into scratch
+// memory, and a reorder with a sum post-op adds it to the caller's buffer.
 //
 // The op's one cache, by design: the primitives, their internal memories (blocked copies,
 // gradient scratch, user-mode scratchpads) are created on the first call for a Conv2dParams and
 // reused by every later call with the same params, so a training step allocates no buffers (only
 // oneDNN's small per-execute argument lists). It holds no state between calls: every call
-// refills what it reads. Per entry, the blocked copies of x/dx share one buffer and those of
-// y/dy another (about 2 activation-sized buffers per conv shape); backward reorders dy once for
-// both of its primitives. Entries are never evicted (a network has a handful of conv shapes). A
-// global mutex guards the map and a per-entry mutex the entry's memories, so concurrent calls
-// are safe (and serialized per problem).
+// refills what it reads. Per lane, the blocked copies of x/dx share one buffer and those of
+// y/dy another (about 2 activation-sized buffers per conv shape, per model-sized for a
+// per-model lane); backward converts each run's dy once for both of its primitives, running
+// backward-data and backward-weights model by model. Entries are never evicted (a network has a
+// handful of conv shapes). A global mutex guards the map and a per-entry mutex the entry's
+// memories, so concurrent calls are safe (and serialized per problem).
 #include "fused_ops/conv2d.h"
 
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized flags.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/runtime.h"
 #include "core/parallel.h"
 
 namespace hfta::cpu {
@@ -118,16 +136,119 @@ bool is_fallback(const dnnl::primitive_desc_base& pd) {
   return impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos;
 }
 
+// Plain NCHW <-> channel-blocked nChw16c / nChw8c, our own code for the activations of every
+// call. oneDNN 2.6 reorders a model's channel slice of the fused [N, B*C, H, W] tensor (images
+// B*C*H*W floats apart, so not dense) with its generic jit:uni kernel; on the 2-core Zen 5, one
+// thread, 8 slices of [64, 32, 14, 14] into nChw16c took 1.4-1.6 ms there against 0.66-0.79 ms
+// with the 16 x 16 AVX-512 transpose below (and 0.8-1.0 ms with its plain loops).
+//   plain    [N, C, HW] with images `ld` floats apart (ld = C*HW when dense)
+//   blocked  [N, C/blk, HW, blk], dense; C % blk == 0
+struct ChannelBlocking {
+  int64_t N = 0, C = 0, HW = 0, ld = 0, blk = 0;
+};
+
+#if defined(__AVX512F__)
+// Row r of the 16 x 16 tile at src (rows src_ld floats apart) becomes column r of the tile at
+// dst (rows dst_ld floats apart).
+inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t dst_ld) {
+  __m512 r[16], t[16], u[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_ld);
+  // Within each 128-bit lane: 4 x 4 transposes of rows 4g..4g+3; u[4g+j] holds column j (+4k in
+  // lane k) of those rows.
+  for (int g = 0; g < 4; ++g) {
+    t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+    t[4 * g + 3] = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+    auto pd = [](__m512 x) { return _mm512_castps_pd(x); };
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * g]), pd(t[4 * g + 2])));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g]), pd(t[4 * g + 2])));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
+  }
+  // Gather lane k of u[j] from the four row groups: output row 4k + j.
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of groups 0, 1
+    const __m512 w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);  // lanes 1, 3
+    const __m512 x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512 y = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    _mm512_storeu_ps(dst + (0 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0xdd));
+    _mm512_storeu_ps(dst + (4 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0xdd));
+  }
+}
+#endif
+
+// One (image, channel block): the blk x HW matrix at `plain` (rows HW apart) and the HW x blk
+// matrix at `blocked`; to_blocked picks the direction.
+void transpose_channel_block(float* plain, float* blocked, int64_t HW, int64_t blk,
+                             bool to_blocked) {
+  int64_t hw = 0;
+#if defined(__AVX512F__)
+  if (blk == 16) {
+    for (; hw + 16 <= HW; hw += 16) {
+      if (to_blocked)
+        transpose16x16(plain + hw, HW, blocked + hw * 16, 16);
+      else
+        transpose16x16(blocked + hw * 16, 16, plain + hw, HW);
+    }
+  }
+#endif
+  for (; hw < HW; ++hw)
+    for (int64_t c = 0; c < blk; ++c) {
+      if (to_blocked)
+        blocked[hw * blk + c] = plain[c * HW + hw];
+      else
+        plain[c * HW + hw] = blocked[hw * blk + c];
+    }
+}
+
+void convert_channel_blocks(const ChannelBlocking& b, float* plain, float* blocked,
+                            bool to_blocked) {
+  const int64_t blocks = b.C / b.blk;
+  parallel_for(b.N * blocks, [&](int64_t i) {
+    const int64_t n = i / blocks, cb = i % blocks;
+    transpose_channel_block(plain + n * b.ld + cb * b.blk * b.HW,
+                            blocked + (n * blocks + cb) * b.blk * b.HW, b.HW, b.blk, to_blocked);
+  });
+}
+
+// When `user` is a plain [N, C, H, W] (channel slice) and `inner` a dense nChw16c / nChw8c
+// tensor of the same size: the geometry for convert_channel_blocks; otherwise blk = 0.
+ChannelBlocking channel_blocking(const memory::desc& user, const memory::desc& inner) {
+  ChannelBlocking b;
+  const Dims dims = user.dims();
+  if (dims.size() != 4 || user.data.format_kind != dnnl_blocked) return b;
+  const Dims strides(user.data.format_desc.blocking.strides,
+                     user.data.format_desc.blocking.strides + 4);
+  if (user.data.format_desc.blocking.inner_nblks != 0 || strides[3] != 1 ||
+      strides[2] != dims[3] || strides[1] != dims[2] * dims[3] ||
+      strides[0] < dims[1] * dims[2] * dims[3])
+    return b;
+  for (int64_t blk : {16, 8}) {
+    const auto tag = blk == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+    if (dims[1] % blk == 0 && inner == memory::desc(dims, memory::data_type::f32, tag)) {
+      b = {dims[0], dims[1], dims[2] * dims[3], strides[0], blk};
+      break;
+    }
+  }
+  return b;
+}
+
 // One primitive argument backed by a caller's buffer: `user` wraps the buffer (handle set per
 // call), `inner` is what the primitive reads or writes (the same memory when the layouts agree).
 struct Edge {
   memory user, inner;
-  dnnl::reorder to_inner;  // input edges: user -> inner
-  dnnl::reorder write;     // output edges: inner -> user (=)
+  dnnl::reorder to_inner;  // input edges: user -> inner (unless blocking.blk)
+  dnnl::reorder write;     // output edges: inner -> user, = (unless blocking.blk)
   dnnl::reorder add;       // output edges: user += inner
   bool separate = false;
+  ChannelBlocking blocking;  // blk != 0: our own plain <-> blocked conversion replaces the reorders
 
   void set(float* data) const { user.set_data_handle(data); }
+  float* user_data() const { return static_cast<float*>(user.get_data_handle()); }
+  float* inner_data() const { return static_cast<float*>(inner.get_data_handle()); }
 };
 
 // One buffer for the blocked copies of x-like (or y-like) tensors of an entry: its parts run one
@@ -149,7 +270,8 @@ Edge input_edge(const memory::desc& user_md, const memory::desc& want, memory* p
     return e;
   }
   e.inner = pool ? pooled(*pool, want) : memory(want, dnnl_engine());
-  e.to_inner = dnnl::reorder(e.user, e.inner);
+  e.blocking = channel_blocking(user_md, want);
+  if (!e.blocking.blk) e.to_inner = dnnl::reorder(e.user, e.inner);
   return e;
 }
 
@@ -161,7 +283,10 @@ Edge output_edge(const memory::desc& user_md, const memory::desc& got, bool can_
   e.user = memory(user_md, dnnl_engine(), DNNL_MEMORY_NONE);
   e.separate = can_add || !(user_md == got);
   e.inner = !e.separate ? e.user : pool ? pooled(*pool, got) : memory(got, dnnl_engine());
-  if (e.separate && can_write) e.write = dnnl::reorder(e.inner, e.user);
+  if (e.separate && can_write) {
+    e.blocking = channel_blocking(user_md, got);
+    if (!e.blocking.blk) e.write = dnnl::reorder(e.inner, e.user);
+  }
   if (can_add) {
     dnnl::post_ops sum;
     sum.append_sum(1.0f);
@@ -173,13 +298,27 @@ Edge output_edge(const memory::desc& user_md, const memory::desc& got, bool can_
   return e;
 }
 
-void reorder(const dnnl::reorder& r, const memory& from, const memory& to) {
-  r.execute(dnnl_stream(), const_cast<memory&>(from), const_cast<memory&>(to));
+void reorder(dnnl::stream& stream, const dnnl::reorder& r, const memory& from, const memory& to) {
+  r.execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
 }
 
-// Runs an input edge's reorder, skipping repeats of a buffer shared by every run.
-void bring_in(const Edge& e, int64_t run, int64_t step) {
-  if (e.separate && (run == 0 || step != 0)) reorder(e.to_inner, e.user, e.inner);
+// Runs an input edge's reorder, skipping repeats of a buffer shared by every run (step 0) after
+// the lane's first run, unless the copy was overwritten since (`stale`).
+void bring_in(dnnl::stream& stream, const Edge& e, bool first, int64_t step, bool stale = false) {
+  if (!e.separate || (!first && step == 0 && !stale)) return;
+  if (e.blocking.blk)
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), /*to_blocked=*/true);
+  else
+    reorder(stream, e.to_inner, e.user, e.inner);
+}
+
+// Writes an output edge's result to the caller's buffer (=).
+void write_out(dnnl::stream& stream, const Edge& e) {
+  if (!e.separate) return;
+  if (e.blocking.blk)
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), /*to_blocked=*/false);
+  else
+    reorder(stream, e.write, e.inner, e.user);
 }
 
 // Each part keeps its execute() arguments: the memory objects never change, only the data
@@ -205,17 +344,26 @@ struct BackwardWeights {
   Args args;
 };
 
-// Everything cached for one Conv2dParams. The parts are built on first use.
-struct Entry {
-  std::mutex mutex;
-  Conv2dParams p;
-  bool per_model = false;
-  Geometry g;
+// One set of primitives with the memories they run on, used by one thread at a time. The parts
+// are built on first use.
+struct Lane {
   dnnl::convolution_forward::primitive_desc fwd_pd;
   std::unique_ptr<Forward> fwd;
   std::unique_ptr<BackwardData> bwd_data;
   std::unique_ptr<BackwardWeights> bwd_weights;
   memory x_pool, y_pool;  // blocked copies of x / dx and of y / dy, shared by the parts
+  dnnl::stream stream;
+};
+
+// Everything cached for one Conv2dParams: the lane that runs every run with all threads inside
+// oneDNN, and, for per-model problems run across models, one single-threaded lane per thread.
+struct Entry {
+  std::mutex mutex;
+  Conv2dParams p;
+  bool per_model = false;
+  Geometry g;
+  Lane inside;
+  std::vector<std::unique_ptr<Lane>> thread_lanes;
 };
 
 Conv2dStrategy initial_strategy() {
@@ -230,23 +378,31 @@ Conv2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_mutex
 // Keyed by the problem and the strategy asked for, so a strategy change builds new entries.
 std::map<std::pair<Conv2dParams, Conv2dStrategy>, std::unique_ptr<Entry>> g_cache;
 
-// Grouped unless that is impossible (a shared input with groups > 1), asked against, or, under
-// kAuto, oneDNN has only a fallback kernel for the grouped problem (e.g. channels per group not a
-// multiple of its SIMD block: 6 -> 16 channels, B=8 ran 1.8-2.4x slower than 8 single-model
-// convolutions) while it has a JIT kernel for the single model.
+// kGrouped: grouped, unless that is impossible (a shared input with groups > 1). kPerModel: per
+// model for B > 1. kAuto: per model for B > 1 (run across the threads when B is a multiple of
+// their count, see runs_across_models), unless oneDNN has a JIT kernel only for the grouped
+// problem. On the 2-core Zen 5, 2 threads, forward + backward, B=8 per model against grouped:
+// N=64 32->64 14x14 3x3: 24.9-26.3 ms against 27.3 ms (B=1: 2.8 ms); 5x5: 58.5-59.1 against
+// 63.2 ms; LeNet's conv1 (1->32, 28x28, 5x5, shared input): 6.2-6.6 against 8.7 ms; N=64
+// 64->64 7x7 3x3: 12.0 against 12.7 ms; N=16 16->16 8x8: 0.29 against 0.28 ms. The grouped
+// kernels loop over all B models' channels per image, so their working set (weights, partial
+// weight gradients, activations) is B times a model's; per model it is one model's.
 void choose_strategy(Entry& e, Conv2dStrategy asked) {
   const Conv2dParams& p = e.p;
-  e.per_model = p.shared_input && p.groups > 1;
-  if (!e.per_model && asked == Conv2dStrategy::kPerModel) e.per_model = p.B > 1;
+  const bool must_split = p.shared_input && p.groups > 1;  // cannot be one primitive
+  e.per_model = must_split || (asked != Conv2dStrategy::kGrouped && p.B > 1);
   e.g = make_geometry(p, e.per_model);
-  e.fwd_pd = forward_pd(p, e.g);
-  if (e.per_model || asked != Conv2dStrategy::kAuto || p.B == 1 || !is_fallback(e.fwd_pd)) return;
-  Geometry single = make_geometry(p, /*per_model=*/true);
-  auto single_pd = forward_pd(p, single);
-  if (is_fallback(single_pd)) return;
-  e.per_model = true;
-  e.g = single;
-  e.fwd_pd = single_pd;
+  e.inside.fwd_pd = forward_pd(p, e.g);
+  e.inside.stream = dnnl_stream();
+  if (!e.per_model || must_split || asked != Conv2dStrategy::kAuto ||
+      !is_fallback(e.inside.fwd_pd))
+    return;
+  Geometry grouped = make_geometry(p, /*per_model=*/false);
+  auto grouped_pd = forward_pd(p, grouped);
+  if (is_fallback(grouped_pd)) return;
+  e.per_model = false;
+  e.g = grouped;
+  e.inside.fwd_pd = grouped_pd;
 }
 
 Entry& cached_entry(const Conv2dParams& p) {
@@ -261,14 +417,14 @@ Entry& cached_entry(const Conv2dParams& p) {
   return *slot;
 }
 
-Forward& forward_part(Entry& e) {
-  if (!e.fwd) {
+Forward& forward_part(const Entry& e, Lane& lane) {
+  if (!lane.fwd) {
     auto f = std::make_unique<Forward>();
-    const auto& pd = e.fwd_pd;
+    const auto& pd = lane.fwd_pd;
     f->prim = dnnl::convolution_forward(pd);
-    f->x = input_edge(e.g.x, pd.src_desc(), &e.x_pool);
+    f->x = input_edge(e.g.x, pd.src_desc(), &lane.x_pool);
     f->w = input_edge(e.g.w, pd.weights_desc());
-    f->y = output_edge(e.g.y, pd.dst_desc(), /*can_write=*/true, /*can_add=*/false, &e.y_pool);
+    f->y = output_edge(e.g.y, pd.dst_desc(), /*can_write=*/true, /*can_add=*/false, &lane.y_pool);
     f->args = {{DNNL_ARG_SRC, f->x.inner},
                {DNNL_ARG_WEIGHTS, f->w.inner},
                {DNNL_ARG_DST, f->y.inner},
@@ -277,36 +433,36 @@ Forward& forward_part(Entry& e) {
       f->bias = memory(e.g.bias, dnnl_engine(), DNNL_MEMORY_NONE);
       f->args.emplace(DNNL_ARG_BIAS, f->bias);
     }
-    e.fwd = std::move(f);
+    lane.fwd = std::move(f);
   }
-  return *e.fwd;
+  return *lane.fwd;
 }
 
-BackwardData& backward_data_part(Entry& e) {
-  if (!e.bwd_data) {
+BackwardData& backward_data_part(const Entry& e, Lane& lane) {
+  if (!lane.bwd_data) {
     auto f = std::make_unique<BackwardData>();
     const Geometry& g = e.g;
     dnnl::convolution_backward_data::desc d(
         dnnl::algorithm::convolution_direct, any_desc(g.x.dims()), any_desc(g.w.dims()),
         any_desc(g.y.dims()), g.strides, g.dilates, g.pad_l, g.pad_r);
     dnnl::convolution_backward_data::primitive_desc pd(d, user_scratchpad_attr(), dnnl_engine(),
-                                                       e.fwd_pd);
+                                                       lane.fwd_pd);
     f->prim = dnnl::convolution_backward_data(pd);
-    f->dy = input_edge(g.y, pd.diff_dst_desc(), &e.y_pool);
+    f->dy = input_edge(g.y, pd.diff_dst_desc(), &lane.y_pool);
     f->w = input_edge(g.w, pd.weights_desc());
     f->dx = output_edge(g.x, pd.diff_src_desc(), /*can_write=*/true,
-                        /*can_add=*/g.dx_sums_runs, &e.x_pool);
+                        /*can_add=*/g.dx_sums_runs, &lane.x_pool);
     f->args = {{DNNL_ARG_DIFF_DST, f->dy.inner},
                {DNNL_ARG_WEIGHTS, f->w.inner},
                {DNNL_ARG_DIFF_SRC, f->dx.inner},
                {DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), dnnl_engine())}};
-    e.bwd_data = std::move(f);
+    lane.bwd_data = std::move(f);
   }
-  return *e.bwd_data;
+  return *lane.bwd_data;
 }
 
-BackwardWeights& backward_weights_part(Entry& e) {
-  if (!e.bwd_weights) {
+BackwardWeights& backward_weights_part(const Entry& e, Lane& lane) {
+  if (!lane.bwd_weights) {
     auto f = std::make_unique<BackwardWeights>();
     const Geometry& g = e.g;
     dnnl::convolution_backward_weights::desc d(
@@ -314,10 +470,10 @@ BackwardWeights& backward_weights_part(Entry& e) {
         e.p.bias ? g.bias : memory::desc(), any_desc(g.y.dims()), g.strides, g.dilates, g.pad_l,
         g.pad_r);
     dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad_attr(), dnnl_engine(),
-                                                          e.fwd_pd);
+                                                          lane.fwd_pd);
     f->prim = dnnl::convolution_backward_weights(pd);
-    f->x = input_edge(g.x, pd.src_desc(), &e.x_pool);
-    f->dy = input_edge(g.y, pd.diff_dst_desc(), &e.y_pool);
+    f->x = input_edge(g.x, pd.src_desc(), &lane.x_pool);
+    f->dy = input_edge(g.y, pd.diff_dst_desc(), &lane.y_pool);
     f->dw = output_edge(g.w, pd.diff_weights_desc(), /*can_write=*/false, /*can_add=*/true);
     f->args = {{DNNL_ARG_SRC, f->x.inner},
                {DNNL_ARG_DIFF_DST, f->dy.inner},
@@ -327,9 +483,9 @@ BackwardWeights& backward_weights_part(Entry& e) {
       f->db = output_edge(g.bias, pd.diff_bias_desc(), /*can_write=*/false, /*can_add=*/true);
       f->args.emplace(DNNL_ARG_DIFF_BIAS, f->db.inner);
     }
-    e.bwd_weights = std::move(f);
+    lane.bwd_weights = std::move(f);
   }
-  return *e.bwd_weights;
+  return *lane.bwd_weights;
 }
 
 // dbias += sum of dy over minibatch and pixels, for when no weight gradient is wanted (the
@@ -347,24 +503,75 @@ void accumulate_bias_gradient(const Conv2dParams& p, const TensorView& dy,
   });
 }
 
+// Whether per-model runs go one model per thread (each thread running its models' primitives
+// alone) rather than one run at a time with every thread inside oneDNN. Runs that sum into one
+// dx (a shared input's gradient) cannot run side by side.
+bool runs_across_models(const Entry& e, bool sums_dx) {
+  const int threads = num_threads();
+  if (!e.per_model || sums_dx || threads < 2 || e.p.B < 2) return false;
+  switch (model_parallelism()) {
+    case ModelParallelism::kAcrossModels:
+      return true;
+    case ModelParallelism::kInsideOp:
+      return false;
+    default:
+      return e.p.B % threads == 0;
+  }
+}
+
+// Calls run(lane, r, first) for every run r, first = r is the lane's first run of this call: in
+// order on the entry's own lane, or spread over the threads, thread t taking a contiguous block
+// of runs on its own lane. A thread lane is built by the thread that first uses it, with
+// OpenMP's thread count set to 1 for that task, so oneDNN plans its kernels for one thread (a
+// primitive planned for more threads and run inside our parallel region would do only thread
+// 0's share).
+template <typename F>
+void for_each_run(Entry& e, bool sums_dx, F&& run) {
+  if (!runs_across_models(e, sums_dx)) {
+    for (int64_t r = 0; r < e.g.runs; ++r) run(e.inside, r, r == 0);
+    return;
+  }
+  const int threads = num_threads();
+  if (static_cast<int>(e.thread_lanes.size()) < threads) e.thread_lanes.resize(threads);
+  std::vector<std::exception_ptr> errors(threads);
+  parallel_for(threads, [&](int64_t t) {
+    omp_set_num_threads(1);
+    try {
+      std::unique_ptr<Lane>& lane = e.thread_lanes[t];
+      if (!lane) {
+        lane = std::make_unique<Lane>();
+        lane->fwd_pd = forward_pd(e.p, e.g);
+        lane->stream = dnnl::stream(dnnl_engine());
+      }
+      const int64_t begin = t * e.g.runs / threads, end = (t + 1) * e.g.runs / threads;
+      for (int64_t r = begin; r < end; ++r) run(*lane, r, r == begin);
+      lane->stream.wait();
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  });
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
 
 void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
                     const TensorView& bias, const TensorView& y) {
   Entry& e = cached_entry(p);
   std::lock_guard<std::mutex> lock(e.mutex);
-  Forward& f = forward_part(e);
   const Geometry& g = e.g;
-  for (int64_t r = 0; r < g.runs; ++r) {
+  for_each_run(e, /*sums_dx=*/false, [&](Lane& lane, int64_t r, bool first) {
+    Forward& f = forward_part(e, lane);
     f.x.set(x.data + r * g.x_step);
     f.w.set(weight.data + r * g.w_step);
     f.y.set(y.data + r * g.y_step);
-    bring_in(f.x, r, g.x_step);
-    bring_in(f.w, r, g.w_step);
+    bring_in(lane.stream, f.x, first, g.x_step);
+    bring_in(lane.stream, f.w, first, g.w_step);
     if (p.bias) f.bias.set_data_handle(bias.data + r * g.bias_step);
-    f.prim.execute(dnnl_stream(), f.args);
-    if (f.y.separate) reorder(f.y.write, f.y.inner, f.y.user);
-  }
+    f.prim.execute(lane.stream, f.args);
+    write_out(lane.stream, f.y);
+  });
   dnnl_stream().wait();
 }
 
@@ -374,43 +581,50 @@ void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorVie
   Entry& e = cached_entry(p);
   std::lock_guard<std::mutex> lock(e.mutex);
   const Geometry& g = e.g;
-  const memory* dy_copy = nullptr;  // dy's blocked copy made by backward-data, if still valid
-  if (!dx.empty()) {
-    BackwardData& f = backward_data_part(e);
-    if (g.runs == 1 && f.dy.separate) dy_copy = &f.dy.inner;
-    for (int64_t r = 0; r < g.runs; ++r) {
+  const bool want_db = p.bias && !dbias.empty();
+  for_each_run(e, g.dx_sums_runs && !dx.empty(), [&](Lane& lane, int64_t r, bool first) {
+    dnnl::stream& stream = lane.stream;
+    BackwardData* data = dx.empty() ? nullptr : &backward_data_part(e, lane);
+    BackwardWeights* weights = dweight.empty() ? nullptr : &backward_weights_part(e, lane);
+    // Both primitives usually want dy in one layout, in the one pooled buffer: each run reorders
+    // dy once, for backward-data and then backward-weights (so the runs of a per-model problem
+    // go model by model, each model's dy copy used twice while it is in cache).
+    const bool dy_shared = data != nullptr && weights != nullptr && data->dy.separate &&
+                           weights->dy.separate &&
+                           data->dy.inner.get_data_handle() == weights->dy.inner.get_data_handle();
+    // A shared x has one blocked copy for all runs, but backward-data's dx copy takes its buffer.
+    const bool x_clobbered = data != nullptr && weights != nullptr && data->dx.separate &&
+                             weights->x.separate &&
+                             data->dx.inner.get_data_handle() == weights->x.inner.get_data_handle();
+    if (data != nullptr) {
+      BackwardData& f = *data;
       f.dy.set(dy.data + r * g.y_step);
       f.w.set(weight.data + r * g.w_step);
       f.dx.set(dx.data + r * g.x_step);
-      bring_in(f.dy, r, g.y_step);
-      bring_in(f.w, r, g.w_step);
-      f.prim.execute(dnnl_stream(), f.args);
-      if (f.dx.separate)
-        reorder(r > 0 && g.dx_sums_runs ? f.dx.add : f.dx.write, f.dx.inner, f.dx.user);
+      bring_in(stream, f.dy, first, g.y_step);
+      bring_in(stream, f.w, first, g.w_step);
+      f.prim.execute(stream, f.args);
+      if (r > 0 && g.dx_sums_runs)
+        reorder(stream, f.dx.add, f.dx.inner, f.dx.user);
+      else
+        write_out(stream, f.dx);
     }
-  }
-  const bool want_db = p.bias && !dbias.empty();
-  if (!dweight.empty()) {
-    BackwardWeights& f = backward_weights_part(e);
-    for (int64_t r = 0; r < g.runs; ++r) {
+    if (weights != nullptr) {
+      BackwardWeights& f = *weights;
       f.x.set(x.data + r * g.x_step);
       f.dy.set(dy.data + r * g.y_step);
       f.dw.set(dweight.data + r * g.w_step);
-      bring_in(f.x, r, g.x_step);
-      // Both primitives usually want dy in one layout, in the one pooled buffer: reorder once.
-      const bool dy_ready = dy_copy != nullptr && f.dy.separate &&
-                            dy_copy->get_data_handle() == f.dy.inner.get_data_handle();
-      if (!dy_ready) bring_in(f.dy, r, g.y_step);
-      f.prim.execute(dnnl_stream(), f.args);
-      reorder(f.dw.add, f.dw.inner, f.dw.user);
+      bring_in(stream, f.x, first, g.x_step, x_clobbered);
+      if (!dy_shared) bring_in(stream, f.dy, first, g.y_step);
+      f.prim.execute(stream, f.args);
+      reorder(stream, f.dw.add, f.dw.inner, f.dw.user);
       if (want_db) {
         f.db.set(dbias.data + r * g.bias_step);
-        reorder(f.db.add, f.db.inner, f.db.user);
+        reorder(stream, f.db.add, f.db.inner, f.db.user);
       }
     }
-  } else if (want_db) {
-    accumulate_bias_gradient(p, dy, dbias);
-  }
+  });
+  if (dweight.empty() && want_db) accumulate_bias_gradient(p, dy, dbias);
   dnnl_stream().wait();
 }
 

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/runtime.h"
+#include "core/parallel.h"
 #include "fused_ops/conv2d.h"
 #include "test_util.h"
 
@@ -178,6 +180,32 @@ TEST(Conv2d, FusedEqualsSerial) {
   }
 }
 
+// Per-model runs spread over the threads (each thread its own single-threaded primitives and
+// blocked copies) or one after another with every thread inside oneDNN: both equal the
+// reference, with two threads whatever the machine has, and B not a multiple of the threads.
+TEST(Conv2d, PerModelRunsAcrossThreads) {
+  const ConvCase cases[] = {
+      {2, 16, 32, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // blocked, our conversion
+      {2, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // plain channels
+      {2, 16, 16, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true},  // shared: dx sums the models
+      {2, 4, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, true},     // shared, groups 2
+  };
+  const int saved_threads = num_threads();
+  const cpu::ModelParallelism saved_mode = cpu::model_parallelism();
+  StrategyScope scope(cpu::Conv2dStrategy::kPerModel);
+  cpu::set_num_threads(2);
+  uint64_t seed = test::seed_for_test();
+  for (auto mode : {cpu::ModelParallelism::kAcrossModels, cpu::ModelParallelism::kInsideOp,
+                    cpu::ModelParallelism::kAuto}) {
+    cpu::set_model_parallelism(mode);
+    SCOPED_TRACE(fmt::format("model parallelism {}", static_cast<int>(mode)));
+    for (int64_t B : {2, 3, 8})
+      for (const auto& c : cases) check_fused_equals_serial(B, c, seed++);
+  }
+  cpu::set_model_parallelism(saved_mode);
+  cpu::set_num_threads(saved_threads);
+}
+
 TEST(Conv2d, StrategyChoice) {
   ConvCase shared_groups{2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, true};
   ConvCase plain{2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false};
@@ -188,6 +216,12 @@ TEST(Conv2d, StrategyChoice) {
   cpu::set_conv2d_strategy(cpu::Conv2dStrategy::kPerModel);
   EXPECT_EQ(cpu::conv2d_strategy_for(params_for(3, plain)), cpu::Conv2dStrategy::kPerModel);
   EXPECT_EQ(cpu::conv2d_strategy_for(params_for(1, plain)), cpu::Conv2dStrategy::kGrouped);
+  // The default: per model for B > 1 (see fused_ops/cpu/conv2d.cpp), the single-model
+  // convolution for B = 1.
+  const ConvCase blocked{2, 16, 32, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false};
+  cpu::set_conv2d_strategy(cpu::Conv2dStrategy::kAuto);
+  EXPECT_EQ(cpu::conv2d_strategy_for(params_for(8, blocked)), cpu::Conv2dStrategy::kPerModel);
+  EXPECT_EQ(cpu::conv2d_strategy_for(params_for(1, blocked)), cpu::Conv2dStrategy::kGrouped);
 }
 
 // Skipped gradients (empty views) are neither computed nor touched; the bias gradient alone takes

@@ -1,0 +1,554 @@
+// `hfta sweep` without processes: flag parsing, the plan, the --B max search, the CSV the engine
+// writes (schema, normalization, failure/skip rows, interrupts) and the gnuplot script, all
+// driven by fake trial runners. tests/workflows/test_sweep_process.cpp covers the processes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "workflows/csv.h"
+#include "workflows/plot.h"
+#include "workflows/sweep.h"
+
+namespace hfta {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system's temporary directory, removed when the test ends.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / fmt::format("hfta_test_sweep_{}_{}", getpid(), name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// Runs `f` and expects an hfta::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an hfta::Error mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message: " << e.what() << "\nexpected to mention: " << needle;
+  }
+}
+
+// ---- flags ----
+
+TEST(SweepFlags, BListParsesSortsAndKnowsMax) {
+  EXPECT_EQ(parse_B_list("1,2,4,8,16").values, (std::vector<int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(parse_B_list("8, 1,3").values, (std::vector<int64_t>{1, 3, 8}));
+  EXPECT_FALSE(parse_B_list("4").max);
+  EXPECT_TRUE(parse_B_list("max").max);
+  EXPECT_TRUE(parse_B_list("MAX").max);
+}
+
+TEST(SweepFlags, BadBListsSayWhatIsWrong) {
+  expect_error([] { parse_B_list(""); }, "empty");
+  expect_error([] { parse_B_list("1,,2"); }, "empty item");
+  expect_error([] { parse_B_list("1,2,"); }, "empty item");
+  expect_error([] { parse_B_list("0"); }, "at least 1");
+  expect_error([] { parse_B_list("-2"); }, "'-2'");
+  expect_error([] { parse_B_list("2.5"); }, "'2.5'");
+  expect_error([] { parse_B_list("1,two"); }, "'two'");
+  expect_error([] { parse_B_list("4,4"); }, "listed twice");
+  expect_error([] { parse_B_list("1,max"); }, "stands alone");
+  expect_error([] { parse_B_list("99999999999999"); }, "not a model count");
+}
+
+TEST(SweepFlags, Modes) {
+  EXPECT_EQ(
+      parse_modes("serial,concurrent,fused"),
+      (std::vector<SweepMode>{SweepMode::kSerial, SweepMode::kConcurrent, SweepMode::kFused}));
+  EXPECT_EQ(parse_modes("fused,serial"),
+            (std::vector<SweepMode>{SweepMode::kFused, SweepMode::kSerial}));
+  expect_error([] { parse_modes("fused,fast"); }, "'fast' is not a mode");
+  expect_error([] { parse_modes("fused,fused"); }, "twice");
+  expect_error([] { parse_modes(""); }, "empty");
+}
+
+TEST(SweepFlags, MemorySizes) {
+  EXPECT_EQ(parse_memory_size("8GiB"), int64_t{8} << 30);
+  EXPECT_EQ(parse_memory_size("8gib"), int64_t{8} << 30);
+  EXPECT_EQ(parse_memory_size("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(parse_memory_size("512 M"), int64_t{512} << 20);
+  EXPECT_EQ(parse_memory_size("1.5G"), int64_t{3} << 29);
+  EXPECT_EQ(parse_memory_size("300MB"), int64_t{300000000});
+  EXPECT_EQ(parse_memory_size("2GB"), int64_t{2000000000});
+  EXPECT_EQ(parse_memory_size("1k"), 1024);
+  EXPECT_EQ(parse_memory_size("1kB"), 1000);
+  EXPECT_EQ(parse_memory_size("1TiB"), int64_t{1} << 40);
+  EXPECT_EQ(parse_memory_size("4096"), 4096);
+  EXPECT_EQ(parse_memory_size("4096B"), 4096);
+  for (const char* bad : {"", "GiB", "8XB", "-1G", "1.2.3G", "eight", "8 GiBs"})
+    expect_error([&] { parse_memory_size(bad); }, "not a memory size");
+  expect_error([] { parse_memory_size("0"); }, "between");
+  EXPECT_EQ(format_memory_size(int64_t{8} << 30), "8 GiB");
+  EXPECT_EQ(format_memory_size(int64_t{3} << 29), "1.5 GiB");
+  EXPECT_EQ(format_memory_size(300), "300 B");
+}
+
+TEST(SweepFlags, ThreadsSplitEvenlyAcrossConcurrentProcesses) {
+  EXPECT_EQ(threads_per_process(SweepMode::kConcurrent, 1, 2), 2);
+  EXPECT_EQ(threads_per_process(SweepMode::kConcurrent, 2, 2), 1);
+  EXPECT_EQ(threads_per_process(SweepMode::kConcurrent, 16, 2), 1);  // time-sharing
+  EXPECT_EQ(threads_per_process(SweepMode::kConcurrent, 3, 16), 5);
+  EXPECT_EQ(threads_per_process(SweepMode::kFused, 16, 2), 2);
+  EXPECT_EQ(threads_per_process(SweepMode::kSerial, 16, 8), 8);
+}
+
+// ---- plan and --B max ----
+
+TEST(SweepPlan, BaselineFirstThenRepeatByRepeat) {
+  SweepOptions o;
+  o.modes = {SweepMode::kSerial, SweepMode::kConcurrent, SweepMode::kFused};
+  o.Bs = {1, 2, 4};
+  o.repeats = 2;
+  auto plan = plan_sweep(o);
+  ASSERT_EQ(plan.size(), 2u * 3 * 3);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(plan[r].mode, SweepMode::kSerial);
+    EXPECT_EQ(plan[r].B, 1);
+    EXPECT_EQ(plan[r].repeat, r + 1);
+    EXPECT_FALSE(plan[r].baseline_only);
+  }
+  std::set<std::tuple<SweepMode, int64_t, int>> seen;
+  for (const auto& p : plan) EXPECT_TRUE(seen.insert({p.mode, p.B, p.repeat}).second);
+  EXPECT_EQ(plan[2].mode, SweepMode::kConcurrent);  // repeat 1, B=1, the next mode
+  EXPECT_EQ(plan[2].repeat, 1);
+  EXPECT_EQ(plan.back().repeat, 2);
+  EXPECT_EQ(plan.back().B, 4);
+}
+
+TEST(SweepPlan, BaselineIsMeasuredEvenWhenNotAsked) {
+  SweepOptions o;
+  o.modes = {SweepMode::kFused};
+  o.Bs = {2, 4};
+  o.repeats = 3;
+  auto plan = plan_sweep(o);
+  ASSERT_EQ(plan.size(), 3u + 3 * 2);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(plan[r].mode, SweepMode::kSerial);
+    EXPECT_TRUE(plan[r].baseline_only);
+  }
+}
+
+Measurement fake_memory(int64_t B, int64_t bytes_per_model) {
+  Measurement m;
+  m.ok = true;
+  m.peak_rss_bytes = B * bytes_per_model;
+  return m;
+}
+
+TEST(SweepMaxB, DoublesThenBisectsToTheLargestFit) {
+  const int64_t MiB = 1 << 20;
+  std::vector<int64_t> probed;
+  auto trial = [&](int64_t B) {
+    probed.push_back(B);
+    return fake_memory(B, 100 * MiB);
+  };
+  EXPECT_EQ(find_max_B(trial, 1000 * MiB, 1024, nullptr), 10);
+  EXPECT_EQ(probed, (std::vector<int64_t>{1, 2, 4, 8, 16, 12, 10, 11}));
+  for (int64_t budget_models : {1, 2, 3, 7, 64, 100, 1000}) {
+    probed.clear();
+    int64_t got = find_max_B(trial, budget_models * 100 * MiB, 4096, nullptr);
+    EXPECT_EQ(got, budget_models);
+    std::set<int64_t> distinct(probed.begin(), probed.end());
+    EXPECT_EQ(distinct.size(), probed.size()) << "a B was probed twice";
+  }
+}
+
+TEST(SweepMaxB, StopsAtTheCap) {
+  auto trial = [](int64_t B) { return fake_memory(B, 1); };
+  EXPECT_EQ(find_max_B(trial, 1 << 30, 64, nullptr), 64);
+  EXPECT_EQ(find_max_B(trial, 1 << 30, 48, nullptr), 48);
+}
+
+TEST(SweepMaxB, AFailedTrialDoesNotFit) {
+  std::vector<std::string> lines;
+  auto trial = [](int64_t B) {
+    Measurement m = fake_memory(B, 1);
+    if (B >= 6) m.ok = false, m.error = "killed by signal 9 (SIGKILL), out of memory?";
+    return m;
+  };
+  EXPECT_EQ(find_max_B(trial, 1 << 30, 1024, [&](const std::string& l) { lines.push_back(l); }), 5);
+  bool mentioned = false;
+  for (const auto& l : lines) mentioned |= l.find("SIGKILL") != std::string::npos;
+  EXPECT_TRUE(mentioned) << "the probe's failure should be in the progress lines";
+}
+
+TEST(SweepMaxB, NothingFitsIsAnError) {
+  auto trial = [](int64_t B) { return fake_memory(B, int64_t{2} << 30); };
+  expect_error([&] { find_max_B(trial, int64_t{1} << 30, 1024, nullptr); }, "even one model");
+}
+
+TEST(SweepMaxB, SweptBs) {
+  EXPECT_EQ(Bs_up_to(10), (std::vector<int64_t>{1, 2, 4, 8, 10}));
+  EXPECT_EQ(Bs_up_to(8), (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(Bs_up_to(1), (std::vector<int64_t>{1}));
+}
+
+// ---- the engine and its CSV ----
+
+// A deterministic fake: serial B=1 gives 100, 110, 120 samples/s in repeats 1..3 (median 110);
+// everything else gives 100 * B * factor(mode) + repeat.
+struct FakeRunner {
+  std::vector<TrialRequest> requests;
+  std::map<std::pair<SweepMode, int64_t>, std::string> failures;  // (mode, B) -> error
+  // (mode, B) -> foreign load of each successive attempt (the last one repeats)
+  std::map<std::pair<SweepMode, int64_t>, std::vector<double>> busy;
+  int interrupt_at_call = -1;  // 0-based call index
+
+  static double factor(SweepMode m) {
+    return m == SweepMode::kFused ? 1.5 : m == SweepMode::kConcurrent ? 1.2 : 1.0;
+  }
+  static double samples(SweepMode mode, int64_t B, int repeat) {
+    if (mode == SweepMode::kSerial && B == 1) return 90.0 + 10.0 * repeat;
+    return 100.0 * B * factor(mode) + repeat;
+  }
+  Measurement operator()(const TrialRequest& r) {
+    if (static_cast<int>(requests.size()) == interrupt_at_call) throw Interrupted("interrupted");
+    requests.push_back(r);
+    Measurement m;
+    auto f = failures.find({r.mode, r.B});
+    if (f != failures.end()) {
+      m.error = f->second;
+      return m;
+    }
+    m.ok = true;
+    m.samples_per_second = samples(r.mode, r.B, r.repeat);
+    m.step_ms = 1000.0 * r.B * 64 / m.samples_per_second;
+    m.gflops = m.samples_per_second * 1e-3;
+    m.peak_rss_bytes = r.B * (int64_t{10} << 20);
+    auto b = busy.find({r.mode, r.B});
+    if (b != busy.end()) {
+      size_t attempt = 0;
+      for (const auto& q : requests) attempt += q.mode == r.mode && q.B == r.B;
+      m.foreign_load = b->second[std::min(attempt, b->second.size()) - 1];
+      m.samples_per_second *= 1.0 - m.foreign_load;  // others took that share
+    }
+    return m;
+  }
+};
+
+SweepOptions small_sweep(const fs::path& dir) {
+  SweepOptions o;
+  o.trial.model = "lenet";
+  o.trial.steps = 5;
+  o.modes = {SweepMode::kSerial, SweepMode::kConcurrent, SweepMode::kFused};
+  o.Bs = {1, 2, 4};
+  o.repeats = 3;
+  o.out_dir = dir.string();
+  o.threads = 2;
+  o.peak_gflops = 2.0;
+  return o;
+}
+
+TrialRunner by_ref(FakeRunner& fake) {
+  return [&fake](const TrialRequest& r) { return fake(r); };
+}
+
+TEST(SweepEngine, CsvHasOneRowPerModeBRepeatAndNormalizes) {
+  TempDir tmp("schema");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  FakeRunner fake;
+  std::vector<std::string> progress;
+  run_sweep(o, by_ref(fake), [&](const std::string& l) { progress.push_back(l); });
+
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  EXPECT_EQ(t.header, throughput_columns());
+  EXPECT_EQ(t.header,
+            (std::vector<std::string>{"model", "mode", "B", "repeat", "status", "samples_per_s",
+                                      "normalized", "step_ms", "gflops", "percent_of_peak",
+                                      "peak_rss_mib", "processes", "threads_per_process",
+                                      "window_overlap", "foreign_load", "attempts", "error"}));
+  ASSERT_EQ(t.rows.size(), 3u * 3 * 3);
+  std::set<std::tuple<std::string, std::string, std::string>> keys;
+  const double baseline = 110.0;
+  for (const auto& row : t.rows) {
+    const std::string mode = row[t.column("mode")];
+    const int64_t B = std::stoll(row[t.column("B")]);
+    const int repeat = std::stoi(row[t.column("repeat")]);
+    EXPECT_TRUE(keys.insert({mode, row[t.column("B")], row[t.column("repeat")]}).second);
+    SweepMode m = parse_modes(mode)[0];
+    const double expected = FakeRunner::samples(m, B, repeat);
+    EXPECT_EQ(row[t.column("model")], "lenet");
+    EXPECT_EQ(row[t.column("status")], "ok");
+    EXPECT_NEAR(std::stod(row[t.column("samples_per_s")]), expected, 0.05);
+    EXPECT_NEAR(std::stod(row[t.column("normalized")]), expected / baseline, 1e-4);
+    EXPECT_NEAR(std::stod(row[t.column("gflops")]), expected * 1e-3, 1e-3);
+    EXPECT_NEAR(std::stod(row[t.column("percent_of_peak")]), expected * 1e-3 / 2.0 * 100, 0.01);
+    EXPECT_NEAR(std::stod(row[t.column("peak_rss_mib")]), 10.0 * B, 0.05);
+    EXPECT_EQ(std::stoll(row[t.column("processes")]), m == SweepMode::kConcurrent ? B : 1);
+    EXPECT_EQ(std::stoi(row[t.column("threads_per_process")]),
+              threads_per_process(m, B, o.threads));
+    EXPECT_EQ(row[t.column("window_overlap")], "1.000");
+    EXPECT_EQ(row[t.column("foreign_load")], "0.000");
+    EXPECT_EQ(row[t.column("attempts")], "1");
+    EXPECT_EQ(row[t.column("error")], "");
+  }
+  EXPECT_EQ(progress.size(), t.rows.size());
+  EXPECT_NE(progress[4].find("[5/27]"), std::string::npos) << progress[4];
+}
+
+TEST(SweepEngine, RequestsMatchTheModes) {
+  TempDir tmp("requests");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.repeats = 1;
+  o.memory_budget_bytes = int64_t{3} << 30;
+  FakeRunner fake;
+  run_sweep(o, by_ref(fake), nullptr);
+  ASSERT_EQ(fake.requests.size(), 9u);
+  for (const TrialRequest& r : fake.requests) {
+    EXPECT_EQ(r.trial.model, "lenet");
+    EXPECT_EQ(r.trial.steps, 5);
+    EXPECT_EQ(r.memory_limit_bytes, int64_t{3} << 30);
+    EXPECT_EQ(r.trial.serial, r.mode == SweepMode::kSerial);
+    if (r.mode == SweepMode::kConcurrent) {
+      EXPECT_EQ(r.processes, r.B);
+      EXPECT_EQ(r.trial.B, 1);
+      EXPECT_EQ(r.trial.threads, std::max<int64_t>(1, 2 / r.B));
+    } else {
+      EXPECT_EQ(r.processes, 1);
+      EXPECT_EQ(r.trial.B, r.B);
+      EXPECT_EQ(r.trial.threads, 2);
+    }
+    EXPECT_NE(r.log_path.find(fmt::format("{}-B{}-r1.log", mode_name(r.mode), r.B)),
+              std::string::npos);
+  }
+}
+
+TEST(SweepEngine, FailedMeasurementIsARowAndTheSweepGoesOn) {
+  TempDir tmp("failure");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  FakeRunner fake;
+  const std::string message = "killed by signal 9 (SIGKILL), out of memory?: \"oom\", at B=4";
+  fake.failures[{SweepMode::kFused, 4}] = message;
+  run_sweep(o, by_ref(fake), nullptr);
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  ASSERT_EQ(t.rows.size(), 27u);
+  int failed = 0;
+  for (const auto& row : t.rows) {
+    bool fused4 = row[t.column("mode")] == "fused" && row[t.column("B")] == "4";
+    EXPECT_EQ(row[t.column("status")], fused4 ? "failed" : "ok");
+    if (!fused4) continue;
+    ++failed;
+    EXPECT_EQ(row[t.column("error")], message);  // survives CSV quoting
+    EXPECT_EQ(row[t.column("samples_per_s")], "");
+    EXPECT_EQ(row[t.column("normalized")], "");
+  }
+  EXPECT_EQ(failed, 3);
+  EXPECT_EQ(t.rows.back()[t.column("mode")], "fused");  // measured after the failures
+}
+
+TEST(SweepEngine, UnaskedBaselineIsMeasuredAndSaid) {
+  TempDir tmp("baseline");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.modes = {SweepMode::kFused};
+  o.Bs = {2, 8};
+  o.repeats = 2;
+  FakeRunner fake;
+  std::vector<std::string> lines;
+  run_sweep(o, by_ref(fake), [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("baseline"), std::string::npos) << lines[0];
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  ASSERT_EQ(t.rows.size(), 2u + 2 * 2);
+  EXPECT_EQ(t.rows[0][t.column("mode")], "serial");
+  const double baseline = (100.0 + 110.0) / 2;
+  EXPECT_NEAR(std::stod(t.rows[2][t.column("normalized")]), (300.0 + 1) / baseline, 1e-4);
+}
+
+TEST(SweepEngine, FailedBaselineStopsTheSweep) {
+  TempDir tmp("badbaseline");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  FakeRunner fake;
+  fake.failures[{SweepMode::kSerial, 1}] = "exit status 1: hfta: error: unknown model 'x'";
+  expect_error([&] { run_sweep(o, by_ref(fake), nullptr); }, "unknown model 'x'");
+  EXPECT_EQ(fake.requests.size(), 3u);  // the baseline repeats only
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0][t.column("status")], "failed");
+}
+
+TEST(SweepEngine, InterruptKeepsTheRowsSoFar) {
+  for (int at : {1, 3, 7}) {  // inside the baseline, right after it, later
+    TempDir tmp(fmt::format("interrupt{}", at));
+    const fs::path& dir = tmp.path;
+    SweepOptions o = small_sweep(dir);
+    FakeRunner fake;
+    fake.interrupt_at_call = at;
+    EXPECT_THROW(run_sweep(o, by_ref(fake), nullptr), Interrupted);
+    CsvTable t = read_csv((dir / "throughput.csv").string());
+    EXPECT_EQ(t.rows.size(), static_cast<size_t>(at)) << "interrupted at call " << at;
+    for (const auto& row : t.rows) EXPECT_EQ(row[t.column("status")], "ok");
+  }
+}
+
+TEST(SweepEngine, TooManyConcurrentProcessesAreSkipped) {
+  TempDir tmp("skip");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.repeats = 1;
+  o.max_processes = 2;
+  FakeRunner fake;
+  run_sweep(o, by_ref(fake), nullptr);
+  for (const auto& r : fake.requests) EXPECT_LE(r.processes, 2);
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  int skipped = 0;
+  for (const auto& row : t.rows)
+    if (row[t.column("status")] == "skipped") {
+      ++skipped;
+      EXPECT_EQ(row[t.column("mode")], "concurrent");
+      EXPECT_EQ(row[t.column("B")], "4");
+      EXPECT_NE(row[t.column("error")].find("--max-processes"), std::string::npos);
+    }
+  EXPECT_EQ(skipped, 1);
+}
+
+TEST(SweepEngine, BaselineIsTheMedianOfItsRepeats) {
+  TempDir tmp("median");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.modes = {SweepMode::kFused};
+  o.Bs = {2};
+  auto runner = [](const TrialRequest& r) {
+    Measurement m;
+    m.ok = true;
+    // One baseline repeat ran on a busy machine at a third of the speed.
+    const double baseline[] = {110, 36, 100};
+    m.samples_per_second = r.B == 1 ? baseline[r.repeat - 1] : 220;
+    return m;
+  };
+  run_sweep(o, runner, nullptr);
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  ASSERT_EQ(t.rows.size(), 3u + 3);
+  EXPECT_EQ(t.rows[1][t.column("normalized")], "0.3600");
+  EXPECT_EQ(t.rows.back()[t.column("normalized")], "2.2000");
+  EXPECT_EQ(median({}), 0);
+  EXPECT_EQ(median({3, 1, 2}), 2);
+  EXPECT_EQ(median({4, 1, 2, 3}), 2.5);
+}
+
+TEST(SweepEngine, DisturbedMeasurementsAreRepeatedAndTheLeastDisturbedKept) {
+  TempDir tmp("retry");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.repeats = 1;
+  o.retries = 2;
+  o.busy_threshold = 0.1;
+  FakeRunner fake;
+  fake.busy[{SweepMode::kFused, 2}] = {0.5, 0.05};      // quiet on the second try
+  fake.busy[{SweepMode::kFused, 4}] = {0.6, 0.3, 0.4};  // never quiet: keep the 0.3
+  fake.busy[{SweepMode::kConcurrent, 2}] = {0.08};      // under the threshold: once
+  std::vector<std::string> lines;
+  run_sweep(o, by_ref(fake), [&](const std::string& l) { lines.push_back(l); });
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  auto row_of = [&](const std::string& mode, const std::string& B) {
+    for (const auto& row : t.rows)
+      if (row[t.column("mode")] == mode && row[t.column("B")] == B) return row;
+    ADD_FAILURE() << "no row " << mode << " B=" << B;
+    return t.rows[0];
+  };
+  auto fused2 = row_of("fused", "2"), fused4 = row_of("fused", "4");
+  auto concurrent2 = row_of("concurrent", "2");
+  EXPECT_EQ(fused2[t.column("attempts")], "2");
+  EXPECT_EQ(fused2[t.column("foreign_load")], "0.050");
+  EXPECT_NEAR(std::stod(fused2[t.column("samples_per_s")]), 301.0 * 0.95, 0.1);
+  EXPECT_EQ(fused4[t.column("attempts")], "3");
+  EXPECT_EQ(fused4[t.column("foreign_load")], "0.300");
+  EXPECT_EQ(concurrent2[t.column("attempts")], "1");
+  int again = 0;
+  for (const auto& l : lines) again += l.find("measuring again") != std::string::npos;
+  EXPECT_EQ(again, 1 + 2);
+}
+
+// ---- plots ----
+
+TEST(SweepPlot, SummaryAndScriptCoverEveryModeAndOnlyMeasuredPoints) {
+  TempDir tmp("plot");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  FakeRunner fake;
+  fake.failures[{SweepMode::kConcurrent, 4}] = "failed on purpose";
+  run_sweep(o, by_ref(fake), nullptr);
+  auto points = summarize_sweep(read_csv((dir / "throughput.csv").string()));
+  ASSERT_EQ(points.size(), 3u + 2 + 3);  // concurrent B=4 never succeeded
+  const SweepPoint& fused2 = points[6];
+  EXPECT_EQ(fused2.mode, "fused");
+  EXPECT_EQ(fused2.B, 2);
+  EXPECT_EQ(fused2.runs, 3);
+  EXPECT_NEAR(fused2.normalized_min, 301.0 / 110, 1e-4);
+  EXPECT_NEAR(fused2.normalized_max, 303.0 / 110, 1e-4);
+  EXPECT_NEAR(fused2.normalized_median, 302.0 / 110, 1e-4);
+  EXPECT_NEAR(fused2.rss_mib_median, 20.0, 0.01);
+
+  std::string script = gnuplot_script(points, "lenet", int64_t{1} << 30);
+  for (const char* needle :
+       {"$serial << EOD", "$concurrent << EOD", "$fused << EOD", "title \"serial\"",
+        "title \"concurrent\"", "title \"fused\"", "set output \"throughput.png\"",
+        "set output \"memory.png\"", "filledcurves", "memory budget", "set xtics (1, 2, 4)"})
+    EXPECT_NE(script.find(needle), std::string::npos) << "script lacks " << needle;
+  // The concurrent block has B = 1 and 2 only.
+  size_t begin = script.find("$concurrent << EOD\n"), end = script.find("EOD\n", begin + 18);
+  std::string block = script.substr(begin + 19, end - begin - 19);
+  EXPECT_EQ(std::count(block.begin(), block.end(), '\n'), 2) << block;
+  EXPECT_EQ(block.rfind("4 ", 0), std::string::npos);
+}
+
+TEST(SweepPlot, PlotsWithGnuplotOrWarns) {
+  TempDir tmp("png");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  FakeRunner fake;
+  run_sweep(o, by_ref(fake), nullptr);
+  std::vector<std::string> warnings;
+  bool plotted =
+      plot_sweep(dir.string(), "lenet", 0, [&](const std::string& w) { warnings.push_back(w); });
+  EXPECT_TRUE(fs::exists(dir / "sweep.gp"));
+  if (plotted) {
+    EXPECT_GT(fs::file_size(dir / "throughput.png"), 1000u);
+    EXPECT_GT(fs::file_size(dir / "memory.png"), 1000u);
+  } else {
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("gnuplot"), std::string::npos);
+  }
+}
+
+TEST(SweepPlot, MissingGnuplotIsAWarningNotAnError) {
+  TempDir tmp("nognuplot");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.repeats = 1;
+  FakeRunner fake;
+  run_sweep(o, by_ref(fake), nullptr);
+  const char* old = std::getenv("PATH");
+  std::string saved = old ? old : "";
+  setenv("PATH", dir.c_str(), 1);  // no gnuplot there
+  std::vector<std::string> warnings;
+  bool plotted =
+      plot_sweep(dir.string(), "lenet", 0, [&](const std::string& w) { warnings.push_back(w); });
+  setenv("PATH", saved.c_str(), 1);
+  EXPECT_FALSE(plotted);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("gnuplot-nox"), std::string::npos) << warnings[0];
+  EXPECT_TRUE(fs::exists(dir / "throughput.csv"));
+}
+
+}  // namespace
+}  // namespace hfta

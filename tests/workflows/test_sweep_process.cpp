@@ -1,0 +1,401 @@
+// The sweep's processes: the `hfta trial` result line, combining concurrent windows, the process
+// runner against small shell scripts that play `hfta trial` (success, barrier, crash, signal,
+// memory budget, Ctrl-C), and a few runs of the real `hfta` binary (HFTA_CLI_PATH).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "workflows/csv.h"
+#include "workflows/sweep.h"
+#include "workflows/sweep_process.h"
+
+extern char** environ;
+
+namespace hfta {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system's temporary directory, removed when the test ends.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() /
+             fmt::format("hfta_test_sweep_process_{}_{}", getpid(), name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// An executable shell script standing in for `hfta`: it receives `trial --model ...`.
+std::string fake_hfta(const fs::path& dir, const std::string& name, const std::string& body) {
+  fs::path path = dir / name;
+  std::ofstream(path) << "#!/bin/sh\n"
+                         "for a in \"$@\"; do [ \"$a\" = --wait-for-go ] && wait=1; done\n"
+                         "seed=$(echo \"$@\" | sed 's/.*--seed \\([0-9]*\\).*/\\1/')\n"
+                      << body;
+  fs::permissions(path, fs::perms::owner_all);
+  return path.string();
+}
+
+const char* kReport =
+    "echo \"hfta-trial-result seconds=0.5 samples_per_second=256 step_ms=25 flops_per_step=1e9 "
+    "params_per_model=10 end_ns=2000000000 peak_rss_bytes=1048576\"\n";
+
+TrialRequest request(int64_t processes, const fs::path& dir) {
+  TrialRequest r;
+  r.mode = processes > 1 ? SweepMode::kConcurrent : SweepMode::kFused;
+  r.B = processes;
+  r.repeat = 1;
+  r.processes = processes;
+  r.trial.model = "mlp";
+  r.trial.steps = 20;
+  r.trial.seed = 7;
+  r.log_path = (dir / "m.log").string();
+  return r;
+}
+
+TEST(TrialReport, RoundTripsAndIgnoresOtherOutput) {
+  TrialReport r;
+  r.result.seconds = 1.25;
+  r.result.samples_per_second = 12345.678901234;
+  r.result.step_ms = 62.5;
+  r.result.flops_per_step = 5.25e9;
+  r.result.params_per_model = 3274634;
+  r.end_ns = 9574056334167;
+  r.peak_rss_bytes = 154279936;
+  std::string out = "# runtime: OpenBLAS ...\n" + format_trial_report(r) + "\nbye\n";
+  auto back = parse_trial_report(out);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->result.seconds, r.result.seconds);
+  EXPECT_EQ(back->result.samples_per_second, r.result.samples_per_second);
+  EXPECT_EQ(back->result.step_ms, r.result.step_ms);
+  EXPECT_EQ(back->result.flops_per_step, r.result.flops_per_step);
+  EXPECT_EQ(back->result.params_per_model, r.result.params_per_model);
+  EXPECT_EQ(back->end_ns, r.end_ns);
+  EXPECT_EQ(back->peak_rss_bytes, r.peak_rss_bytes);
+  EXPECT_FALSE(parse_trial_report("nothing here\n").has_value());
+  EXPECT_FALSE(parse_trial_report("hfta-trial-result seconds=1\n").has_value());  // fields missing
+  EXPECT_FALSE(parse_trial_report("hfta-trial-result seconds=x samples_per_second=1 step_ms=1 "
+                                  "flops_per_step=1 params_per_model=1 end_ns=1 "
+                                  "peak_rss_bytes=1\n")
+                   .has_value());
+}
+
+TEST(TrialReport, Arguments) {
+  TrialOptions o;
+  o.model = "lenet";
+  o.B = 4;
+  o.serial = true;
+  o.batch_size = 32;
+  o.warmup_steps = 2;
+  o.steps = 9;
+  o.seed = 5;
+  o.threads = 3;
+  EXPECT_EQ(
+      trial_arguments(o, true),
+      (std::vector<std::string>{"trial", "--model", "lenet", "--dataset", "synthetic", "--B", "4",
+                                "--serial", "--batch-size", "32", "--warmup", "2", "--steps", "9",
+                                "--seed", "5", "--threads", "3", "--wait-for-go"}));
+}
+
+TEST(CombineReports, ConcurrentThroughputIsWorkOverTheUnionOfWindows) {
+  TrialReport a, b;
+  a.result = {1.0, 100.0, 100.0, 2e9, 1};  // 100 samples in [1, 2] s
+  a.end_ns = 2'000'000'000;
+  a.peak_rss_bytes = 100;
+  b = a;
+  b.end_ns = 2'500'000'000;  // [1.5, 2.5] s
+  Measurement m = combine_reports({a, b}, 10);
+  EXPECT_TRUE(m.ok);
+  EXPECT_NEAR(m.samples_per_second, 200.0 / 1.5, 1e-6);
+  EXPECT_NEAR(m.step_ms, 1.5 / 10 * 1000, 1e-6);
+  EXPECT_NEAR(m.gflops, 2 * 2e9 * 10 / 1.5 * 1e-9, 1e-6);
+  EXPECT_NEAR(m.window_overlap, 0.5 / 1.5, 1e-9);
+  EXPECT_EQ(m.peak_rss_bytes, 200);
+  Measurement one = combine_reports({a}, 10);  // one process: its own numbers
+  EXPECT_NEAR(one.samples_per_second, 100.0, 1e-9);
+  EXPECT_NEAR(one.step_ms, 100.0, 1e-9);
+  EXPECT_NEAR(one.window_overlap, 1.0, 1e-12);
+}
+
+TEST(ProcessRunner, OneProcessReportsItsResultAndLogsItsStderr) {
+  TempDir tmp("one");
+  const fs::path& dir = tmp.path;
+  auto runner = process_trial_runner(
+      fake_hfta(dir, "hfta", std::string("echo 'runtime: fine' >&2\necho chatter\n") + kReport));
+  Measurement m = runner(request(1, dir));
+  ASSERT_TRUE(m.ok) << m.error;
+  EXPECT_NEAR(m.samples_per_second, 256.0, 1e-9);
+  EXPECT_NEAR(m.step_ms, 25.0, 1e-9);
+  EXPECT_NEAR(m.gflops, 1e9 * 20 / 0.5 * 1e-9, 1e-9);
+  EXPECT_EQ(m.peak_rss_bytes, 1048576);
+  std::string log = read_file(dir / "m.log");
+  EXPECT_NE(log.find("trial --model mlp"), std::string::npos) << log;
+  EXPECT_NE(log.find("runtime: fine"), std::string::npos) << log;
+  EXPECT_EQ(log.find("--wait-for-go"), std::string::npos) << "one process needs no barrier";
+  EXPECT_EQ(log.find("OMP_WAIT_POLICY"), std::string::npos) << "a lone process may spin";
+}
+
+TEST(ProcessRunner, ConcurrentProcessesStartTogetherAfterTheBarrier) {
+  TempDir tmp("barrier");
+  const fs::path& dir = tmp.path;
+  // Process i takes 0.15 * (seed - 7) s to get ready; all must leave the barrier after the last.
+  auto runner = process_trial_runner(
+      fake_hfta(dir, "hfta",
+                "case $seed in 8) sleep 0.15;; 9) sleep 0.3;; esac\n"
+                "date +%s%N > " +
+                    (dir / "ready_$seed").string() +
+                    "\n"
+                    "[ -n \"$wait\" ] && echo hfta-trial-ready && { read line || exit 9; }\n"
+                    "date +%s%N > " +
+                    (dir / "go_$seed").string() + "\n" + "echo \"$OMP_WAIT_POLICY\" > " +
+                    (dir / "policy_$seed").string() + "\n" + kReport));
+  Measurement m = runner(request(3, dir));
+  ASSERT_TRUE(m.ok) << m.error;
+  EXPECT_NEAR(m.samples_per_second, 3 * 128 / 0.5, 1e-6);  // identical windows
+  EXPECT_NEAR(m.gflops, 3 * 1e9 * 20 / 0.5 * 1e-9, 1e-6);
+  EXPECT_EQ(m.peak_rss_bytes, 3 * 1048576);
+  EXPECT_NEAR(m.window_overlap, 1.0, 1e-9);
+  int64_t last_ready = 0, first_go = INT64_MAX;
+  for (int seed : {7, 8, 9}) {
+    last_ready =
+        std::max<int64_t>(last_ready, std::stoll(read_file(dir / fmt::format("ready_{}", seed))));
+    first_go = std::min<int64_t>(first_go, std::stoll(read_file(dir / fmt::format("go_{}", seed))));
+    EXPECT_TRUE(fs::exists(dir / fmt::format("m.p{}.log", seed - 7)));
+    if (std::getenv("OMP_WAIT_POLICY") == nullptr) {  // processes sharing cores do not spin
+      EXPECT_EQ(read_file(dir / fmt::format("policy_{}", seed)), "passive\n");
+    }
+  }
+  EXPECT_GE(first_go, last_ready) << "a process left the barrier before all were ready";
+}
+
+TEST(ProcessRunner, CrashesAndSignalsBecomeFailedMeasurements) {
+  TempDir tmp("fail");
+  const fs::path& dir = tmp.path;
+  struct Case {
+    std::string body, expected;
+  } cases[] = {
+      {"echo 'hfta: error: unknown model foo' >&2\nexit 3\n",
+       "exit status 3: hfta: error: "
+       "unknown model foo"},
+      {"kill -KILL $$\n", "killed by signal 9 (SIGKILL), out of memory?"},
+      {"kill -SEGV $$\n", "(SIGSEGV)"},
+      {"echo fine\n", "exited without a result line"},
+  };
+  for (const Case& c : cases) {
+    auto runner = process_trial_runner(fake_hfta(dir, "hfta", c.body));
+    Measurement m = runner(request(1, dir));
+    EXPECT_FALSE(m.ok);
+    EXPECT_NE(m.error.find(c.expected), std::string::npos) << m.error;
+  }
+  auto missing = process_trial_runner((dir / "no-such-hfta").string());
+  EXPECT_THROW(missing(request(1, dir)), Error);
+}
+
+TEST(ProcessRunner, OneFailingConcurrentProcessFailsTheMeasurementAndStopsTheOthers) {
+  TempDir tmp("fail_concurrent");
+  const fs::path& dir = tmp.path;
+  auto runner = process_trial_runner(
+      fake_hfta(dir, "hfta",
+                "echo hfta-trial-ready; read line || exit 9\n"
+                "if [ \"$seed\" = 8 ]; then echo 'out of fake memory' >&2; exit 4; fi\n"
+                "exec sleep 30\n"));
+  auto start = std::chrono::steady_clock::now();
+  Measurement m = runner(request(3, dir));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("process 2 of 3: exit status 4: out of fake memory"), std::string::npos)
+      << m.error;
+  EXPECT_LT(seconds, 10.0) << "the other processes were not stopped";
+}
+
+TEST(ProcessRunner, MemoryBudgetKillsTheMeasurement) {
+  TempDir tmp("budget");
+  const fs::path& dir = tmp.path;
+  // mawk doubling a string to 128 MiB, then waiting.
+  auto runner = process_trial_runner(fake_hfta(
+      dir, "hfta",
+      "exec awk 'BEGIN { s = \"a\"; for (i = 0; i < 27; i++) s = s s; system(\"sleep 20\") }'\n"));
+  TrialRequest r = request(1, dir);
+  r.memory_limit_bytes = int64_t{48} << 20;
+  auto start = std::chrono::steady_clock::now();
+  Measurement m = runner(r);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("over the memory budget of 48 MiB"), std::string::npos) << m.error;
+  EXPECT_GT(m.peak_rss_bytes, int64_t{48} << 20);
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST(ProcessRunner, InterruptKillsTheChildrenAndThrows) {
+  TempDir tmp("interrupt");
+  const fs::path& dir = tmp.path;
+  auto runner = process_trial_runner(fake_hfta(dir, "hfta", "exec sleep 30\n"));
+  InterruptGuard guard;
+  std::thread ctrl_c([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(getpid(), SIGINT);
+  });
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(runner(request(2, dir)), Interrupted);
+  ctrl_c.join();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10.0);
+}
+
+// ---- the real binary ----
+
+TEST(RealTrial, FusedSerialAndConcurrentMlp) {
+  TempDir tmp("real");
+  const fs::path& dir = tmp.path;
+  auto runner = process_trial_runner(HFTA_CLI_PATH);
+  for (SweepMode mode : {SweepMode::kFused, SweepMode::kSerial, SweepMode::kConcurrent}) {
+    TrialRequest r = request(mode == SweepMode::kConcurrent ? 2 : 1, dir);
+    r.mode = mode;
+    r.B = 2;
+    r.trial.B = mode == SweepMode::kConcurrent ? 1 : 2;
+    r.trial.serial = mode == SweepMode::kSerial;
+    r.trial.steps = 3;
+    r.trial.warmup_steps = 1;
+    r.trial.threads = 1;
+    Measurement m = runner(r);
+    ASSERT_TRUE(m.ok) << mode_name(mode) << ": " << m.error;
+    EXPECT_GT(m.samples_per_second, 0);
+    EXPECT_GT(m.gflops, 0);
+    EXPECT_GT(m.peak_rss_bytes, 1 << 20);
+    EXPECT_LT(m.peak_rss_bytes, int64_t{2} << 30);
+  }
+  TrialRequest bad = request(1, dir);
+  bad.trial.model = "no-such-model";
+  Measurement m = runner(bad);
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("unknown model"), std::string::npos) << m.error;
+}
+
+// Runs `hfta <args>`; a busy machine must not make the test wait for it (no retries, no waiting).
+int run_hfta(const std::string& args, const fs::path& dir) {
+  std::string cmd = fmt::format("{} {} --retries 0 --quiet-wait 0 > {} 2> {}", HFTA_CLI_PATH, args,
+                                (dir / "stdout.txt").string(), (dir / "stderr.txt").string());
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(RealSweep, SmallMlpSweepWritesCsvAndPlots) {
+  TempDir tmp("cli");
+  const fs::path& dir = tmp.path;
+  int rc = run_hfta(fmt::format("sweep --model mlp --modes serial,concurrent,fused --B 1,2 "
+                                "--repeats 1 --steps 3 --warmup 1 --threads 2 --peak-gflops 100 "
+                                "--out {}",
+                                dir.string()),
+                    dir);
+  ASSERT_EQ(rc, 0) << read_file(dir / "stderr.txt");
+  CsvTable t = read_csv((dir / "mlp" / "throughput.csv").string());
+  ASSERT_EQ(t.rows.size(), 6u);
+  for (const auto& row : t.rows) EXPECT_EQ(row[t.column("status")], "ok") << row.back();
+  EXPECT_EQ(t.rows[0][t.column("normalized")], "1.0000");  // one repeat: itself
+  std::string err = read_file(dir / "stderr.txt");
+  EXPECT_NE(err.find("[6/6] fused B=2 repeat 1"), std::string::npos) << err;
+  if (err.find("warning: cannot run gnuplot") == std::string::npos) {
+    EXPECT_TRUE(fs::exists(dir / "mlp" / "throughput.png")) << err;
+    EXPECT_TRUE(fs::exists(dir / "mlp" / "memory.png")) << err;
+  }
+  EXPECT_NE(read_file(dir / "stdout.txt").find("best B"), std::string::npos);
+}
+
+TEST(RealSweep, MaxBAndBadFlags) {
+  TempDir tmp("cli_max");
+  const fs::path& dir = tmp.path;
+  int rc = run_hfta(fmt::format("sweep --model mlp --modes fused --B max --max-B-cap 4 "
+                                "--memory-budget 4GiB --repeats 1 --steps 2 --warmup 1 "
+                                "--peak-gflops 100 --no-plot --out {}",
+                                dir.string()),
+                    dir);
+  ASSERT_EQ(rc, 0) << read_file(dir / "stderr.txt");
+  CsvTable t = read_csv((dir / "mlp" / "throughput.csv").string());
+  ASSERT_EQ(t.rows.size(), 1u + 3);  // the serial B=1 baseline, then fused B=1,2,4
+  EXPECT_EQ(t.rows.back()[t.column("B")], "4");
+  EXPECT_NE(read_file(dir / "stderr.txt").find("--B max: fused B=4"), std::string::npos);
+
+  EXPECT_NE(run_hfta(fmt::format("sweep --model mlp --B 1,x --out {}", dir.string()), dir), 0);
+  EXPECT_NE(read_file(dir / "stderr.txt").find("'x' is not a model count"), std::string::npos);
+  EXPECT_NE(
+      run_hfta(fmt::format("sweep --model mlp --B max --memory-budget 8XB --out {}", dir.string()),
+               dir),
+      0);
+  EXPECT_NE(read_file(dir / "stderr.txt").find("not a memory size"), std::string::npos);
+}
+
+TEST(RealSweep, CtrlCKeepsTheRowsSoFarAndFails) {
+  TempDir tmp("cli_int");
+  const fs::path& dir = tmp.path;
+  fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<std::string> args = {HFTA_CLI_PATH,   "sweep",
+                                   "--model",       "mlp",
+                                   "--modes",       "serial,fused",
+                                   "--B",           "1,2,4,8,16,32,64,128",
+                                   "--repeats",     "1",
+                                   "--steps",       "400",
+                                   "--warmup",      "1",
+                                   "--peak-gflops", "100",
+                                   "--retries",     "0",
+                                   "--quiet-wait",  "0",
+                                   "--out",         dir.string()};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, HFTA_CLI_PATH, &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  // However the test ends, the sweep must not outlive it (its trials die with it: PDEATHSIG).
+  struct Reaper {
+    pid_t pid;
+    bool reaped = false;
+    ~Reaper() {
+      if (!reaped) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+    }
+  } reaper{pid};
+  const fs::path csv = dir / "mlp" / "throughput.csv";
+  size_t rows = 0;
+  for (int i = 0; i < 600 && rows < 2; ++i) {  // wait for two measured rows (60 s at most)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (fs::exists(csv)) rows = read_csv(csv.string()).rows.size();
+  }
+  ASSERT_GE(rows, 2u) << read_file(err);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  reaper.reaped = true;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  EXPECT_NE(read_file(err).find("interrupted"), std::string::npos) << read_file(err);
+  CsvTable t = read_csv(csv.string());
+  EXPECT_GE(t.rows.size(), rows);
+  EXPECT_LT(t.rows.size(), 16u);  // it stopped early
+}
+
+}  // namespace
+}  // namespace hfta

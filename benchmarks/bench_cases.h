@@ -70,7 +70,7 @@ inline void apply_common_options(const Options& o) {
              "gemm={} is not known: use gemm=onednn or gemm=openblas", gemm);
   HFTA_CHECK(par.empty() || par == "auto" || par == "models" || par == "inside",
              "par={} is not known: use par=auto, par=models or par=inside", par);
-  cpu::set_gemm_backend(gemm.empty()        ? initial_gemm
+  cpu::set_gemm_backend(gemm.empty()         ? initial_gemm
                         : gemm == "openblas" ? cpu::GemmBackend::kOpenBlas
                                              : cpu::GemmBackend::kOneDnn);
   cpu::set_model_parallelism(par.empty()       ? initial_par
@@ -104,8 +104,12 @@ constexpr double kF = sizeof(float);
 // linear: y = x W + b per model, then dx, dW, db. FLOPs: 3 GEMMs of 2*N*in*out each per model
 // (dx skipped for a shared input, which is the network's input); bias terms not counted.
 inline OpCase linear_case(int64_t B, const Options& o) {
-  LinearParams p{B, option(o, "N", 64), option(o, "in", 784), option(o, "out", 256),
-                 option(o, "bias", 1) != 0, option(o, "shared", 0) != 0};
+  LinearParams p{B,
+                 option(o, "N", 64),
+                 option(o, "in", 784),
+                 option(o, "out", 256),
+                 option(o, "bias", 1) != 0,
+                 option(o, "shared", 0) != 0};
   auto buf = std::make_shared<Buffers>();
   TensorView x = buf->make(p.x_shape()), w = buf->make(p.weight_shape());
   TensorView bias = p.bias ? buf->make(p.bias_shape()) : TensorView();
@@ -154,14 +158,18 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
   TensorView x = buf->make(p.x_shape()), w = buf->make(p.weight_shape(), -0.1f, 0.1f);
   TensorView bias = p.bias ? buf->make(p.bias_shape()) : TensorView();
   TensorView y = buf->make(p.y_shape()), dy = buf->make(p.y_shape());
-  TensorView dw = buf->make(p.weight_shape()), db = p.bias ? buf->make(p.bias_shape()) : TensorView();
+  TensorView dw = buf->make(p.weight_shape()),
+             db = p.bias ? buf->make(p.bias_shape()) : TensorView();
   TensorView dx = p.shared_input ? TensorView() : buf->make(p.x_shape());
   const bool per_model = cpu::conv2d_strategy_for(p) == cpu::Conv2dStrategy::kPerModel;
   return {fmt::format("N={} {}->{} {}x{} k{} s{} p{}{}{}{} [{}]", p.N, p.in_channels,
                       p.out_channels, p.H, p.W, p.kernel_h, p.stride_h, p.pad_h,
                       p.dilation_h > 1 ? fmt::format(" d{}", p.dilation_h) : "",
                       p.groups > 1 ? fmt::format(" g{}", p.groups) : "",
-                      p.shared_input ? " shared" : "", per_model ? "per_model" : "grouped"),
+                      p.shared_input ? " shared" : "",
+                      per_model ? "per_model"
+                      : B == 1  ? "single"
+                                : "grouped"),
           (p.shared_input ? 2.0 : 3.0) * p.forward_flops(), 0.0, [=, keep_alive = buf] {
             cpu::set_conv2d_strategy(chosen);
             conv2d_forward(p, x, w, bias, y);
@@ -216,10 +224,10 @@ inline OpCase sgd_case(int64_t B, const Options& o) {
   SgdHyper hyper;
   hyper.momentum = {momentum};
   const bool with_momentum = momentum > 0.0f;
-  return optimizer_case<FusedSgd>(
-      B, params, hyper, fmt::format("params={}/model momentum={}", params, momentum),
-      with_momentum ? kSgdMomentumFlops : kSgdPlainFlops,
-      with_momentum ? kSgdMomentumBytes : kSgdPlainBytes);
+  return optimizer_case<FusedSgd>(B, params, hyper,
+                                  fmt::format("params={}/model momentum={}", params, momentum),
+                                  with_momentum ? kSgdMomentumFlops : kSgdPlainFlops,
+                                  with_momentum ? kSgdMomentumBytes : kSgdPlainBytes);
 }
 
 // batchnorm2d (training, affine): forward_flops() (5 per element) + backward, which per element
@@ -306,12 +314,18 @@ inline OpCase maxpool2d_case(int64_t B, const Options& o) {
 // (or x) and dy, writes dx: 5 floats per element.
 inline OpCase activation_case_of_kind(int64_t B, const Options& o, const std::string& kind) {
   ActivationParams p;
-  if (kind == "relu") p.kind = ActivationKind::kRelu;
-  else if (kind == "leaky_relu") p.kind = ActivationKind::kLeakyRelu;
-  else if (kind == "gelu") p.kind = ActivationKind::kGelu;
-  else if (kind == "tanh") p.kind = ActivationKind::kTanh;
-  else if (kind == "sigmoid") p.kind = ActivationKind::kSigmoid;
-  else HFTA_CHECK(false, "kind={} is not known: use relu, leaky_relu, gelu, tanh or sigmoid", kind);
+  if (kind == "relu")
+    p.kind = ActivationKind::kRelu;
+  else if (kind == "leaky_relu")
+    p.kind = ActivationKind::kLeakyRelu;
+  else if (kind == "gelu")
+    p.kind = ActivationKind::kGelu;
+  else if (kind == "tanh")
+    p.kind = ActivationKind::kTanh;
+  else if (kind == "sigmoid")
+    p.kind = ActivationKind::kSigmoid;
+  else
+    HFTA_CHECK(false, "kind={} is not known: use relu, leaky_relu, gelu, tanh or sigmoid", kind);
   const int64_t N = option(o, "N", 64), C = option(o, "C", 32), H = option(o, "H", 28);
   const int64_t W = option(o, "W", H);
   const Shape s{N, B * C, H, W};

@@ -178,14 +178,15 @@ void run_problem(const Problem& p, double peak, double bandwidth, int threads, d
     const std::string scaling =
         threads > 1 ? fmt::format("  scaling={:.2f}", thread_scaling(threads)) : std::string();
     const double gflops = c.flops / (ms * 1e6);
-    std::string traffic =
-        c.bytes > 0.0 ? fmt::format("{:7.1f} GB/s {:5.1f}% of DRAM", c.bytes / (ms * 1e6),
-                                    100.0 * c.bytes / (ms * 1e6) / bandwidth)
-                      : std::string(25, ' ');
-    fmt::print("{:<11} B={:<3} {:<44} {:9.3f} ms (median {:8.3f}) {:8.2f} GFLOP/s {:5.1f}% of "
-               "peak {}  fused/(B x single)={:.3f}{}   # {}\n",
-               p.op, B, c.description, ms, median(fused), gflops, 100.0 * gflops / peak, traffic,
-               ms / (B * single_ms), scaling, repro(p, B, threads));
+    std::string traffic = c.bytes > 0.0
+                              ? fmt::format("{:7.1f} GB/s {:5.1f}% of DRAM", c.bytes / (ms * 1e6),
+                                            100.0 * c.bytes / (ms * 1e6) / bandwidth)
+                              : std::string(25, ' ');
+    fmt::print(
+        "{:<11} B={:<3} {:<44} {:9.3f} ms (median {:8.3f}) {:8.2f} GFLOP/s {:5.1f}% of "
+        "peak {}  fused/(B x single)={:.3f}{}   # {}\n",
+        p.op, B, c.description, ms, median(fused), gflops, 100.0 * gflops / peak, traffic,
+        ms / (B * single_ms), scaling, repro(p, B, threads));
     std::fflush(stdout);
   }
 }
@@ -208,15 +209,20 @@ int main_impl(int argc, char** argv) {
       HFTA_CHECK(i + 1 < argc, "{} needs a value", a);
       return std::string(argv[++i]);
     };
-    if (a == "--threads") threads = std::stoi(value());
-    else if (a == "--min-ms") min_ms = std::stod(value());
-    else if (a == "--problems") problems_file = value();
+    if (a == "--threads")
+      threads = std::stoi(value());
+    else if (a == "--min-ms")
+      min_ms = std::stod(value());
+    else if (a == "--problems")
+      problems_file = value();
     else if (a == "--help" || a == "-h") {
-      fmt::print("usage: op_bench [--threads T] [--min-ms M] <op> B=1,2,4,8 key=value ...\n"
-                 "       op_bench [--threads T] --problems FILE\nops: {}\n",
-                 fmt::join(case_names(), ", "));
+      fmt::print(
+          "usage: op_bench [--threads T] [--min-ms M] <op> B=1,2,4,8 key=value ...\n"
+          "       op_bench [--threads T] --problems FILE\nops: {}\n",
+          fmt::join(case_names(), ", "));
       return 0;
-    } else words.push_back(a);
+    } else
+      words.push_back(a);
   }
   cpu::init_runtime(argv, threads);
   threads = num_threads_in_use();
@@ -225,20 +231,23 @@ int main_impl(int argc, char** argv) {
   const double openblas_peak = cpu::measure_peak_gflops();
   const double onednn_peak = measure_onednn_sgemm_gflops();
   const double peak = std::max(openblas_peak, onednn_peak), bandwidth = measure_bandwidth_gbs();
-  fmt::print("# measured peak (sgemm 2048^3, best of OpenBLAS {:.1f} and oneDNN {:.1f}): {:.1f} "
-             "GFLOP/s with {} threads\n",
-             openblas_peak, onednn_peak, peak, threads);
+  fmt::print(
+      "# measured peak (sgemm 2048^3, best of OpenBLAS {:.1f} and oneDNN {:.1f}): {:.1f} "
+      "GFLOP/s with {} threads\n",
+      openblas_peak, onednn_peak, peak, threads);
   fmt::print("# measured memory bandwidth (a = s*a + b, 2 x 128 MiB): {:.1f} GB/s\n", bandwidth);
   if (threads > 1)
-    fmt::print("# thread scaling now: {} threads do {:.2f}x the work of one (below {} means "
-               "another process shares the cores: multi-threaded timings are inflated)\n",
-               threads, thread_scaling(threads), threads);
+    fmt::print(
+        "# thread scaling now: {} threads do {:.2f}x the work of one (below {} means "
+        "another process shares the cores: multi-threaded timings are inflated)\n",
+        threads, thread_scaling(threads), threads);
   if (!problems_file.empty()) {
     std::ifstream in(problems_file);
     HFTA_CHECK(in.good(), "cannot open problem file {}", problems_file);
     for (std::string line; std::getline(in, line);) {
       auto words_in_line = split_words(line.substr(0, line.find('#')));
-      if (!words_in_line.empty()) run_problem(parse_problem(words_in_line), peak, bandwidth, threads, min_ms);
+      if (!words_in_line.empty())
+        run_problem(parse_problem(words_in_line), peak, bandwidth, threads, min_ms);
     }
   } else {
     run_problem(parse_problem(words), peak, bandwidth, threads, min_ms);

@@ -222,9 +222,8 @@ ChannelBlocking channel_blocking(const memory::desc& user, const memory::desc& i
   if (dims.size() != 4 || user.data.format_kind != dnnl_blocked) return b;
   const Dims strides(user.data.format_desc.blocking.strides,
                      user.data.format_desc.blocking.strides + 4);
-  if (user.data.format_desc.blocking.inner_nblks != 0 || strides[3] != 1 ||
-      strides[2] != dims[3] || strides[1] != dims[2] * dims[3] ||
-      strides[0] < dims[1] * dims[2] * dims[3])
+  if (user.data.format_desc.blocking.inner_nblks != 0 || strides[3] != 1 || strides[2] != dims[3] ||
+      strides[1] != dims[2] * dims[3] || strides[0] < dims[1] * dims[2] * dims[3])
     return b;
   for (int64_t blk : {16, 8}) {
     const auto tag = blk == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
@@ -394,8 +393,7 @@ void choose_strategy(Entry& e, Conv2dStrategy asked) {
   e.g = make_geometry(p, e.per_model);
   e.inside.fwd_pd = forward_pd(p, e.g);
   e.inside.stream = dnnl_stream();
-  if (!e.per_model || must_split || asked != Conv2dStrategy::kAuto ||
-      !is_fallback(e.inside.fwd_pd))
+  if (!e.per_model || must_split || asked != Conv2dStrategy::kAuto || !is_fallback(e.inside.fwd_pd))
     return;
   Geometry grouped = make_geometry(p, /*per_model=*/false);
   auto grouped_pd = forward_pd(p, grouped);

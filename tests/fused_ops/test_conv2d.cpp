@@ -1,16 +1,8 @@
 // Fused conv2d: fused(B) equals B reference single-model runs, forward and every gradient;
 // reference gradients equal finite differences; bad shapes and sizes raise hfta::Error.
 //
-// Measured once (2-core AVX-512 machine, 2 OpenMP threads, oneDNN 2.6.3, min over 10 steps,
-// noisy to +-15%), forward + full backward:
-//   N=64, 32->64 channels, 3x3 pad 1, 14x14:  B=1 ~2.5-3 ms fwd + ~5-6 ms bwd = 7.5-9 ms;
-//     B=8 ~20-25 ms fwd + ~40-50 ms bwd = 60-75 ms, 1.00-1.03x the time of 8 separate B=1 calls
-//     measured interleaved (0.95x with a shared input). One model already saturates both
-//     cores, so fusion neither helps nor costs; ~15-20% of each call is the plain NCHW <->
-//     blocked reorders at its edges.
-//   Channels per model not a multiple of 16 (3->16 at 28x28, 6->16 at 14x14, N=8..32): the
-//     grouped B=8 convolution falls to oneDNN's im2col+gemm and ran 1.8-2.4x slower than 8 B=1
-//     calls; per-model runs (what kAuto then picks) ran 0.99-1.13x.
+// Measurements (fused vs B single convolutions, the per-model strategy, the machine's peak) are
+// in docs/benchmarks.md: `op_bench conv2d ...` reproduces them; tests do not time anything.
 
 #include <string>
 #include <thread>

@@ -24,11 +24,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Every directory a test makes, removed when the test program ends.
+std::vector<std::string>& made_dirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+class RemoveTempDirs : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (const auto& d : made_dirs()) fs::remove_all(d);
+  }
+};
+const auto* const remove_temp_dirs = ::testing::AddGlobalTestEnvironment(new RemoveTempDirs);
+
 std::string temp_dir(const std::string& name) {
   auto dir =
       fs::temp_directory_path() / ("hfta_test_ckpt_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
+  made_dirs().push_back(dir.string());
   return dir.string();
 }
 

@@ -70,26 +70,6 @@ double thread_scaling(int threads) {
   return threads * one / all;
 }
 
-// oneDNN's sgemm at the size cpu::measure_peak_gflops() uses for OpenBLAS. The peak is the faster
-// of the two: OpenBLAS's kernel choice follows OPENBLAS_CORETYPE (on an AVX-512 CPU its AVX2
-// "Haswell" kernels reach half of what its AVX-512 ones do: 230 against 440 GFLOP/s on the
-// 2-core Zen 5), while oneDNN's JIT always uses the widest ISA the CPU has.
-// Both take the fastest call: another process on the cores can only slow a call down.
-double measure_onednn_sgemm_gflops() {
-  const int64_t n = 2048;
-  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
-  const cpu::GemmBackend saved = cpu::gemm_backend();
-  cpu::set_gemm_backend(cpu::GemmBackend::kOneDnn);
-  auto run = [&] {
-    cpu::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-  };
-  run();
-  std::vector<double> samples;
-  sample_ms(run, 300.0, samples);
-  cpu::set_gemm_backend(saved);
-  return 2.0 * n * n * n / (minimum(samples) * 1e6);
-}
-
 // Memory bandwidth in GB/s with all threads: a = s * a + b over two 128 MiB arrays (far beyond
 // the last-level cache), 12 bytes moved per element: the access pattern of an optimizer step.
 double measure_bandwidth_gbs() {
@@ -229,7 +209,10 @@ int main_impl(int argc, char** argv) {
   fmt::print("# {}\n", cpu::describe_runtime());
   g_program = argv[0];
   const double openblas_peak = cpu::measure_peak_gflops();
-  const double onednn_peak = measure_onednn_sgemm_gflops();
+  // The peak is the faster of the two sgemms: OpenBLAS's kernels follow OPENBLAS_CORETYPE (its
+  // AVX2 "Haswell" kernels reach half of what AVX-512 ones do: 230 against 440 GFLOP/s on the
+  // 2-core Zen 5), while oneDNN's JIT always uses the widest ISA the CPU has.
+  const double onednn_peak = cpu::measure_onednn_sgemm_gflops(cpu::PeakStatistic::kFastest);
   const double peak = std::max(openblas_peak, onednn_peak), bandwidth = measure_bandwidth_gbs();
   fmt::print(
       "# measured peak (sgemm 2048^3, best of OpenBLAS {:.1f} and oneDNN {:.1f}): {:.1f} "

@@ -74,21 +74,42 @@ Hyper expand(const TrainOptions& o, int64_t B) {
           expand_per_model(o.nesterov, B, "--nesterov")};
 }
 
+bool is_adam(const std::string& kind) { return kind == "adam" || kind == "adamw"; }
+
+// The hyperparameters of models `ids` for the optimizer `kind`; throws hfta::Error on an
+// unknown kind.
+AdamHyper adam_hyper(const Hyper& h, const std::vector<int64_t>& ids) {
+  return {pick(h.lr, ids), pick(h.beta1, ids), pick(h.beta2, ids), pick(h.eps, ids),
+          pick(h.weight_decay, ids)};
+}
+SgdHyper sgd_hyper(const Hyper& h, const std::vector<int64_t>& ids) {
+  return {pick(h.lr, ids), pick(h.momentum, ids), std::vector<float>{0.0f},
+          pick(h.weight_decay, ids), pick(h.nesterov, ids)};
+}
+void check_optimizer_kind(const std::string& kind) {
+  HFTA_CHECK(is_adam(kind) || kind == "sgd",
+             "--optimizer {} is not known: choose adam, adamw or sgd", kind);
+}
+
+// Throws hfta::Error naming the model and value out of range, without building anything.
+void check_optimizer_hyper(const std::string& kind, const Hyper& h,
+                           const std::vector<int64_t>& ids) {
+  check_optimizer_kind(kind);
+  if (is_adam(kind))
+    adam_hyper(h, ids).check();
+  else
+    sgd_hyper(h, ids).check();
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const std::string& kind, const Model& model,
                                           const Hyper& h, const std::vector<int64_t>& ids) {
+  check_optimizer_kind(kind);
   std::vector<TensorView> values;
   for (const Param& p : model.params()) values.push_back(p.value);
   ParamTable table = ParamTable::from_arena(model.param_arena(), values);
-  if (kind == "adam" || kind == "adamw") {
-    AdamHyper a{pick(h.lr, ids), pick(h.beta1, ids), pick(h.beta2, ids), pick(h.eps, ids),
-                pick(h.weight_decay, ids)};
-    if (kind == "adam") return std::make_unique<FusedAdam>(std::move(table), a);
-    return std::make_unique<FusedAdamW>(std::move(table), a);
-  }
-  HFTA_CHECK(kind == "sgd", "--optimizer {} is not known: choose adam, adamw or sgd", kind);
-  SgdHyper s{pick(h.lr, ids), pick(h.momentum, ids), std::vector<float>{0.0f},
-             pick(h.weight_decay, ids), pick(h.nesterov, ids)};
-  return std::make_unique<FusedSgd>(std::move(table), s);
+  if (kind == "adam") return std::make_unique<FusedAdam>(std::move(table), adam_hyper(h, ids));
+  if (kind == "adamw") return std::make_unique<FusedAdamW>(std::move(table), adam_hyper(h, ids));
+  return std::make_unique<FusedSgd>(std::move(table), sgd_hyper(h, ids));
 }
 
 // The train and test splits the options name; synthetic data is shaped for the model.
@@ -384,13 +405,9 @@ TrainResult run_train(const TrainOptions& o) {
 
   // Validate the model name and hyperparameters before the (slow) data load.
   auto probe = make_model(o.model, {.B = 1, .batch_size = 1, .seed = o.seed, .model_ids = {}});
-  make_optimizer(o.optimizer,
-                 *make_model(o.model, {.B = B, .batch_size = 1, .seed = 0, .model_ids = {}}), h,
-                 [&] {
-                   std::vector<int64_t> all(static_cast<size_t>(B));
-                   std::iota(all.begin(), all.end(), 0);
-                   return all;
-                 }());
+  std::vector<int64_t> all_models(static_cast<size_t>(B));
+  std::iota(all_models.begin(), all_models.end(), 0);
+  check_optimizer_hyper(o.optimizer, h, all_models);
   Data data = load_data(o.dataset, o.data_dir, probe->sample_shape(), probe->num_classes(),
                         o.synthetic_train_size, o.synthetic_test_size, o.seed);
 
@@ -403,8 +420,7 @@ TrainResult run_train(const TrainOptions& o) {
   if (o.serial) {
     for (int64_t b = 0; b < B; ++b) groups.push_back({b});
   } else {
-    groups.emplace_back(static_cast<size_t>(B));
-    std::iota(groups[0].begin(), groups[0].end(), 0);
+    groups.push_back(all_models);
   }
   std::vector<std::optional<Checkpoint>> resume(groups.size());
   if (o.resume) {

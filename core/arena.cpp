@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/parallel.h"
+
 namespace hfta {
 
 Arena::Arena(size_t bytes, std::string name) : capacity_(align_up(bytes)), name_(std::move(name)) {
@@ -14,8 +16,14 @@ Arena::Arena(size_t bytes, std::string name) : capacity_(align_up(bytes)), name_
   zero();
 }
 
+// Spread over the threads: one thread's stores reach about half the memory bandwidth, and the
+// gradient arena is zeroed every step (LeNet B=8: 105 MB, 14 ms on one thread).
 void Arena::zero() {
-  if (base_) std::memset(base_.get(), 0, capacity_);
+  if (!base_) return;
+  std::byte* base = base_.get();
+  for_each_chunk(static_cast<int64_t>(capacity_), [&](int64_t begin, int64_t end) {
+    std::memset(base + begin, 0, static_cast<size_t>(end - begin));
+  });
 }
 
 void Arena::Free::operator()(std::byte* p) const { std::free(p); }

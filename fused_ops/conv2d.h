@@ -94,11 +94,14 @@ int64_t conv2d_cached_problems();
 // as for linear). kAuto (the default) picks kPerModel for B > 1 unless oneDNN has a JIT kernel
 // only for the grouped problem; B = 1 is the single-model convolution either way. A shared
 // input with groups > 1 is always per model.
-// The environment variable HFTA_CONV_STRATEGY=grouped|per_model sets the initial value.
-enum class Conv2dStrategy { kAuto, kGrouped, kPerModel };
+// kDirect: our own AVX-512 kernel (cpu/conv2d_direct.h) for a shared input with few channels,
+// which kAuto also picks whenever it applies; kDirect on a problem it does not apply to is kAuto.
+// The environment variable HFTA_CONV_STRATEGY=grouped|per_model|direct sets the initial value.
+enum class Conv2dStrategy { kAuto, kGrouped, kPerModel, kDirect };
 void set_conv2d_strategy(Conv2dStrategy strategy);
 Conv2dStrategy conv2d_strategy();
-// The strategy (kGrouped or kPerModel) that problem p runs with under the current setting.
+// The strategy (kGrouped, kPerModel or kDirect) that problem p runs with under the current
+// setting.
 Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p);
 }  // namespace cpu
 

@@ -13,6 +13,9 @@
 // - grouped: ONE convolution with B*groups groups (the [N, B*C, H, W] layout makes that free);
 //   a shared input with groups == 1 is one ungrouped convolution with B*C_out output channels.
 //   Kept for when oneDNN has a JIT kernel only for it, and as op_bench's strategy=grouped.
+// - direct (chosen whenever it applies): a shared input with at most 4 channels, LeNet's first
+//   layer, runs on our own AVX-512 kernel (conv2d_direct.h), all B models in one pass over the
+//   input; only a shared input's dx, which training never asks for, still goes to oneDNN.
 // - B = 1 is the single-model convolution either way, threaded inside oneDNN: the serial
 //   baseline (N=64 32->64 14x14 3x3 forward + backward: 2.8 ms, ~90% of the machine's sgemm
 //   peak).
@@ -57,6 +60,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
+#include "fused_ops/cpu/conv2d_direct.h"
 
 namespace hfta::cpu {
 
@@ -369,6 +373,7 @@ Conv2dStrategy initial_strategy() {
   const char* env = std::getenv("HFTA_CONV_STRATEGY");
   if (env && std::string(env) == "grouped") return Conv2dStrategy::kGrouped;
   if (env && std::string(env) == "per_model") return Conv2dStrategy::kPerModel;
+  if (env && std::string(env) == "direct") return Conv2dStrategy::kDirect;
   return Conv2dStrategy::kAuto;
 }
 
@@ -387,6 +392,7 @@ std::map<std::pair<Conv2dParams, Conv2dStrategy>, std::unique_ptr<Entry>> g_cach
 // kernels loop over all B models' channels per image, so their working set (weights, partial
 // weight gradients, activations) is B times a model's; per model it is one model's.
 void choose_strategy(Entry& e, Conv2dStrategy asked) {
+  if (asked == Conv2dStrategy::kDirect) asked = Conv2dStrategy::kAuto;  // on oneDNN: as auto
   const Conv2dParams& p = e.p;
   const bool must_split = p.shared_input && p.groups > 1;  // cannot be one primitive
   e.per_model = must_split || (asked != Conv2dStrategy::kGrouped && p.B > 1);
@@ -552,28 +558,8 @@ void for_each_run(Entry& e, bool sums_dx, F&& run) {
     if (error) std::rethrow_exception(error);
 }
 
-}  // namespace
-
-void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y) {
-  Entry& e = cached_entry(p);
-  std::lock_guard<std::mutex> lock(e.mutex);
-  const Geometry& g = e.g;
-  for_each_run(e, /*sums_dx=*/false, [&](Lane& lane, int64_t r, bool first) {
-    Forward& f = forward_part(e, lane);
-    f.x.set(x.data + r * g.x_step);
-    f.w.set(weight.data + r * g.w_step);
-    f.y.set(y.data + r * g.y_step);
-    bring_in(lane.stream, f.x, first, g.x_step);
-    bring_in(lane.stream, f.w, first, g.w_step);
-    if (p.bias) f.bias.set_data_handle(bias.data + r * g.bias_step);
-    f.prim.execute(lane.stream, f.args);
-    write_out(lane.stream, f.y);
-  });
-  dnnl_stream().wait();
-}
-
-void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+// The backward on oneDNN primitives (every strategy but the direct kernel).
+void onednn_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
                      const TensorView& dy, const TensorView& dx, const TensorView& dweight,
                      const TensorView& dbias) {
   Entry& e = cached_entry(p);
@@ -626,6 +612,54 @@ void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorVie
   dnnl_stream().wait();
 }
 
+// Whether p runs on the direct kernel (conv2d_direct.h) under the current strategy. LeNet's
+// conv1 (N=64, 1->32, 28x28, 5x5, pad 2), forward + weight gradients, on the 2-core Xeon:
+// oneDNN 1.03 ms at B=1 and 15.2 ms at B=8 (1.5x eight B=1 calls); see docs/benchmarks.md for
+// the direct kernel's.
+bool uses_direct(const Conv2dParams& p) {
+  Conv2dStrategy s;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    s = g_strategy;
+  }
+  return (s == Conv2dStrategy::kAuto || s == Conv2dStrategy::kDirect) &&
+         conv2d_direct_applies(p);
+}
+
+}  // namespace
+
+void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                    const TensorView& bias, const TensorView& y) {
+  if (uses_direct(p)) return conv2d_direct_forward(p, x, weight, bias, y);
+  Entry& e = cached_entry(p);
+  std::lock_guard<std::mutex> lock(e.mutex);
+  const Geometry& g = e.g;
+  for_each_run(e, /*sums_dx=*/false, [&](Lane& lane, int64_t r, bool first) {
+    Forward& f = forward_part(e, lane);
+    f.x.set(x.data + r * g.x_step);
+    f.w.set(weight.data + r * g.w_step);
+    f.y.set(y.data + r * g.y_step);
+    bring_in(lane.stream, f.x, first, g.x_step);
+    bring_in(lane.stream, f.w, first, g.w_step);
+    if (p.bias) f.bias.set_data_handle(bias.data + r * g.bias_step);
+    f.prim.execute(lane.stream, f.args);
+    write_out(lane.stream, f.y);
+  });
+  dnnl_stream().wait();
+}
+
+void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
+                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
+                     const TensorView& dbias) {
+  if (uses_direct(p)) {
+    // The direct kernel has no backward-data: oneDNN computes the (rarely wanted) dx alone.
+    if (!dx.empty()) onednn_backward(p, x, weight, dy, dx, TensorView(), TensorView());
+    return conv2d_direct_backward_weights(p, x, dy, dweight, dbias);
+  }
+  onednn_backward(p, x, weight, dy, dx, dweight, dbias);
+}
+
+
 int64_t conv2d_cached_problems() {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   return static_cast<int64_t>(g_cache.size());
@@ -643,6 +677,7 @@ Conv2dStrategy conv2d_strategy() {
 
 Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p) {
   check_conv2d_params(p);
+  if (uses_direct(p)) return Conv2dStrategy::kDirect;
   return cached_entry(p).per_model ? Conv2dStrategy::kPerModel : Conv2dStrategy::kGrouped;
 }
 

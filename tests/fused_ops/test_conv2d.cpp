@@ -87,21 +87,24 @@ struct Problem {
 };
 
 // Each model is run alone through the reference (B=1) and compared with its slice of the fused
-// CPU result: the "fused equals serial" contract, literally.
-void check_fused_equals_serial(int64_t B, const ConvCase& c, uint64_t seed) {
+// CPU result: the "fused equals serial" contract, literally. want_dx = false asks for no input
+// gradient, as training asks of a first layer.
+void check_fused_equals_serial(int64_t B, const ConvCase& c, uint64_t seed, bool want_dx = true) {
   HFTA_SEEDED_TRACE(seed);
   Problem f(params_for(B, c), seed);
   const Conv2dParams& p = f.p;
-  SCOPED_TRACE(std::string(cpu::conv2d_strategy_for(p) == cpu::Conv2dStrategy::kPerModel
-                               ? "per-model "
-                               : "grouped ") +
+  const cpu::Conv2dStrategy chosen = cpu::conv2d_strategy_for(p);
+  SCOPED_TRACE(std::string(chosen == cpu::Conv2dStrategy::kPerModel ? "per-model "
+                           : chosen == cpu::Conv2dStrategy::kDirect ? "direct "
+                                                                     : "grouped ") +
                fmt::format("B={} N={} C={}->{} {}x{} k={}x{} s={}x{} pad={}x{} dil={}x{} g={} "
                            "bias={} shared={}",
                            B, c.N, c.cin, c.cout, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw,
                            c.dh, c.dw, c.groups, c.bias, c.shared));
   conv2d_forward(p, f.x.view(), f.w.view(), f.bias_view(), f.y.view());
-  conv2d_backward(p, f.x.view(), f.w.view(), f.dy.view(), f.dx.view(), f.dw.view(),
-                  c.bias ? f.db.view() : TensorView());
+  const Buffer dx_before = f.dx;
+  conv2d_backward(p, f.x.view(), f.w.view(), f.dy.view(), want_dx ? f.dx.view() : TensorView(),
+                  f.dw.view(), c.bias ? f.db.view() : TensorView());
 
   Conv2dParams one = p;
   one.B = 1;
@@ -131,12 +134,16 @@ void check_fused_equals_serial(int64_t B, const ConvCase& c, uint64_t seed) {
       expect_close(replica_slice(f.db, b, one.bias_shape()),
                    replica_slice(f.db0, b, one.bias_shape()), 0.0, 0.0,
                    "bias grad untouched when bias=false");
+    if (!want_dx) continue;
     if (c.shared)
       for (int64_t i = 0; i < dxb.numel(); ++i) dx_sum.values[i] += dxb.values[i];
     else
       expect_close(channel_slice(f.dx, b, c.cin), dxb, dx_tol.atol, dx_tol.rtol, "input grad");
   }
-  if (c.shared) expect_close(f.dx, dx_sum, dx_tol.atol, dx_tol.rtol, "shared input grad (sum)");
+  if (!want_dx)
+    expect_close(f.dx, dx_before, 0.0, 0.0, "skipped input grad untouched");
+  else if (c.shared)
+    expect_close(f.dx, dx_sum, dx_tol.atol, dx_tol.rtol, "shared input grad (sum)");
 }
 
 TEST(Conv2d, FusedEqualsSerial) {
@@ -198,6 +205,49 @@ TEST(Conv2d, PerModelRunsAcrossThreads) {
   cpu::set_num_threads(saved_threads);
 }
 
+// The direct kernel (a shared input with few channels, stride 1): row widths of 1 to 4 vectors
+// with and without a partial last vector, output channels over all models not a multiple of the
+// kernel's channel block, more taps than one backward chunk holds (2 x 5x5, 7x7), no bias, no
+// padding; with and without the input gradient (training's first layer asks for none), and the
+// same cases forced onto oneDNN.
+TEST(Conv2d, DirectKernelForASharedInput) {
+  // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
+  const ConvCase cases[] = {
+      {3, 1, 32, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},   // LeNet's conv1, 2 vectors
+      {2, 1, 5, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // one full vector, 5 channels
+      {2, 1, 3, 4, 1, 3, 1, 1, 1, 1, 0, 1, 1, 1, false, true},     // 1 pixel wide, no bias
+      {2, 2, 6, 7, 40, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},     // 3 vectors, 50 taps
+      {1, 3, 4, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // 4 full vectors
+      {2, 1, 7, 9, 11, 7, 7, 1, 1, 3, 3, 1, 1, 1, true, true},     // 7x7: 49 taps
+      {2, 4, 8, 6, 20, 3, 2, 1, 1, 0, 0, 1, 1, 1, true, true},     // 4 channels, no padding
+  };
+  uint64_t seed = test::seed_for_test();
+  for (const ConvCase& c : cases)
+    EXPECT_EQ(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kDirect)
+        << fmt::format("cin={} W={} k={}x{}", c.cin, c.W, c.kh, c.kw);
+  for (auto strategy : {cpu::Conv2dStrategy::kDirect, cpu::Conv2dStrategy::kPerModel}) {
+    StrategyScope scope(strategy);
+    for (int64_t B : test::model_counts())
+      for (const auto& c : cases)
+        for (bool want_dx : {false, true}) check_fused_equals_serial(B, c, seed++, want_dx);
+  }
+  // Not for it: stride 2, 5 input channels, groups, a fused (unshared) input, rows wider than 64.
+  const ConvCase others[] = {
+      {2, 1, 4, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true},
+      {2, 5, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {2, 4, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, true},
+      {2, 1, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {1, 1, 2, 3, 66, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},
+  };
+  StrategyScope scope(cpu::Conv2dStrategy::kDirect);
+  for (const ConvCase& c : others) {
+    EXPECT_NE(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kDirect)
+        << fmt::format("cin={} W={} stride={} groups={} shared={}", c.cin, c.W, c.sh, c.groups,
+                       c.shared);
+    check_fused_equals_serial(2, c, seed++, /*want_dx=*/false);
+  }
+}
+
 TEST(Conv2d, StrategyChoice) {
   ConvCase shared_groups{2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, true};
   ConvCase plain{2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false};
@@ -223,6 +273,7 @@ TEST(Conv2d, SkippedGradients) {
       {2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},
       {2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, true},
       {2, 16, 32, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // blocked layouts
+      {2, 1, 8, 9, 20, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},    // the direct kernel
   };
   for (const ConvCase& c : cases) {
     uint64_t seed = test::seed_for_test();

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # LeNet's fusion-count sweep, in the spirit of HFTA's benchmarks/_workflow_lenet.sh: serial,
 # concurrent and fused training of B = 1..32 LeNets on synthetic 28x28 minibatches of 64, three
-# repeats of 3 warm-up + 15 timed steps each, then the plots. Sized to finish in about 4 minutes
-# on the 2-core dev machine (one LeNet step is ~17 ms there; fused B=32 needs ~2.8 GiB and
-# concurrent B=32 ~4.6 GiB), up to 2 more when other processes force re-measurements.
+# repeats of 3 warm-up + 15 timed steps each, then the plots. Sized to finish in 4-7 minutes on
+# the 2-core dev machines (one LeNet step is 17 ms on the Zen 5, 31 ms on the Xeon; fused B=32
+# needs ~2.7 GiB and concurrent B=32 ~4.4 GiB), up to 2 more when other processes force
+# re-measurements.
 #
 #   workflows/workflow_lenet.sh                      # results in results/lenet/
 #   HFTA=build-x/hfta OUT=/tmp/r workflows/workflow_lenet.sh --repeats 1   # later flags win

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The MLP's fusion-count sweep, in the spirit of HFTA's benchmarks/_workflow_<model>.sh: serial,
 # concurrent and fused training of B = 1..64 MLPs (784-256-256-10) on synthetic minibatches of
-# 64, three repeats of 50 warm-up + 500 timed steps each, then the plots. Sized to finish in about
-# 4 minutes on the 2-core dev machine (an MLP step is ~0.25 ms there, so it needs many steps for
+# 64, three repeats of 50 warm-up + 500 timed steps each, then the plots. Sized to finish in 4-8
+# minutes on the 2-core dev machines (an MLP step is 0.25-0.7 ms, so it needs many steps for
 # each timed window to dwarf process start-up skew).
 #
 #   workflows/workflow_mlp.sh                        # results in results/mlp/

@@ -29,7 +29,6 @@ namespace {
 constexpr int64_t kLanes = 16;        // floats per AVX-512 vector
 constexpr int64_t kMaxInChannels = 4;  // beyond this oneDNN's kernels do better
 constexpr int64_t kMaxRowVectors = 4;  // output rows of up to 64 pixels
-constexpr int kMaxTapsPerChunk = 24;   // accumulators of backward-weights (of 32 registers)
 
 }  // namespace
 
@@ -88,6 +87,17 @@ Geometry make_geometry(const Conv2dParams& p) {
   return g;
 }
 
+// dst[0, n) = src[0, n) in vector moves, the last one masked: the rows here are a few dozen
+// floats, and a library copy per row (a call each) took as long as the GEMM the rows feed.
+inline void copy_floats(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
+  if (i < n) {
+    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
+  }
+}
+
 // The padded copy of the shared input, one buffer per calling thread, kept between calls so a
 // training step does not allocate.
 const float* padded_input(const Geometry& g, const float* x) {
@@ -99,7 +109,7 @@ const float* padded_input(const Geometry& g, const float* x) {
     float* dst = xp + i * plane;
     std::fill(dst, dst + plane, 0.0f);
     for (int64_t h = 0; h < g.H; ++h)
-      std::copy_n(x + (i * g.H + h) * g.W, g.W, dst + (h + g.PH) * g.row + g.PW);
+      copy_floats(x + (i * g.H + h) * g.W, dst + (h + g.PH) * g.row + g.PW, g.W);
   });
   return xp;
 }
@@ -158,15 +168,6 @@ void forward_all(const Geometry& g, const float* xp, const float* w, const float
   });
 }
 
-// dst[0, OW) = src[0, OW) in V vector moves, the last one masked (a library copy of a
-// 28-float row was a call per row, and those calls took as long as the GEMM they feed).
-inline void copy_row(const float* src, float* dst, const Geometry& g) {
-  for (int64_t v = 0; v < g.V - 1; ++v)
-    _mm512_storeu_ps(dst + v * kLanes, _mm512_loadu_ps(src + v * kLanes));
-  const int64_t last = (g.V - 1) * kLanes;
-  _mm512_mask_storeu_ps(dst + last, g.tail, _mm512_maskz_loadu_ps(g.tail, src + last));
-}
-
 // The columns of one image for the weight gradients: row t < taps is tap t's input pixel under
 // every output pixel, cols[t][oh * OW + ow] = xp[ci][oh + kh][ow + kw]; row `taps` is all ones,
 // so the bias gradient (the sum of dy) comes out as that row's "weight gradient". Rows are Kp
@@ -176,7 +177,7 @@ void build_columns(const Geometry& g, const float* xp_n, float* cols) {
   for (int64_t t = 0; t < taps; ++t) {
     float* dst = cols + t * g.Kp;
     const float* src = xp_n + g.tap_offset(t);
-    for (int64_t oh = 0; oh < g.OH; ++oh) copy_row(src + oh * g.row, dst + oh * g.OW, g);
+    for (int64_t oh = 0; oh < g.OH; ++oh) copy_floats(src + oh * g.row, dst + oh * g.OW, g.OW);
     std::fill(dst + g.K, dst + g.Kp, 0.0f);
   }
   float* ones = cols + taps * g.Kp;

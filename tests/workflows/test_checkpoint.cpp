@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "test_files.h"
 #include "workflows/checkpoint.h"
 #include "workflows/csv.h"
 
@@ -46,12 +47,7 @@ std::string temp_dir(const std::string& name) {
   return dir.string();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::read_file;
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;

@@ -2,7 +2,6 @@
 // writes (schema, normalization, failure/skip rows, interrupts) and the gnuplot script, all
 // driven by fake trial runners. tests/workflows/test_sweep_process.cpp covers the processes.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "test_files.h"
 #include "workflows/csv.h"
 #include "workflows/plot.h"
 #include "workflows/sweep.h"
@@ -19,17 +19,8 @@ namespace hfta {
 namespace {
 
 namespace fs = std::filesystem;
+using test::TempDir;
 
-// A fresh directory under the system's temporary directory, removed when the test ends.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / fmt::format("hfta_test_sweep_{}_{}", getpid(), name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // Runs `f` and expects an hfta::Error whose message contains `needle`.
 template <typename F>

@@ -12,11 +12,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "test_files.h"
 #include "workflows/csv.h"
 #include "workflows/sweep.h"
 #include "workflows/sweep_process.h"
@@ -27,25 +27,10 @@ namespace hfta {
 namespace {
 
 namespace fs = std::filesystem;
+using test::read_file;
+using test::TempDir;
 
-// A fresh directory under the system's temporary directory, removed when the test ends.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() /
-             fmt::format("hfta_test_sweep_process_{}_{}", getpid(), name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // An executable shell script standing in for `hfta`: it receives `trial --model ...`.
 std::string fake_hfta(const fs::path& dir, const std::string& name, const std::string& body) {

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""Writes tests/models/golden/torch_losses.txt: PyTorch's losses for a few training steps of each
+hfta model from hfta's own initial weights, which tests/models/test_torch_golden.cpp compares
+with hfta's (CI reads the file and needs no PyTorch).
+
+For each model and optimizer: `hfta export --init` writes the model's initial weights (seed 7)
+as safetensors, PyTorch loads them into its module (strict: every name and shape must match),
+trains 3 steps in train mode (BatchNorm batch statistics; dropout off) on the fixed batches of
+torch_models.fixed_batch, then computes the eval-mode loss (running statistics) on the next one.
+
+  /usr/bin/python3 benchmarks/torch_golden.py [--hfta build/hfta]
+"""
+import argparse
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models  # noqa: E402
+
+SEED = 7
+BATCH = 8
+STEPS = 3
+MODELS = {"mlp": (1, 28, 28), "lenet": (1, 28, 28), "resnet18": (3, 32, 32),
+          "mobilenetv2": (3, 32, 32)}
+OPTIMIZERS = {"adam": lambda p: torch.optim.Adam(p, lr=1e-3),
+              "adadelta": lambda p: torch.optim.Adadelta(p, lr=1.0)}
+
+
+def initial_model(hfta, name, shape, workdir):
+    path = os.path.join(workdir, f"{name}.safetensors")
+    cmd = [hfta, "export", "--init", "--arch", name, "--seed", str(SEED), "--sample-shape",
+           ",".join(map(str, shape)), "--classes", "10", "--out", path]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+    state, _ = torch_models.read_safetensors(path)
+    model = torch_models.build(name, shape, 10, dropout=0.0)
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def run(model, make_optimizer, shape):
+    opt = make_optimizer(model.parameters())
+    model.train()
+    rows = []
+    for step in range(STEPS):
+        x, y = torch_models.fixed_batch(step, BATCH, shape, 10)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        rows.append(("train", step + 1, loss.item()))
+    model.eval()
+    with torch.no_grad():
+        x, y = torch_models.fixed_batch(STEPS, BATCH, shape, 10)
+        rows.append(("eval", STEPS + 1, F.cross_entropy(model(x), y).item()))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hfta", default="build/hfta")
+    ap.add_argument("--out", default="tests/models/golden/torch_losses.txt")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    lines = [f"# PyTorch {torch.__version__}: model optimizer phase step loss "
+             f"(seed {SEED}, batch {BATCH}); written by benchmarks/torch_golden.py"]
+    with tempfile.TemporaryDirectory() as workdir:
+        for name, shape in MODELS.items():
+            base = initial_model(args.hfta, name, shape, workdir)
+            for opt_name, make_optimizer in OPTIMIZERS.items():
+                for phase, step, loss in run(copy.deepcopy(base), make_optimizer, shape):
+                    lines.append(f"{name} {opt_name} {phase} {step} {loss:.9g}")
+                    print(lines[-1], flush=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""PyTorch counterparts of hfta's models, with hfta's state_dict names, and a safetensors reader.
+
+Shared by torch_compare.py (timing), torch_golden.py (golden losses for the tests) and
+torch_eval_export.py (loading an `hfta export` file). Needs Debian's python3-torch and, for
+resnet18/mobilenetv2, python3-torchvision.
+"""
+import json
+import struct
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    def __init__(self, in_features=784, num_classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc3 = nn.Linear(256, num_classes)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNet(nn.Module):
+    def __init__(self, channels=1, size=28, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = nn.Linear(64 * (size // 4) * (size // 4), 1024)
+        self.fc2 = nn.Linear(1024, num_classes)
+
+    def forward(self, x):
+        # ReLU after the pool, as hfta's LeNet: the same function and gradients as before it
+        # (max commutes with the monotone ReLU), on a quarter of the values.
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def build(name, sample_shape, num_classes=10, dropout=None):
+    """The PyTorch model `name` for samples of `sample_shape` (C, H, W)."""
+    channels, size = sample_shape[0], sample_shape[-1]
+    if name == "mlp":
+        return Mlp(int(np.prod(sample_shape)), num_classes)
+    if name == "lenet":
+        return LeNet(channels, size, num_classes)
+    import torchvision
+    if name == "resnet18":
+        model = torchvision.models.resnet18(num_classes=num_classes)
+        model.conv1 = nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
+        return model
+    if name == "mobilenetv2":
+        model = torchvision.models.mobilenet_v2(num_classes=num_classes)
+        model.features[0][0] = nn.Conv2d(channels, 32, 3, 2, 1, bias=False)
+        if dropout is not None:
+            model.classifier[0].p = dropout
+        return model
+    raise SystemExit(f"unknown model {name}")
+
+
+def read_safetensors(path):
+    """{name: tensor} and the metadata of a safetensors file (F32 and I64 only)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"]
+        dtype = {"F32": np.float32, "I64": np.int64}[entry["dtype"]]
+        array = np.frombuffer(data[begin:end], dtype=dtype).reshape(entry["shape"])
+        out[name] = torch.from_numpy(array.copy())
+    return out, meta
+
+
+def fixed_batch(step, batch, sample_shape, num_classes):
+    """The deterministic minibatch of tests/models/test_torch_golden.cpp: sample n's element i is
+    sin(0.05 * (i + 1) * (n + 1) + 0.3 * step), its label (7n + 3 step) mod classes."""
+    per_sample = int(np.prod(sample_shape))
+    i = np.arange(per_sample, dtype=np.float64) + 1.0
+    rows = [np.sin(0.05 * i * (n + 1) + 0.3 * step) for n in range(batch)]
+    x = torch.from_numpy(np.stack(rows).astype(np.float32)).reshape(batch, *sample_shape)
+    y = torch.tensor([(7 * n + 3 * step) % num_classes for n in range(batch)], dtype=torch.int64)
+    return x, y

@@ -1,0 +1,516 @@
+#include "models/net.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hfta {
+
+struct Net::ValueInfo {
+  Shape features;
+  Layout layout = Layout::kRows;
+  bool shared = false;
+  bool integer = false;
+  int producer = -1;           // node index; -1 for inputs
+  int last_consumer = -1;      // node index of the last node reading it
+  float* data = nullptr;       // capacity rows (inputs: the caller's batch)
+  int32_t* index_data = nullptr;
+  float* grad_data = nullptr;  // null: no gradient flows into this value
+  int64_t grad_offset = -1;    // bytes into the activation-gradient arena, when it has one
+  int64_t input_rows = 0;      // inputs: rows of the batch set
+  bool grad_written = false;   // during backward: some consumer wrote the gradient
+};
+
+Net::Net(NetSpec spec) : spec_(std::move(spec)) {
+  HFTA_CHECK(spec_.B >= 1, "the array needs at least one model, got B = {}", spec_.B);
+  HFTA_CHECK(spec_.capacity >= 1, "batch size must be positive, got {}", spec_.capacity);
+  if (spec_.model_ids.empty())
+    for (int64_t b = 0; b < spec_.B; ++b) spec_.model_ids.push_back(b);
+  HFTA_CHECK(static_cast<int64_t>(spec_.model_ids.size()) == spec_.B,
+             "{} model ids for an array of {} models", spec_.model_ids.size(), spec_.B);
+  const char* profile = std::getenv("HFTA_PROFILE");
+  profile_ = profile != nullptr && std::string(profile) != "0";
+}
+
+Net::~Net() = default;
+
+Net::ValueInfo& Net::info(Value v) { return values_[static_cast<size_t>(v.id)]; }
+const Net::ValueInfo& Net::info(Value v) const { return values_[static_cast<size_t>(v.id)]; }
+
+void Net::check_value(Value v, const char* what) const {
+  HFTA_CHECK(v.valid() && v.id < static_cast<int32_t>(values_.size()),
+             "{}: value {} was not recorded in this net", what, v.id);
+}
+
+Value Net::input(const Shape& sample) {
+  HFTA_CHECK(!finalized_, "input() after finalize()");
+  ValueInfo vi;
+  vi.features = sample;
+  vi.layout = sample.rank() == 1 ? Layout::kRows : Layout::kChannels;
+  vi.shared = true;
+  values_.push_back(vi);
+  return {static_cast<int32_t>(values_.size() - 1)};
+}
+
+Value Net::index_input(const Shape& sample) {
+  Value v = input(sample);
+  info(v).integer = true;
+  return v;
+}
+
+Net::Scope Net::scope(const std::string& name) {
+  scope_.push_back(name);
+  return Scope(*this);
+}
+
+Net::Scope::~Scope() {
+  if (net_ != nullptr) net_->scope_.pop_back();
+}
+
+std::string Net::scoped(const std::string& leaf) const {
+  std::string out;
+  for (const std::string& s : scope_) out += s + ".";
+  return out + leaf;
+}
+
+const Shape& Net::features(Value v) const {
+  check_value(v, "features");
+  return info(v).features;
+}
+Layout Net::layout(Value v) const {
+  check_value(v, "layout");
+  return info(v).layout;
+}
+bool Net::shared(Value v) const {
+  check_value(v, "shared");
+  return info(v).shared;
+}
+
+Shape Net::batch_shape(Value v, int64_t n) const {
+  const ValueInfo& vi = info(v);
+  const Shape& f = vi.features;
+  Shape s;
+  if (vi.layout == Layout::kPerModel) {
+    s.push_back(B());
+  } else if (vi.shared) {
+    s.push_back(n);
+  } else if (vi.layout == Layout::kChannels) {
+    s.push_back(n);
+    s.push_back(B() * f[0]);
+    for (int i = 1; i < f.rank(); ++i) s.push_back(f[i]);
+    return s;
+  } else {
+    s.push_back(B());
+    s.push_back(n);
+  }
+  for (int64_t d : f) s.push_back(d);
+  return s;
+}
+
+Value Net::add_node(std::unique_ptr<Node> node, const std::vector<Value>& inputs, Shape features,
+                    Layout layout) {
+  HFTA_CHECK(!finalized_, "cannot add {} after finalize()", node->describe());
+  const int index = static_cast<int>(nodes_.size());
+  for (Value in : inputs) {
+    check_value(in, "add_node");
+    info(in).last_consumer = index;
+  }
+  HFTA_CHECK(layout != Layout::kChannels || features.rank() >= 1,
+             "{}: channel-layout features need a channel axis, got {}", node->describe(),
+             features.str());
+  ValueInfo vi;
+  vi.features = features;
+  vi.layout = layout;
+  vi.producer = index;
+  values_.push_back(vi);
+  node->inputs = inputs;
+  node->output = {static_cast<int32_t>(values_.size() - 1)};
+  nodes_.push_back(std::move(node));
+  return nodes_.back()->output;
+}
+
+int Net::add_param(const std::string& leaf, const Shape& per_model, Init init, int64_t fan_in,
+                   int64_t fan_out, ParamKind kind, bool torch_transposed) {
+  const std::string name = scoped(leaf);
+  for (const Param& p : params_)
+    HFTA_CHECK(p.name != name, "two parameters are named {}: give the modules distinct names",
+               name);
+  Param p;
+  p.name = name;
+  p.init = init;
+  p.fan_in = fan_in;
+  p.fan_out = fan_out;
+  p.kind = kind;
+  p.torch_transposed = torch_transposed;
+  params_.push_back(p);
+  param_shapes_.push_back(per_model);
+  return static_cast<int>(params_.size() - 1);
+}
+
+int Net::add_buffer(const std::string& leaf, const Shape& per_model, float initial,
+                    bool integer) {
+  buffers_.push_back({scoped(leaf), TensorView(), initial, integer});
+  buffer_shapes_.push_back(per_model);
+  return static_cast<int>(buffers_.size() - 1);
+}
+
+int Net::add_saved(const Shape& whole, bool integer) {
+  saved_info_.push_back({whole, integer});
+  return static_cast<int>(saved_info_.size() - 1);
+}
+
+void Net::add_loss(Value per_model_loss) {
+  check_value(per_model_loss, "add_loss");
+  HFTA_CHECK(info(per_model_loss).layout == Layout::kPerModel &&
+                 info(per_model_loss).features.rank() == 0,
+             "a loss must be one value per model");
+  losses_.push_back(per_model_loss);
+}
+
+namespace {
+Shape with_models(int64_t B, const Shape& per_model) {
+  Shape s{B};
+  for (int64_t d : per_model) s.push_back(d);
+  return s;
+}
+}  // namespace
+
+// Activation gradients live only between their first write in backward (the backward of the
+// value's last consumer) and the backward of its producer. Values whose lifetimes do not overlap
+// share a slot; slots are sized by their largest occupant and laid out after planning.
+void Net::plan_gradient_memory(size_t& bytes) {
+  const int last = static_cast<int>(nodes_.size()) - 1;
+  struct Interval {
+    int value;
+    int birth, death;  // backward time: node i runs at time last - i; losses are born at -1
+    size_t bytes;
+  };
+  std::vector<Interval> intervals;
+  for (size_t id = 0; id < values_.size(); ++id) {
+    const ValueInfo& vi = values_[id];
+    if (vi.shared || vi.producer < 0) continue;
+    const bool is_loss = std::any_of(losses_.begin(), losses_.end(),
+                                     [&](Value l) { return l.id == static_cast<int32_t>(id); });
+    if (!is_loss && vi.last_consumer < 0) continue;  // nothing reads it: no gradient
+    const size_t size = Arena::align_up(
+        static_cast<size_t>(batch_shape({static_cast<int32_t>(id)}, capacity()).numel()) *
+        sizeof(float));
+    intervals.push_back({static_cast<int>(id), is_loss ? -1 : last - vi.last_consumer,
+                         last - vi.producer, size});
+  }
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval& a, const Interval& b) { return a.birth < b.birth; });
+  struct Slot {
+    size_t bytes = 0;
+    int free_after = -2;  // backward time after which the slot is free
+    std::vector<int> values;
+  };
+  std::vector<Slot> slots;
+  for (const Interval& iv : intervals) {
+    Slot* best = nullptr;
+    for (Slot& s : slots) {
+      if (s.free_after >= iv.birth) continue;
+      // Prefer the smallest slot that fits, else the largest one (it grows least).
+      if (best == nullptr) {
+        best = &s;
+      } else if (s.bytes >= iv.bytes) {
+        if (best->bytes < iv.bytes || s.bytes < best->bytes) best = &s;
+      } else if (best->bytes < iv.bytes && s.bytes > best->bytes) {
+        best = &s;
+      }
+    }
+    if (best == nullptr) best = &slots.emplace_back();
+    best->bytes = std::max(best->bytes, iv.bytes);
+    best->free_after = iv.death;
+    best->values.push_back(iv.value);
+  }
+  size_t offset = 0;
+  for (const Slot& s : slots) {
+    for (int id : s.values) values_[static_cast<size_t>(id)].grad_offset = static_cast<int64_t>(offset);
+    offset += s.bytes;
+  }
+  bytes = offset;
+}
+
+void Net::finalize() {
+  HFTA_CHECK(!finalized_, "finalize() called twice");
+  HFTA_CHECK(!nodes_.empty(), "the net has no ops");
+  HFTA_CHECK(!losses_.empty(), "the net has no loss");
+  const int64_t B = spec_.B, cap = spec_.capacity;
+
+  // Parameters and gradients: same order, same offsets.
+  size_t param_bytes = 0, buffer_bytes = 0, act_bytes = 0;
+  for (const Shape& s : param_shapes_)
+    param_bytes += Arena::align_up(static_cast<size_t>(with_models(B, s).numel()) * sizeof(float));
+  for (const Shape& s : buffer_shapes_)
+    buffer_bytes += Arena::align_up(static_cast<size_t>(with_models(B, s).numel()) * sizeof(float));
+  size_t largest = 0;
+  for (size_t id = 0; id < values_.size(); ++id) {
+    const ValueInfo& vi = values_[id];
+    if (vi.shared) continue;
+    const size_t bytes = Arena::align_up(
+        static_cast<size_t>(batch_shape({static_cast<int32_t>(id)}, cap).numel()) * sizeof(float));
+    act_bytes += bytes;
+    largest = std::max(largest, bytes);
+  }
+  for (const SavedInfo& s : saved_info_)
+    act_bytes += Arena::align_up(static_cast<size_t>(s.shape.numel()) * sizeof(float));
+  act_bytes += largest;  // scratch
+  size_t grad_bytes = 0;
+  plan_gradient_memory(grad_bytes);
+
+  param_arena_ = Arena(std::max<size_t>(param_bytes, 64), "parameters");
+  grad_arena_ = Arena(std::max<size_t>(param_bytes, 64), "gradients");
+  buffer_arena_ = Arena(std::max<size_t>(buffer_bytes, 64), "buffers");
+  act_arena_ = Arena(std::max<size_t>(act_bytes, 64), "activations");
+  act_grad_arena_ = Arena(std::max<size_t>(grad_bytes, 64), "activation gradients");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Shape s = with_models(B, param_shapes_[i]);
+    params_[i].value = param_arena_.carve(s);
+    params_[i].grad = grad_arena_.carve(s);
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    buffers_[i].value = buffer_arena_.carve(with_models(B, buffer_shapes_[i]));
+  for (size_t id = 0; id < values_.size(); ++id) {
+    ValueInfo& vi = values_[id];
+    if (vi.shared) continue;
+    vi.data = act_arena_.carve(batch_shape({static_cast<int32_t>(id)}, cap)).data;
+    if (vi.grad_offset >= 0)
+      vi.grad_data = reinterpret_cast<float*>(act_grad_arena_.data() + vi.grad_offset);
+  }
+  for (const SavedInfo& s : saved_info_) saved_.push_back(act_arena_.carve(s.shape));
+  scratch_ = act_arena_.carve(Shape{static_cast<int64_t>(largest / sizeof(float))});
+  for (int64_t b = 0; b < B; ++b)
+    dropout_streams_.push_back(RngStream::for_model(spec_.seed, spec_.model_ids[b], kRngDropout));
+  forward_ms_.assign(nodes_.size(), 0.0);
+  backward_ms_.assign(nodes_.size(), 0.0);
+  finalized_ = true;
+  initialize();
+}
+
+void Net::initialize() {
+  // Model b's stream walks the parameters in recording order, its slice of each in memory order.
+  for (int64_t b = 0; b < spec_.B; ++b) {
+    RngStream rng = RngStream::for_model(spec_.seed, spec_.model_ids[b], kRngInit);
+    for (const Param& p : params_) {
+      TensorView slice = p.value.replica(b);
+      switch (p.init.rule) {
+        case InitRule::kUniformFanIn: {
+          const float bound = 1.0f / std::sqrt(static_cast<float>(p.fan_in));
+          for (int64_t i = 0; i < slice.numel(); ++i) slice[i] = rng.uniform(-bound, bound);
+          break;
+        }
+        case InitRule::kKaimingNormalFanOut: {
+          const float stddev = std::sqrt(2.0f / static_cast<float>(p.fan_out));
+          for (int64_t i = 0; i < slice.numel(); ++i) slice[i] = stddev * rng.normal();
+          break;
+        }
+        case InitRule::kNormal:
+          for (int64_t i = 0; i < slice.numel(); ++i) slice[i] = p.init.value * rng.normal();
+          break;
+        case InitRule::kConstant:
+          std::fill(slice.data, slice.data + slice.numel(), p.init.value);
+          break;
+      }
+    }
+  }
+  for (const ModelBuffer& buf : buffers_)
+    std::fill(buf.value.data, buf.value.data + buf.value.numel(), buf.initial);
+}
+
+void Net::set_input(Value v, const TensorView& batch) {
+  check_value(v, "set_input");
+  ValueInfo& vi = info(v);
+  HFTA_CHECK(vi.shared && !vi.integer, "set_input: value {} is not a float input", v.id);
+  HFTA_CHECK(batch.shape.rank() == vi.features.rank() + 1,
+             "the minibatch has shape {}, expected [n, {}]", batch.shape.str(),
+             fmt::join(vi.features.begin(), vi.features.end(), ", "));
+  for (int i = 0; i < vi.features.rank(); ++i)
+    HFTA_CHECK(batch.shape[i + 1] == vi.features[i],
+               "the minibatch has shape {}, expected samples of shape {}", batch.shape.str(),
+               vi.features.str());
+  const int64_t n = batch.shape[0];
+  HFTA_CHECK(n >= 1 && n <= capacity(),
+             "a minibatch of {} rows, but the model was built for 1 to {} rows", n, capacity());
+  vi.data = batch.data;
+  vi.input_rows = n;
+  n_ = n;
+}
+
+void Net::set_input(Value v, const IndexView& batch) {
+  check_value(v, "set_input");
+  ValueInfo& vi = info(v);
+  HFTA_CHECK(vi.shared && vi.integer, "set_input: value {} is not an index input", v.id);
+  Shape expected{batch.shape.rank() > 0 ? batch.shape[0] : 0};
+  for (int64_t d : vi.features) expected.push_back(d);
+  check_shape(batch, expected, "labels");
+  vi.index_data = batch.data;
+  vi.input_rows = batch.shape[0];
+}
+
+TensorView Net::value(Value v) const {
+  const ValueInfo& vi = info(v);
+  return TensorView(vi.data, batch_shape(v, n_));
+}
+
+IndexView Net::index_value(Value v) const {
+  const ValueInfo& vi = info(v);
+  return IndexView(vi.index_data, batch_shape(v, n_));
+}
+
+TensorView Net::grad(Value v) const {
+  const ValueInfo& vi = info(v);
+  if (vi.grad_data == nullptr) return {};
+  return TensorView(vi.grad_data, batch_shape(v, n_));
+}
+
+IndexView Net::saved_index(int i) const {
+  const TensorView& t = saved_[static_cast<size_t>(i)];
+  return IndexView(reinterpret_cast<int32_t*>(t.data), t.shape);
+}
+
+InputGrad Net::input_grad(const Node& node, int i) {
+  ValueInfo& vi = info(node.inputs[static_cast<size_t>(i)]);
+  if (vi.grad_data == nullptr) return {};
+  TensorView target = grad(node.inputs[static_cast<size_t>(i)]);
+  if (!vi.grad_written) {
+    vi.grad_written = true;
+    return {target, false};
+  }
+  if (node.accumulates_dx()) return {target, true};
+  HFTA_CHECK(pending_scratch_ < 0, "{}: two inputs need accumulation through one scratch buffer",
+             node.describe());
+  pending_scratch_ = node.inputs[static_cast<size_t>(i)].id;
+  return {TensorView(scratch_.data, target.shape), false};
+}
+
+void Net::forward(bool training) {
+  HFTA_CHECK(finalized_, "forward() before finalize()");
+  for (const ValueInfo& vi : values_)
+    if (vi.shared)
+      HFTA_CHECK(vi.input_rows == n_ && (vi.data != nullptr || vi.index_data != nullptr),
+                 "every input needs a batch of {} rows before forward()", n_);
+  if (training) {
+    for (int64_t b = 0; b < spec_.B; ++b)
+      dropout_streams_[static_cast<size_t>(b)] =
+          RngStream::for_model(spec_.seed ^ static_cast<uint64_t>(training_forwards_),
+                               spec_.model_ids[b], kRngDropout);
+    ++training_forwards_;
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = *nodes_[i];
+    auto run = [&] {
+      try {
+        node.forward(*this, n_, training);
+      } catch (const Error& e) {
+        fail("{}: {}", node.describe(), e.what());
+      }
+    };
+    if (!profile_) {
+      run();
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    forward_ms_[i] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  forward_done_ = true;
+}
+
+void Net::zero_grad() { grad_arena_.zero(); }
+
+void Net::backward() {
+  HFTA_CHECK(forward_done_, "backward() needs a forward() first");
+  ++profiled_steps_;
+  for (ValueInfo& vi : values_) vi.grad_written = false;
+  for (Value l : losses_) {
+    ValueInfo& vi = info(l);
+    std::fill(vi.grad_data, vi.grad_data + spec_.B, 1.0f);
+    vi.grad_written = true;
+  }
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    Node& node = *nodes_[i];
+    if (!info(node.output).grad_written) continue;  // no loss depends on it
+    const auto start = std::chrono::steady_clock::now();
+    pending_scratch_ = -1;
+    try {
+      node.backward(*this, n_);
+    } catch (const Error& e) {
+      fail("{} (backward): {}", node.describe(), e.what());
+    }
+    if (pending_scratch_ >= 0) {
+      TensorView target = grad(Value{pending_scratch_});
+      const int64_t count = target.numel();
+      float* dst = target.data;
+      const float* src = scratch_.data;
+#pragma omp parallel for simd schedule(static)
+      for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
+      pending_scratch_ = -1;
+    }
+    if (profile_)
+      backward_ms_[i] += std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+  }
+}
+
+int64_t Net::params_per_model() const {
+  int64_t total = 0;
+  for (const Param& p : params_) total += p.value.numel() / spec_.B;
+  return total;
+}
+
+int64_t Net::buffers_per_model() const {
+  int64_t total = 0;
+  for (const ModelBuffer& b : buffers_) total += b.value.numel() / spec_.B;
+  return total;
+}
+
+double Net::train_flops_per_sample() const {
+  double flops = 0.0;
+  for (const auto& node : nodes_) {
+    bool with_dx = false;
+    for (Value in : node->inputs) with_dx = with_dx || info(in).grad_data != nullptr;
+    flops += node->forward_flops() + node->backward_flops(with_dx);
+  }
+  return flops;
+}
+
+size_t Net::arena_bytes() const {
+  return param_arena_.capacity() + grad_arena_.capacity() + buffer_arena_.capacity() +
+         act_arena_.capacity() + act_grad_arena_.capacity();
+}
+
+std::string Net::describe() const {
+  std::string out = fmt::format("x{}: {} parameters per model, {:.1f} MiB of arenas per model",
+                                spec_.B, params_per_model(),
+                                static_cast<double>(arena_bytes()) / spec_.B / (1 << 20));
+  for (const auto& node : nodes_)
+    out += fmt::format("\n  {} -> {}", node->describe(), info(node->output).features.str());
+  return out;
+}
+
+void Net::reset_profile() {
+  std::fill(forward_ms_.begin(), forward_ms_.end(), 0.0);
+  std::fill(backward_ms_.begin(), backward_ms_.end(), 0.0);
+  profiled_steps_ = 0;
+}
+
+std::string Net::profile_report() const {
+  std::string out = fmt::format("x{}: ms per step over {} steps (forward, backward)", spec_.B,
+                                profiled_steps_);
+  const double steps = static_cast<double>(std::max<int64_t>(1, profiled_steps_));
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    out += fmt::format("\n  {:<56} {:8.3f} {:8.3f}", nodes_[i]->describe(), forward_ms_[i] / steps,
+                       backward_ms_[i] / steps);
+  return out;
+}
+
+}  // namespace hfta

@@ -1,0 +1,309 @@
+// Models as value graphs: a model is code that calls ops on values, as a PyTorch module written
+// as functions, e.g.
+//
+//   Value basic_block(Net& n, Value x, int64_t planes, int64_t stride) {
+//     Value h = n.relu(n.batchnorm2d(n.conv2d(x, "conv1", {planes, 3, stride, 1}), "bn1"));
+//     ...
+//     return n.relu(n.add(h, skip));
+//   }
+//
+// The model code runs once, recording nodes with per-model shapes; finalize() then sizes the
+// arenas (parameters, gradients, persistent buffers, activations), initializes every replica and
+// the net replays the nodes every step without allocating.
+//
+// Values. A value is an activation of all B models (or the shared minibatch) with
+//   - per-model features: [C, H, W] for the conv family, [F] for the linear family;
+//   - a layout: kChannels stores n rows as [n, B*C, H, W] (model b's channels at [b*C, (b+1)*C)),
+//     kRows as [B, n, F] (model b's rows contiguous); flatten() is the one conversion;
+//   - shared: the minibatch, [n, ...features], read by every model and never copied B times.
+// Any n <= capacity rows use the first elements of the value's buffer laid out for n rows.
+//
+// Backward replays the nodes in reverse. A value read by several nodes gets the sum of their
+// gradients: the first backward to reach it writes, the others add (ops' accumulate flag, or a
+// scratch buffer and an add where an op cannot accumulate). Losses are nodes; each model's loss
+// gradient is 1, so each model gets exactly its own gradient. Gradients are zeroed explicitly
+// (zero_grad()), parameter gradients accumulate.
+//
+// Parameters carry PyTorch's state_dict name (scope() nests names: "layer1.0.conv1.weight"), an
+// init rule and a weight-decay class. Persistent buffers (BatchNorm's running statistics) live in
+// their own arena, which checkpoints, extract, eval and export include.
+//
+// Equivalence: model b draws its initial weights from RngStream::for_model(seed, model_ids[b],
+// kRngInit), parameter by parameter in recording order, with single-model fans. A net built with
+// B = 1 and model_ids = {b} therefore starts from exactly replica b's weights.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace hfta {
+
+// kPerModel: no rows, [B, ...features] (per-model losses).
+enum class Layout { kChannels, kRows, kPerModel };
+
+// A handle to a value recorded in a Net.
+struct Value {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+// How a parameter's initial values are drawn, per model, from its init stream.
+enum class InitRule {
+  kUniformFanIn,          // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv default
+  kKaimingNormalFanOut,   // N(0, 2 / fan_out): kaiming_normal_(mode="fan_out", relu)
+  kNormal,                // N(0, value^2)
+  kConstant,              // value
+};
+struct Init {
+  InitRule rule = InitRule::kUniformFanIn;
+  float value = 0.0f;  // kNormal: the standard deviation; kConstant: the value
+  static Init constant(float v) { return {InitRule::kConstant, v}; }
+  static Init normal(float stddev) { return {InitRule::kNormal, stddev}; }
+  static Init kaiming_normal_fan_out() { return {InitRule::kKaimingNormalFanOut, 0.0f}; }
+};
+
+// What a parameter is, for weight decay exemptions (--no-decay-norm-bias).
+enum class ParamKind { kWeight, kBias, kNorm };
+
+// One parameter tensor [B, ...] and its gradient, carved at the same offset of their arenas.
+struct Param {
+  std::string name;  // PyTorch's state_dict name, e.g. "layer1.0.conv1.weight"
+  TensorView value;
+  TensorView grad;
+  Init init;
+  int64_t fan_in = 1;   // single-model fans, as PyTorch computes them for this tensor
+  int64_t fan_out = 1;
+  ParamKind kind = ParamKind::kWeight;
+  // Stored [in, out] here and [out, in] in PyTorch (Linear weights): export transposes it.
+  bool torch_transposed = false;
+};
+
+// A persistent buffer [B, ...] (running statistics): saved and restored with the parameters, never
+// trained. `integer` marks counters that PyTorch stores as int64 (num_batches_tracked).
+struct ModelBuffer {
+  std::string name;
+  TensorView value;
+  float initial = 0.0f;
+  bool integer = false;
+};
+
+class Net;
+
+// One recorded op over all B models. Nodes read their tensors from the net at run time.
+class Node {
+ public:
+  virtual ~Node() = default;
+  // E.g. "layer1.0.conv1: Conv2d(64, 64, kernel 3, stride 1, pad 1, no bias)".
+  virtual std::string describe() const = 0;
+  virtual void forward(Net& net, int64_t n, bool training) = 0;
+  // Writes (or adds, see Net::input_grad) the inputs' gradients and accumulates the parameters'.
+  virtual void backward(Net& net, int64_t n) = 0;
+  // Whether the op can add its input gradient into an existing one (accumulate flag).
+  virtual bool accumulates_dx() const { return false; }
+  // Multiply-add x2 FLOPs per sample for one model: forward, and backward (parameters and, when
+  // with_dx, the input gradient). Memory-bound elementwise nodes count 0.
+  virtual double forward_flops() const { return 0.0; }
+  virtual double backward_flops(bool with_dx) const { return 0.0; }
+
+  std::vector<Value> inputs;
+  Value output;
+};
+
+// Where a node's backward writes one input's gradient: `view` (empty: not wanted); with
+// `accumulate` the node adds into it instead of overwriting.
+struct InputGrad {
+  TensorView view;
+  bool accumulate = false;
+};
+
+struct NetSpec {
+  int64_t B = 1;
+  int64_t capacity = 64;  // the most rows a forward will see
+  uint64_t seed = 0;
+  std::vector<int64_t> model_ids;  // global index of each replica (its RNG streams); empty = 0..B-1
+  // Overrides every dropout probability the model code asks for (--dropout; 0 turns it off).
+  std::optional<float> dropout;
+};
+
+class Net {
+ public:
+  explicit Net(NetSpec spec);
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+  ~Net();
+
+  int64_t B() const { return spec_.B; }
+  int64_t capacity() const { return spec_.capacity; }
+  const NetSpec& spec() const { return spec_; }
+
+  // ---- Recording -------------------------------------------------------------------------
+  // The shared minibatch: float samples of shape `sample` or int32 indices (labels).
+  Value input(const Shape& sample);
+  Value index_input(const Shape& sample);
+
+  // Names: a scope prefixes every parameter and buffer recorded while it lives.
+  class Scope {
+   public:
+    explicit Scope(Net& net) : net_(&net) {}
+    Scope(Scope&& other) noexcept : net_(other.net_) { other.net_ = nullptr; }
+    Scope(const Scope&) = delete;
+    ~Scope();
+
+   private:
+    Net* net_;
+  };
+  [[nodiscard]] Scope scope(const std::string& name);
+  // `leaf` inside the current scope: "layer1.0" + "conv1" -> "layer1.0.conv1".
+  std::string scoped(const std::string& leaf) const;
+
+  // Per-model shape, layout and sharing of a recorded value.
+  const Shape& features(Value v) const;
+  Layout layout(Value v) const;
+  bool shared(Value v) const;
+  // The whole array's shape for n rows.
+  Shape batch_shape(Value v, int64_t n) const;
+
+  // Adds a node producing a new value (used by the op methods in models/ops.h).
+  Value add_node(std::unique_ptr<Node> node, const std::vector<Value>& inputs, Shape features,
+                 Layout layout);
+  // Declares a parameter / persistent buffer / per-step saved tensor of the node being recorded.
+  // The returned index resolves to views after finalize() (param(i), buffer(i), saved(i)).
+  int add_param(const std::string& leaf, const Shape& per_model, Init init, int64_t fan_in,
+                int64_t fan_out, ParamKind kind, bool torch_transposed = false);
+  int add_buffer(const std::string& leaf, const Shape& per_model, float initial, bool integer);
+  int add_saved(const Shape& whole, bool integer = false);
+  // Marks a loss: a [B] value of per-model losses whose gradient is 1 for each model.
+  void add_loss(Value per_model_loss);
+
+  // ---- Ops (models/ops_*.cpp) --------------------------------------------------------------
+  // Each records one node; `name` is the module's name in PyTorch's state_dict ("conv1").
+  struct Conv2dSpec {
+    int64_t out_channels = 1;
+    int64_t kernel = 1;
+    int64_t stride = 1;
+    int64_t pad = 0;
+    int64_t groups = 1;  // depthwise: groups = input channels
+    bool bias = true;
+    Init weight_init = {};
+    Init bias_init = {};
+  };
+  Value conv2d(Value x, const std::string& name, const Conv2dSpec& spec);
+  struct LinearSpec {
+    int64_t out_features = 1;
+    bool bias = true;
+    Init weight_init = {};
+    Init bias_init = {};
+  };
+  Value linear(Value x, const std::string& name, const LinearSpec& spec);
+  // BatchNorm2d: weight 1, bias 0, running_mean 0, running_var 1, PyTorch's eps and momentum.
+  Value batchnorm2d(Value x, const std::string& name, double eps = 1e-5, double momentum = 0.1);
+  Value relu(Value x);
+  Value relu6(Value x);
+  Value max_pool2d(Value x, int64_t kernel, int64_t stride = 0, int64_t pad = 0);
+  Value adaptive_avg_pool2d(Value x, int64_t out_h, int64_t out_w);
+  // [C, H, W] (kChannels) -> [C*H*W] (kRows).
+  Value flatten(Value x);
+  // a + b, same features and layout (a residual connection).
+  Value add(Value a, Value b);
+  Value dropout(Value x, float p);
+  // Per-model mean softmax cross-entropy of kRows logits [K] against shared int32 labels: a
+  // [B] loss value, marked as a loss.
+  Value cross_entropy(Value logits, Value labels);
+
+  // Sizes the arenas, carves every tensor, initializes parameters and buffers. Throws
+  // hfta::Error when nothing was recorded or no loss was marked.
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  // ---- Running ---------------------------------------------------------------------------
+  void set_input(Value v, const TensorView& batch);
+  void set_input(Value v, const IndexView& batch);
+  int64_t rows() const { return n_; }
+  // Runs every node on the inputs' rows; `training` selects batch statistics and dropout.
+  void forward(bool training);
+  // Zeroes every parameter gradient (explicit: gradients accumulate across backward calls).
+  void zero_grad();
+  // Gradients of every loss (sum over losses, each model's weight 1) for the last forward.
+  void backward();
+
+  // Views for n rows, for nodes and callers.
+  TensorView value(Value v) const;
+  IndexView index_value(Value v) const;
+  TensorView grad(Value v) const;  // empty when v needs no gradient
+  // The gradient target of a node's input i during its backward (see InputGrad).
+  InputGrad input_grad(const Node& node, int i);
+  const Param& param(int i) const { return params_[static_cast<size_t>(i)]; }
+  const ModelBuffer& buffer(int i) const { return buffers_[static_cast<size_t>(i)]; }
+  TensorView saved(int i) const { return saved_[static_cast<size_t>(i)]; }
+  IndexView saved_index(int i) const;
+  // One RNG stream per model for dropout, reseeded at every training forward from (seed,
+  // model id, training forward count), so a resumed run draws what an uninterrupted one would.
+  std::vector<RngStream>& dropout_streams() { return dropout_streams_; }
+  void set_training_forwards(int64_t count) { training_forwards_ = count; }
+  int64_t training_forwards() const { return training_forwards_; }
+
+  // ---- Introspection ---------------------------------------------------------------------
+  const std::vector<Param>& params() const { return params_; }
+  const std::vector<ModelBuffer>& buffers() const { return buffers_; }
+  const Arena& param_arena() const { return param_arena_; }
+  const Arena& grad_arena() const { return grad_arena_; }
+  int64_t params_per_model() const;
+  int64_t buffers_per_model() const;
+  double train_flops_per_sample() const;
+  // Bytes of every arena (parameters, gradients, buffers, activations, gradients of
+  // activations), all B models.
+  size_t arena_bytes() const;
+  std::string describe() const;
+  const std::vector<Value>& losses() const { return losses_; }
+
+  // Per-node timing, on when HFTA_PROFILE=1: ms per step of each node, forward and backward.
+  bool profiling() const { return profile_; }
+  std::string profile_report() const;
+  void reset_profile();
+
+ private:
+  friend class Scope;
+  struct ValueInfo;
+  struct SavedInfo {
+    Shape shape;
+    bool integer;
+  };
+  ValueInfo& info(Value v);
+  const ValueInfo& info(Value v) const;
+  void check_value(Value v, const char* what) const;
+  void plan_gradient_memory(size_t& bytes);
+  void initialize();
+
+  NetSpec spec_;
+  std::vector<std::string> scope_;
+  std::vector<ValueInfo> values_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Param> params_;
+  std::vector<ModelBuffer> buffers_;
+  std::vector<SavedInfo> saved_info_;
+  std::vector<TensorView> saved_;
+  std::vector<Shape> param_shapes_, buffer_shapes_;
+  std::vector<Value> losses_;
+  bool finalized_ = false;
+  Arena param_arena_, grad_arena_, buffer_arena_, act_arena_, act_grad_arena_;
+  TensorView scratch_;  // an input gradient for ops that cannot accumulate, then added
+  int32_t pending_scratch_ = -1;  // the value whose gradient scratch_ holds during a backward
+  std::vector<RngStream> dropout_streams_;
+  int64_t training_forwards_ = 0;
+  int64_t n_ = 0;
+  bool forward_done_ = false;
+  const Node* current_ = nullptr;  // the node running backward
+  bool profile_ = false;
+  std::vector<double> forward_ms_, backward_ms_;
+  int64_t profiled_steps_ = 0;
+};
+
+}  // namespace hfta

@@ -1,0 +1,119 @@
+// Each model against PyTorch: from hfta's own initial weights, 3 training steps (train mode:
+// BatchNorm batch statistics; dropout off) on fixed batches and the eval-mode loss after them
+// give PyTorch's losses within 1e-4 relative. PyTorch's numbers are in golden/torch_losses.txt,
+// written by benchmarks/torch_golden.py (which loads `hfta export --init`'s weights into
+// torchvision's modules), so this test needs no PyTorch. Model 0 of a fused array of 2 must give
+// the same losses as the model alone, hence PyTorch's too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "models/model.h"
+#include "optim/adadelta.h"
+#include "optim/adam.h"
+
+namespace hfta {
+namespace {
+
+constexpr uint64_t kSeed = 7;
+constexpr int64_t kBatch = 8, kSteps = 3, kClasses = 10;
+constexpr double kRtol = 1e-4;
+
+struct GoldenKey {
+  std::string model, optimizer, phase;
+  int step;
+  auto operator<=>(const GoldenKey&) const = default;
+};
+
+std::map<GoldenKey, double> read_golden() {
+  const std::string path = std::string(HFTA_SOURCE_DIR) + "/tests/models/golden/torch_losses.txt";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::map<GoldenKey, double> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream row(line);
+    GoldenKey k;
+    double loss = 0;
+    row >> k.model >> k.optimizer >> k.phase >> k.step >> loss;
+    EXPECT_FALSE(row.fail()) << "malformed line in " << path << ": " << line;
+    out[k] = loss;
+  }
+  return out;
+}
+
+// torch_models.fixed_batch: element i of sample n is sin(0.05 (i+1)(n+1) + 0.3 step), its label
+// (7n + 3 step) mod classes.
+void fixed_batch(int step, const Shape& sample, std::vector<float>& x, std::vector<int32_t>& y) {
+  const int64_t per = sample.numel();
+  x.resize(static_cast<size_t>(kBatch * per));
+  y.resize(static_cast<size_t>(kBatch));
+  for (int64_t n = 0; n < kBatch; ++n) {
+    for (int64_t i = 0; i < per; ++i)
+      x[static_cast<size_t>(n * per + i)] = static_cast<float>(
+          std::sin(0.05 * static_cast<double>(i + 1) * static_cast<double>(n + 1) + 0.3 * step));
+    y[static_cast<size_t>(n)] = static_cast<int32_t>((7 * n + 3 * step) % kClasses);
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& kind, const Model& model) {
+  std::vector<TensorView> values;
+  for (const Param& p : model.params()) values.push_back(p.value);
+  ParamTable table = ParamTable::from_arena(model.param_arena(), values);
+  if (kind == "adam") return std::make_unique<FusedAdam>(std::move(table), AdamHyper{.lr = {1e-3f}});
+  return std::make_unique<FusedAdadelta>(std::move(table), AdadeltaHyper{.lr = {1.0f}});
+}
+
+class TorchGolden : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(TorchGolden, LossesMatchPyTorch) {
+  const auto& [name, optimizer] = GetParam();
+  const auto golden = read_golden();
+  const Shape sample = model_info(name).default_sample_shape;
+  for (int64_t B : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} {} B={} (model 0 compared)", name, optimizer, B));
+    auto model = make_model(name, {.B = B,
+                                   .batch_size = kBatch,
+                                   .seed = kSeed,
+                                   .sample_shape = sample,
+                                   .num_classes = kClasses,
+                                   .dropout = 0.0f});
+    auto opt = make_optimizer(optimizer, *model);
+    std::vector<float> x;
+    std::vector<int32_t> y;
+    auto expect_loss = [&](const std::string& phase, int step) {
+      auto it = golden.find({name, optimizer, phase, step});
+      ASSERT_NE(it, golden.end()) << "no golden " << phase << " loss for step " << step
+                                  << ": run benchmarks/torch_golden.py";
+      const double ours = model->losses()[0];
+      EXPECT_NEAR(ours, it->second, kRtol * std::fabs(it->second))
+          << phase << " step " << step << ": hfta " << ours << " PyTorch " << it->second;
+    };
+    for (int step = 0; step < kSteps; ++step) {
+      fixed_batch(step, sample, x, y);
+      Shape shape{kBatch};
+      for (int64_t d : sample) shape.push_back(d);
+      model->forward(TensorView(x.data(), shape), IndexView(y.data(), Shape{kBatch}), true);
+      expect_loss("train", step + 1);
+      model->backward();
+      opt->step(model->param_arena(), model->grad_arena());
+    }
+    fixed_batch(kSteps, sample, x, y);
+    Shape shape{kBatch};
+    for (int64_t d : sample) shape.push_back(d);
+    model->forward(TensorView(x.data(), shape), IndexView(y.data(), Shape{kBatch}), false);
+    expect_loss("eval", kSteps + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TorchGolden,
+                         ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18",
+                                                              "mobilenetv2"),
+                                            ::testing::Values("adam", "adadelta")));
+
+}  // namespace
+}  // namespace hfta

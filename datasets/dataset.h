@@ -13,6 +13,9 @@
 
 namespace hfta {
 
+// Which part of a dataset with a fixed train/test division to load.
+enum class Split { kTrain, kTest };
+
 struct Dataset {
   std::string name;
   Shape sample_shape;  // e.g. [1, 28, 28]

@@ -16,8 +16,6 @@ inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fash
 inline constexpr float kFashionMnistMean = 0.2860f;
 inline constexpr float kFashionMnistStd = 0.3530f;
 
-enum class Split { kTrain, kTest };
-
 // Reads <dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the .gz name is tried first).
 // Throws hfta::Error naming the file on a missing file (with the apt-get command that installs
 // it), a malformed file, images that are not [n, 28, 28], labels outside [0, 10), or image and

@@ -58,9 +58,12 @@ static void adadelta_update(float* __restrict p, const float* __restrict g, floa
   }
 }
 
+// An exempt chunk has weight decay 0.
 void FusedAdadelta::update_chunk(const Chunk& c, float* params, const float* grads) {
+  AdadeltaStepConstants k = constants_[c.b];
+  if (!c.decay) k.weight_decay = 0.0f;
   adadelta_update(params + c.begin, grads + c.begin, square_avg() + c.begin, acc_delta() + c.begin,
-                  c.size, constants_[c.b]);
+                  c.size, k);
 }
 
 namespace ref {

@@ -52,6 +52,7 @@ class FusedAdadelta : public Optimizer {
 
 namespace ref {
 // One model alone: the specification, in double, state kept in double.
+// The weight decay is per call: a tensor exempt from decay is stepped with weight_decay = 0.
 struct AdadeltaState {
   std::vector<double> square_avg, acc_delta;
   int64_t step = 0;

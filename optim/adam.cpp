@@ -75,9 +75,12 @@ static void adam_update(float* __restrict p, const float* __restrict g, float* _
   }
 }
 
+// An exempt chunk runs the same loop with l2 = 0 and shrink = 1: weight decay 0.
 void FusedAdam::update_chunk(const Chunk& c, float* params, const float* grads) {
+  AdamStepConstants k = constants_[c.b];
+  if (!c.decay) k.l2 = 0.0f, k.shrink = 1.0f;
   adam_update(params + c.begin, grads + c.begin, exp_avg() + c.begin, exp_avg_sq() + c.begin,
-              c.size, constants_[c.b]);
+              c.size, k);
 }
 
 namespace ref {

@@ -61,6 +61,7 @@ class FusedAdamW : public FusedAdam {
 
 namespace ref {
 // One model alone: the specification, in double, state kept in double.
+// The weight decay is per call: a tensor exempt from decay is stepped with weight_decay = 0.
 struct AdamState {
   std::vector<double> m, v;
   int64_t step = 0;

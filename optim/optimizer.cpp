@@ -37,8 +37,13 @@ void ParamTable::check() const {
 }
 
 ParamTable ParamTable::from_views(const float* arena_base, int64_t total_floats,
-                                  std::span<const TensorView> params) {
+                                  std::span<const TensorView> params,
+                                  std::span<const uint8_t> decay) {
   HFTA_CHECK(!params.empty(), "the parameter table has no parameters to optimize");
+  HFTA_CHECK(decay.empty() || decay.size() == params.size(),
+             "the parameter table got {} weight decay flags for {} parameters: give one per "
+             "parameter, or none (every parameter decays)",
+             decay.size(), params.size());
   HFTA_CHECK(params[0].shape.rank() >= 1, "parameter 0 has shape {}: expected [B, ...]",
              params[0].shape.str());
   ParamTable table;
@@ -53,16 +58,18 @@ ParamTable ParamTable::from_views(const float* arena_base, int64_t total_floats,
     HFTA_CHECK(p.data >= arena_base && p.data + p.numel() <= arena_base + total_floats,
                "parameter {} (shape {}) lies outside the parameter arena of {} floats", i,
                p.shape.str(), total_floats);
-    table.segments.push_back({p.data - arena_base, p.shape.numel_from(1)});
+    table.segments.push_back(
+        {p.data - arena_base, p.shape.numel_from(1), decay.empty() || decay[i] != 0});
   }
   table.check();
   return table;
 }
 
-ParamTable ParamTable::from_arena(const Arena& arena, std::span<const TensorView> params) {
+ParamTable ParamTable::from_arena(const Arena& arena, std::span<const TensorView> params,
+                                  std::span<const uint8_t> decay) {
   HFTA_CHECK(!arena.counting(), "the parameter arena is a counting arena with no memory");
   return from_views(reinterpret_cast<const float*>(arena.data()),
-                    static_cast<int64_t>(arena.used() / sizeof(float)), params);
+                    static_cast<int64_t>(arena.used() / sizeof(float)), params, decay);
 }
 
 static void check_lr(std::span<const float> lr) {
@@ -81,7 +88,7 @@ Optimizer::Optimizer(ParamTable table) : table_(std::move(table)) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < s.per_model_numel; i += kChunkFloats)
         chunks_.push_back({s.offset + b * s.per_model_numel + i,
-                           std::min(kChunkFloats, s.per_model_numel - i), b});
+                           std::min(kChunkFloats, s.per_model_numel - i), b, s.decay});
   chunk_nonfinite_.assign(chunks_.size(), 0);
 }
 

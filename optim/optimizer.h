@@ -11,6 +11,10 @@
 // A step is two passes: a read-only pass that flags the models whose gradients hold NaN or Inf,
 // then the update pass, which leaves flagged models untouched (parameters, state, step count).
 // Hyperparameters and step counts are per model, so model b updates exactly as it would alone.
+//
+// Weight decay applies only to segments with decay = true: an exempt segment (a norm layer's scale
+// and shift, a bias) updates as with weight_decay = 0. Chunks carry their segment's flag, so the
+// choice is made once per chunk, never per element.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,7 @@ namespace hfta {
 struct ParamSegment {
   int64_t offset = 0;           // in floats from the arena base
   int64_t per_model_numel = 0;  // n: the segment holds [B, n]
+  bool decay = true;            // false: exempt from weight decay (e.g. norm parameters, biases)
 };
 
 struct ParamTable {
@@ -39,11 +44,14 @@ struct ParamTable {
   void check() const;
 
   // The table of tensors [B, ...] carved from one arena that starts at `arena_base` and holds
-  // `total_floats` floats. Offsets are the tensors' distances from the base.
+  // `total_floats` floats. Offsets are the tensors' distances from the base. `decay` is empty
+  // (every parameter decays) or holds one flag per parameter, 0 exempting it from weight decay.
   static ParamTable from_views(const float* arena_base, int64_t total_floats,
-                               std::span<const TensorView> params);
+                               std::span<const TensorView> params,
+                               std::span<const uint8_t> decay = {});
   // Same, for an arena: every float carved so far belongs to the table's address range.
-  static ParamTable from_arena(const Arena& arena, std::span<const TensorView> params);
+  static ParamTable from_arena(const Arena& arena, std::span<const TensorView> params,
+                               std::span<const uint8_t> decay = {});
 };
 
 // A user's list for one hyperparameter, expanded to one value per model: a single value is shared
@@ -129,6 +137,7 @@ class Optimizer {
     int64_t begin;  // first float, in the arena
     int64_t size;
     int64_t b;
+    bool decay;  // the segment's flag: false means weight decay 0 for this chunk
   };
 
   // Derived constructors set lr_ (B checked values) and add their state buffers.

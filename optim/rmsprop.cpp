@@ -93,8 +93,10 @@ static void rmsprop_update(float* __restrict p, const float* __restrict g, float
   }
 }
 
+// An exempt chunk has weight decay 0.
 void FusedRmsprop::update_chunk(const Chunk& c, float* params, const float* grads) {
-  const RmspropStepConstants& k = constants_[c.b];
+  RmspropStepConstants k = constants_[c.b];
+  if (!c.decay) k.weight_decay = 0.0f;
   float* p = params + c.begin;
   const float* g = grads + c.begin;
   float* v = square_avg() + c.begin;

@@ -64,6 +64,7 @@ class FusedRmsprop : public Optimizer {
 
 namespace ref {
 // One model alone: the specification, in double, state kept in double.
+// The weight decay is per call: a tensor exempt from decay is stepped with weight_decay = 0.
 struct RmspropState {
   std::vector<double> square_avg, grad_avg, momentum_buffer;
   int64_t step = 0;

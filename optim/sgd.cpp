@@ -77,9 +77,11 @@ static void sgd_momentum_update(float* __restrict p, const float* __restrict g,
   }
 }
 
-// One of two loops per chunk, chosen by the model; no branch per element.
+// One of two loops per chunk, chosen by the model; no branch per element. An exempt chunk has
+// weight decay 0.
 void FusedSgd::update_chunk(const Chunk& c, float* params, const float* grads) {
-  const SgdStepConstants& k = constants_[c.b];
+  SgdStepConstants k = constants_[c.b];
+  if (!c.decay) k.weight_decay = 0.0f;
   if (k.momentum)
     sgd_momentum_update(params + c.begin, grads + c.begin, momentum_buffer() + c.begin, c.size, k);
   else

@@ -53,6 +53,7 @@ class FusedSgd : public Optimizer {
 
 namespace ref {
 // One model alone: the specification, in double, momentum buffer kept in double.
+// The weight decay is per call: a tensor exempt from decay is stepped with weight_decay = 0.
 struct SgdState {
   std::vector<double> buf;
   int64_t step = 0;

@@ -21,13 +21,15 @@ namespace hfta::test {
 inline const std::vector<int64_t> kSizes = {1, 7, 1000, Optimizer::kChunkFloats + 3};
 
 // B models' parameters and gradients: tensors [B, n] carved from two arenas, as a model does.
+// `decay` holds one weight decay flag per tensor, or none (all decay).
 struct Array {
   int64_t B;
   std::vector<int64_t> sizes;
   Arena params, grads;
   ParamTable table;
 
-  Array(int64_t B_, std::vector<int64_t> sizes_) : B(B_), sizes(std::move(sizes_)) {
+  Array(int64_t B_, std::vector<int64_t> sizes_, std::vector<uint8_t> decay = {})
+      : B(B_), sizes(std::move(sizes_)) {
     Arena counting;
     for (int64_t n : sizes) counting.carve(Shape{B, n});
     params = Arena(counting.used(), "test parameters");
@@ -37,7 +39,7 @@ struct Array {
       views.push_back(params.carve(Shape{B, n}));
       grads.carve(Shape{B, n});
     }
-    table = ParamTable::from_arena(params, views);
+    table = ParamTable::from_arena(params, views, decay);
   }
   float* p() { return reinterpret_cast<float*>(params.data()); }
   float* g() { return reinterpret_cast<float*>(grads.data()); }

@@ -231,8 +231,10 @@ void to_tile(const float* src, int64_t rows, int64_t cols, int64_t nch, float* d
   for (int64_t p0 = 0; p0 < plane; p0 += kLanes) {
     const int64_t k = std::min(kLanes, plane - p0);
     const __mmask16 m = first_lanes(k);
-    for (int64_t c = 0; c < kLanes; ++c)
+    for (int64_t c = 0; c < kLanes; ++c) {
       r[c] = c < nch ? _mm512_maskz_loadu_ps(m, src + c * plane + p0) : _mm512_setzero_ps();
+      _mm_prefetch(reinterpret_cast<const char*>(src + (kLanes + c) * plane + p0), _MM_HINT_T0);
+    }
     transpose16(r, o);
     for (int64_t i = 0; i < k; ++i) {
       _mm512_storeu_ps(dst + ((h + at.top) * at.ld + w + at.left) * kLanes, o[i]);
@@ -272,6 +274,7 @@ void from_tile(const float* src, Placement at, int64_t rows, int64_t cols, int64
       __m512 v = o[c];
       if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, d));
       _mm512_mask_storeu_ps(d, m, v);
+      __builtin_prefetch(d + kLanes * plane, 1, 3);
     }
   }
 }
@@ -352,8 +355,9 @@ void forward(const Geometry& g, const float* x, const float* w, const float* bia
     float* xt = x_scratch.get(g.Hp * g.Wp * kLanes);
     float* yt = y_scratch.get(OHW * kLanes);
     zero_border(xt, g.Hp, g.Wp, g.PH, g.PW, g.H, g.W);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t cb = task / g.N, n = task % g.N, c0 = cb * kLanes, nch = g.channels_in(cb);
+    for (int64_t task = begin; task < end; ++task) {  // image-major: x and y stream in order
+      const int64_t n = task / g.blocks, cb = task % g.blocks, c0 = cb * kLanes;
+      const int64_t nch = g.channels_in(cb);
       const __m512 b =
           bias ? _mm512_maskz_loadu_ps(first_lanes(nch), bias + c0) : _mm512_setzero_ps();
       to_tile(x + (n * g.C + c0) * HW, g.H, g.W, nch, xt, {g.Wp, g.PH, g.PW});
@@ -504,26 +508,32 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
     float* dxt = dx ? dx_scratch.get(HW * kLanes) : nullptr;
     if (xt) zero_border(xt, g.Hp, g.Wp, g.PH, g.PW, g.H, g.W);
     zero_border(dyt, g.Hq, g.Wq, g.offh, g.offw, g.OH, g.OW);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t cb = task / splits, split = task % splits;
-      const int64_t c0 = cb * kLanes, nch = g.channels_in(cb);
-      const float* wb = wt + cb * taps * kLanes;
-      float* acc = partial ? partial + task * acc_floats : nullptr;
-      if (acc) std::fill(acc, acc + acc_floats, 0.0f);
-      for (int64_t n = split * g.N / splits; n < (split + 1) * g.N / splits; ++n) {
-        const int64_t plane = n * g.C + c0;
-        to_tile(dy + plane * OHW, g.OH, g.OW, nch, dyt, {g.Wq, g.offh, g.offw});
-        if (dw) {
-          to_tile(x + plane * HW, g.H, g.W, nch, xt, {g.Wp, g.PH, g.PW});
-          weight_grad_tile<K, S>(g, xt, dyt, acc);
-        } else if (db) {
-          bias_grad_tile(g, dyt, acc + taps * kLanes);
+    // Tasks are split-major (task = split * blocks + cb), and a thread's consecutive tasks of
+    // one image range run image by image, each image's channel blocks in order: the thread
+    // streams through contiguous memory rather than jumping an image's size per tile (at B=8
+    // that took 2-3x as long once the tensors were out of cache).
+    for (int64_t task = begin; task < end;) {
+      const int64_t split = task / g.blocks, cb_begin = task % g.blocks;
+      const int64_t run_end = std::min(end, (split + 1) * g.blocks);
+      const int64_t cb_end = cb_begin + (run_end - task);
+      if (partial) std::fill(partial + task * acc_floats, partial + run_end * acc_floats, 0.0f);
+      for (int64_t n = split * g.N / splits; n < (split + 1) * g.N / splits; ++n)
+        for (int64_t cb = cb_begin; cb < cb_end; ++cb) {
+          const int64_t c0 = cb * kLanes, nch = g.channels_in(cb), plane = n * g.C + c0;
+          float* acc = partial ? partial + (split * g.blocks + cb) * acc_floats : nullptr;
+          to_tile(dy + plane * OHW, g.OH, g.OW, nch, dyt, {g.Wq, g.offh, g.offw});
+          if (dw) {
+            to_tile(x + plane * HW, g.H, g.W, nch, xt, {g.Wp, g.PH, g.PW});
+            weight_grad_tile<K, S>(g, xt, dyt, acc);
+          } else if (db) {
+            bias_grad_tile(g, dyt, acc + taps * kLanes);
+          }
+          if (dx) {
+            input_grad_tile<K, S>(g, dyt, wt + cb * taps * kLanes, dxt);
+            from_tile(dxt, {g.W, 0, 0}, g.H, g.W, nch, dx + plane * HW, accumulate_dx);
+          }
         }
-        if (dx) {
-          input_grad_tile<K, S>(g, dyt, wb, dxt);
-          from_tile(dxt, {g.W, 0, 0}, g.H, g.W, nch, dx + plane * HW, accumulate_dx);
-        }
-      }
+      task = run_end;
     }
   });
   if (!want_params) return;
@@ -536,7 +546,7 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
       __m512 s = _mm512_setzero_ps();
       for (int64_t split = 0; split < splits; ++split)
         s = _mm512_add_ps(
-            s, _mm512_loadu_ps(partial + (cb * splits + split) * acc_floats + t * kLanes));
+            s, _mm512_loadu_ps(partial + (split * g.blocks + cb) * acc_floats + t * kLanes));
       _mm512_store_ps(sum, s);
       for (int64_t l = 0; l < nch; ++l) {
         if (t < taps)

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -146,6 +147,7 @@ struct Scratch {
     if (n > capacity) {
       const int64_t bytes = (n * 4 + 63) / 64 * 64;
       data.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+      if (!data) throw std::bad_alloc();
       capacity = n;
     }
     return data.get();

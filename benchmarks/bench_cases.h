@@ -129,7 +129,8 @@ inline OpCase linear_case(int64_t B, const Options& o) {
 // conv2d: forward, backward-data, backward-weights (+ bias). FLOPs: 3 x forward_flops() (the
 // three are the same multiply-adds reordered); 2 x when the input is shared (a first layer, whose
 // input gradient nobody needs, so dx is skipped as in training). Bias terms not counted.
-// strategy=grouped|per_model|direct|auto sets the CPU backend's Conv2dStrategy (auto when not given).
+// strategy=grouped|per_model|direct|depthwise|auto sets the CPU backend's Conv2dStrategy (auto when
+// not given).
 inline OpCase conv2d_case(int64_t B, const Options& o) {
   Conv2dParams p;
   p.B = B;
@@ -147,13 +148,14 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
   p.shared_input = option(o, "shared", 0) != 0;
   const std::string strategy = get_option(o, "strategy", "auto");
   HFTA_CHECK(strategy == "auto" || strategy == "grouped" || strategy == "per_model" ||
-                 strategy == "direct",
-             "strategy={} is not known: use strategy=auto, strategy=grouped, strategy=per_model "
-             "or strategy=direct",
+                 strategy == "direct" || strategy == "depthwise",
+             "strategy={} is not known: use strategy=auto, strategy=grouped, strategy=per_model, "
+             "strategy=direct or strategy=depthwise",
              strategy);
   const cpu::Conv2dStrategy chosen = strategy == "grouped"     ? cpu::Conv2dStrategy::kGrouped
                                      : strategy == "per_model" ? cpu::Conv2dStrategy::kPerModel
                                      : strategy == "direct"    ? cpu::Conv2dStrategy::kDirect
+                                     : strategy == "depthwise" ? cpu::Conv2dStrategy::kDepthwise
                                                                : cpu::Conv2dStrategy::kAuto;
   cpu::set_conv2d_strategy(chosen);
   check_conv2d_params(p);
@@ -170,10 +172,11 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
                       p.dilation_h > 1 ? fmt::format(" d{}", p.dilation_h) : "",
                       p.groups > 1 ? fmt::format(" g{}", p.groups) : "",
                       p.shared_input ? " shared" : "",
-                      runs_as == cpu::Conv2dStrategy::kDirect     ? "direct"
-                      : runs_as == cpu::Conv2dStrategy::kPerModel ? "per_model"
-                      : B == 1                                    ? "single"
-                                                                  : "grouped"),
+                      runs_as == cpu::Conv2dStrategy::kDirect      ? "direct"
+                      : runs_as == cpu::Conv2dStrategy::kDepthwise ? "depthwise"
+                      : runs_as == cpu::Conv2dStrategy::kPerModel  ? "per_model"
+                      : B == 1                                     ? "single"
+                                                                   : "grouped"),
           (p.shared_input ? 2.0 : 3.0) * p.forward_flops(), 0.0, [=, keep_alive = buf] {
             cpu::set_conv2d_strategy(chosen);
             conv2d_forward(p, x, w, bias, y);

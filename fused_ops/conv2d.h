@@ -96,12 +96,16 @@ int64_t conv2d_cached_problems();
 // input with groups > 1 is always per model.
 // kDirect: our own AVX-512 kernel (cpu/conv2d_direct.h) for a shared input with few channels,
 // which kAuto also picks whenever it applies; kDirect on a problem it does not apply to is kAuto.
-// The environment variable HFTA_CONV_STRATEGY=grouped|per_model|direct sets the initial value.
-enum class Conv2dStrategy { kAuto, kGrouped, kPerModel, kDirect };
+// kDepthwise: our own kernel for depthwise convolutions (cpu/conv2d_depthwise.h) on the plain
+// NCHW buffers, which kAuto also picks whenever it applies; on other problems it is kAuto.
+// Only kGrouped and kPerModel force oneDNN (for comparison).
+// The environment variable HFTA_CONV_STRATEGY=grouped|per_model|direct|depthwise sets the
+// initial value.
+enum class Conv2dStrategy { kAuto, kGrouped, kPerModel, kDirect, kDepthwise };
 void set_conv2d_strategy(Conv2dStrategy strategy);
 Conv2dStrategy conv2d_strategy();
-// The strategy (kGrouped, kPerModel or kDirect) that problem p runs with under the current
-// setting.
+// The strategy (kGrouped, kPerModel, kDirect or kDepthwise) that problem p runs with under the
+// current setting.
 Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p);
 }  // namespace cpu
 

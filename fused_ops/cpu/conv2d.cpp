@@ -16,6 +16,9 @@
 // - direct (chosen whenever it applies): a shared input with at most 4 channels, LeNet's first
 //   layer, runs on our own AVX-512 kernel (conv2d_direct.h), all B models in one pass over the
 //   input; only a shared input's dx, which training never asks for, still goes to oneDNN.
+// - depthwise (chosen whenever it applies): groups == in_channels == out_channels, 3x3 or 5x5,
+//   stride 1 or 2 (MobileNetV2's), runs on our own kernel (conv2d_depthwise.h) straight on the
+//   plain NCHW buffers, forward and backward, skipping the blocked-layout conversions below.
 // - B = 1 is the single-model convolution either way, threaded inside oneDNN: the serial
 //   baseline (N=64 32->64 14x14 3x3 forward + backward: 2.8 ms, ~90% of the machine's sgemm
 //   peak).
@@ -60,6 +63,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
+#include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
 
 namespace hfta::cpu {
@@ -374,6 +378,7 @@ Conv2dStrategy initial_strategy() {
   if (env && std::string(env) == "grouped") return Conv2dStrategy::kGrouped;
   if (env && std::string(env) == "per_model") return Conv2dStrategy::kPerModel;
   if (env && std::string(env) == "direct") return Conv2dStrategy::kDirect;
+  if (env && std::string(env) == "depthwise") return Conv2dStrategy::kDepthwise;
   return Conv2dStrategy::kAuto;
 }
 
@@ -392,7 +397,8 @@ std::map<std::pair<Conv2dParams, Conv2dStrategy>, std::unique_ptr<Entry>> g_cach
 // kernels loop over all B models' channels per image, so their working set (weights, partial
 // weight gradients, activations) is B times a model's; per model it is one model's.
 void choose_strategy(Entry& e, Conv2dStrategy asked) {
-  if (asked == Conv2dStrategy::kDirect) asked = Conv2dStrategy::kAuto;  // on oneDNN: as auto
+  if (asked == Conv2dStrategy::kDirect || asked == Conv2dStrategy::kDepthwise)
+    asked = Conv2dStrategy::kAuto;  // on oneDNN: as auto
   const Conv2dParams& p = e.p;
   const bool must_split = p.shared_input && p.groups > 1;  // cannot be one primitive
   e.per_model = must_split || (asked != Conv2dStrategy::kGrouped && p.B > 1);
@@ -622,14 +628,27 @@ bool uses_direct(const Conv2dParams& p) {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     s = g_strategy;
   }
-  return (s == Conv2dStrategy::kAuto || s == Conv2dStrategy::kDirect) &&
+  return s != Conv2dStrategy::kGrouped && s != Conv2dStrategy::kPerModel &&
          conv2d_direct_applies(p);
+}
+
+// Whether p runs on the depthwise kernel (conv2d_depthwise.h): whenever it applies, unless a
+// oneDNN strategy is forced.
+bool uses_depthwise(const Conv2dParams& p) {
+  Conv2dStrategy s;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    s = g_strategy;
+  }
+  return s != Conv2dStrategy::kGrouped && s != Conv2dStrategy::kPerModel && depthwise_applies(p);
 }
 
 }  // namespace
 
 void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
                     const TensorView& bias, const TensorView& y) {
+  if (uses_depthwise(p))
+    return depthwise_conv2d_forward(p, x.data, weight.data, p.bias ? bias.data : nullptr, y.data);
   if (uses_direct(p)) return conv2d_direct_forward(p, x, weight, bias, y);
   Entry& e = cached_entry(p);
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -651,6 +670,11 @@ void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView
 void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
                      const TensorView& dy, const TensorView& dx, const TensorView& dweight,
                      const TensorView& dbias) {
+  if (uses_depthwise(p))
+    return depthwise_conv2d_backward(
+        p, x.data, weight.data, dy.data, dx.empty() ? nullptr : dx.data,
+        dweight.empty() ? nullptr : dweight.data, p.bias && !dbias.empty() ? dbias.data : nullptr,
+        /*accumulate_dx=*/false);
   if (uses_direct(p)) {
     // The direct kernel has no backward-data: oneDNN computes the (rarely wanted) dx alone.
     if (!dx.empty()) onednn_backward(p, x, weight, dy, dx, TensorView(), TensorView());
@@ -658,7 +682,6 @@ void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorVie
   }
   onednn_backward(p, x, weight, dy, dx, dweight, dbias);
 }
-
 
 int64_t conv2d_cached_problems() {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
@@ -677,6 +700,7 @@ Conv2dStrategy conv2d_strategy() {
 
 Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p) {
   check_conv2d_params(p);
+  if (uses_depthwise(p)) return Conv2dStrategy::kDepthwise;
   if (uses_direct(p)) return Conv2dStrategy::kDirect;
   return cached_entry(p).per_model ? Conv2dStrategy::kPerModel : Conv2dStrategy::kGrouped;
 }

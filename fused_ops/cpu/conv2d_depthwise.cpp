@@ -1,0 +1,608 @@
+#include "fused_ops/cpu/conv2d_depthwise.h"
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized flags.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+// A function pointer taking __m512* as a template argument (the std::array of dx_class
+// instantiations) drops the vector's alignment attribute from the type's name only.
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "core/parallel.h"
+
+namespace hfta::cpu {
+
+namespace detail {
+
+bool depthwise_shape_applies(const Conv2dParams& p) {
+  return !p.shared_input && p.groups == p.in_channels && p.out_channels == p.in_channels &&
+         p.dilation_h == 1 && p.dilation_w == 1 && p.kernel_h == p.kernel_w &&
+         (p.kernel_h == 3 || p.kernel_h == 5) && p.stride_h == p.stride_w &&
+         (p.stride_h == 1 || p.stride_h == 2);
+}
+
+void depthwise_conv2d_forward_portable(const Conv2dParams& p, const float* x, const float* w,
+                                       const float* bias, float* y) {
+  const int64_t C = p.B * p.in_channels, H = p.H, W = p.W, OH = p.out_h(), OW = p.out_w();
+  const int64_t KH = p.kernel_h, KW = p.kernel_w, SH = p.stride_h, SW = p.stride_w;
+  parallel_for(p.N * C, [&](int64_t i) {
+    const int64_t c = i % C;
+    const float* xp = x + i * H * W;
+    const float* wc = w + c * KH * KW;
+    float* yp = y + i * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        float acc = bias ? bias[c] : 0.0f;
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const int64_t ih = oh * SH - p.pad_h + kh;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t iw = ow * SW - p.pad_w + kw;
+            if (iw >= 0 && iw < W) acc += wc[kh * KW + kw] * xp[ih * W + iw];
+          }
+        }
+        yp[oh * OW + ow] = acc;
+      }
+  });
+}
+
+void depthwise_conv2d_backward_portable(const Conv2dParams& p, const float* x, const float* w,
+                                        const float* dy, float* dx, float* dw, float* db,
+                                        bool accumulate_dx) {
+  const int64_t C = p.B * p.in_channels, H = p.H, W = p.W, OH = p.out_h(), OW = p.out_w();
+  const int64_t KH = p.kernel_h, KW = p.kernel_w, SH = p.stride_h, SW = p.stride_w;
+  // Output index of input index i through tap k along one axis, or -1 when none.
+  auto source = [](int64_t i, int64_t pad, int64_t k, int64_t s, int64_t out) -> int64_t {
+    const int64_t t = i + pad - k;
+    if (t < 0 || t % s != 0 || t / s >= out) return -1;
+    return t / s;
+  };
+  if (dx)
+    parallel_for(p.N * C, [&](int64_t i) {
+      const int64_t c = i % C;
+      const float* dyp = dy + i * OH * OW;
+      const float* wc = w + c * KH * KW;
+      float* dxp = dx + i * H * W;
+      for (int64_t ih = 0; ih < H; ++ih)
+        for (int64_t iw = 0; iw < W; ++iw) {
+          float acc = 0.0f;
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t oh = source(ih, p.pad_h, kh, SH, OH);
+            if (oh < 0) continue;
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              const int64_t ow = source(iw, p.pad_w, kw, SW, OW);
+              if (ow >= 0) acc += wc[kh * KW + kw] * dyp[oh * OW + ow];
+            }
+          }
+          dxp[ih * W + iw] = accumulate_dx ? dxp[ih * W + iw] + acc : acc;
+        }
+    });
+  if (dw || db)
+    parallel_for(C, [&](int64_t c) {  // each channel's sums over the images on one thread
+      for (int64_t n = 0; n < p.N; ++n) {
+        const float* xp = x + (n * C + c) * H * W;
+        const float* dyp = dy + (n * C + c) * OH * OW;
+        if (db) {
+          float acc = 0.0f;
+          for (int64_t i = 0; i < OH * OW; ++i) acc += dyp[i];
+          db[c] += acc;
+        }
+        if (!dw) continue;
+        for (int64_t kh = 0; kh < KH; ++kh)
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            float acc = 0.0f;
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              const int64_t ih = oh * SH - p.pad_h + kh;
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t iw = ow * SW - p.pad_w + kw;
+                if (iw >= 0 && iw < W) acc += dyp[oh * OW + ow] * xp[ih * W + iw];
+              }
+            }
+            dw[c * KH * KW + kh * KW + kw] += acc;
+          }
+      }
+    });
+}
+
+}  // namespace detail
+
+bool depthwise_applies(const Conv2dParams& p) {
+#if defined(__AVX512F__)
+  return detail::depthwise_shape_applies(p);
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+#if defined(__AVX512F__)
+
+namespace {
+
+constexpr int64_t kLanes = 16;  // channels per tile: one AVX-512 vector
+
+// A float buffer aligned to 64 bytes that only grows: one per thread (thread_local) for the
+// tiles, kept between calls so a training step does not allocate.
+struct Scratch {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> data;
+  int64_t capacity = 0;
+  float* get(int64_t n) {
+    if (n > capacity) {
+      const int64_t bytes = (n * 4 + 63) / 64 * 64;
+      data.reset(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+      if (!data) throw std::bad_alloc();
+      capacity = n;
+    }
+    return data.get();
+  }
+};
+
+// The problem as the tiles see it.
+struct Geometry {
+  int64_t N, C;  // C: channels over all B models
+  int64_t H, W, OH, OW, PH, PW, K, S;
+  int64_t blocks;      // channel blocks of 16, the last one maybe partial
+  int64_t Hp, Wp;      // x tile: [Hp][Wp][16], x at (PH, PW), zeros around
+  int64_t offh, offw;  // dy tile for the input gradient: [Hq][Wq][16], dy at (offh, offw)
+  int64_t Hq, Wq;
+  int64_t taps() const { return K * K; }
+  int64_t channels_in(int64_t cb) const { return std::min(kLanes, C - cb * kLanes); }
+};
+
+Geometry make_geometry(const Conv2dParams& p) {
+  Geometry g{};
+  g.N = p.N, g.C = p.B * p.in_channels, g.H = p.H, g.W = p.W, g.OH = p.out_h(), g.OW = p.out_w();
+  g.PH = p.pad_h, g.PW = p.pad_w, g.K = p.kernel_h, g.S = p.stride_h;
+  g.blocks = (g.C + kLanes - 1) / kLanes;
+  // (OH-1)*S + K <= H + 2*PH by the output-size formula, so the padded input holds every tap.
+  g.Hp = g.H + 2 * g.PH, g.Wp = g.W + 2 * g.PW;
+  // dx[i] sums w[k] * dy[(i + P - k) / S] over the taps k that divide exactly; those quotients
+  // run from -floor((K-1)/S) to floor((size-1+P)/S), and the dy tile's zero border covers the
+  // ones outside [0, OH).
+  g.offh = (g.K - 1) / g.S, g.offw = (g.K - 1) / g.S;
+  g.Hq = g.offh + std::max(g.OH, (g.H - 1 + g.PH) / g.S + 1);
+  g.Wq = g.offw + std::max(g.OW, (g.W - 1 + g.PW) / g.S + 1);
+  return g;
+}
+
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= kLanes ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// out[j] lane i = r[i] lane j (conv2d.cpp's transpose16x16, in registers).
+inline void transpose16(const __m512 r[16], __m512 out[16]) {
+  __m512 t[16], u[16];
+  auto pd = [](__m512 v) { return _mm512_castps_pd(v); };
+  for (int g = 0; g < 4; ++g) {
+    t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+    t[4 * g + 3] = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * g]), pd(t[4 * g + 2])));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g]), pd(t[4 * g + 2])));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+    const __m512 w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+    const __m512 x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512 y = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    out[0 + j] = _mm512_shuffle_f32x4(v, x, 0x88);
+    out[8 + j] = _mm512_shuffle_f32x4(v, x, 0xdd);
+    out[4 + j] = _mm512_shuffle_f32x4(w, y, 0x88);
+    out[12 + j] = _mm512_shuffle_f32x4(w, y, 0xdd);
+  }
+}
+
+// Where a tile's pixels sit in its buffer: pixel (h, w) of an h x w plane at vector
+// (h + top) * ld + w + left.
+struct Placement {
+  int64_t ld, top, left;
+};
+
+// nch channel planes of `plane` = rows x cols pixels (plain, planes `plane` floats apart from
+// src) -> the tile buffer `dst`, one 16-channel vector per pixel; channels >= nch become zeros.
+void to_tile(const float* src, int64_t rows, int64_t cols, int64_t nch, float* dst, Placement at) {
+  const int64_t plane = rows * cols;
+  const __mmask16 cmask = first_lanes(nch);
+  if (plane == 1) {  // the channels are contiguous
+    _mm512_storeu_ps(dst + (at.top * at.ld + at.left) * kLanes, _mm512_maskz_loadu_ps(cmask, src));
+    return;
+  }
+  (void)rows;
+  int64_t h = 0, w = 0;
+  __m512 r[16], o[16];
+  for (int64_t p0 = 0; p0 < plane; p0 += kLanes) {
+    const int64_t k = std::min(kLanes, plane - p0);
+    const __mmask16 m = first_lanes(k);
+    for (int64_t c = 0; c < kLanes; ++c) {
+      r[c] = c < nch ? _mm512_maskz_loadu_ps(m, src + c * plane + p0) : _mm512_setzero_ps();
+      _mm_prefetch(reinterpret_cast<const char*>(src + (kLanes + c) * plane + p0), _MM_HINT_T0);
+    }
+    transpose16(r, o);
+    for (int64_t i = 0; i < k; ++i) {
+      _mm512_storeu_ps(dst + ((h + at.top) * at.ld + w + at.left) * kLanes, o[i]);
+      if (++w == cols) w = 0, ++h;
+    }
+  }
+}
+
+// The inverse of to_tile: the tile's first nch channels -> the plain planes at dst, written (=)
+// or added (+=).
+void from_tile(const float* src, Placement at, int64_t rows, int64_t cols, int64_t nch, float* dst,
+               bool add) {
+  const int64_t plane = rows * cols;
+  if (plane == 1) {
+    const __mmask16 cmask = first_lanes(nch);
+    __m512 v = _mm512_loadu_ps(src + (at.top * at.ld + at.left) * kLanes);
+    if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cmask, dst));
+    _mm512_mask_storeu_ps(dst, cmask, v);
+    return;
+  }
+  int64_t h = 0, w = 0;
+  __m512 r[16], o[16];
+  for (int64_t p0 = 0; p0 < plane; p0 += kLanes) {
+    const int64_t k = std::min(kLanes, plane - p0);
+    const __mmask16 m = first_lanes(k);
+    for (int64_t i = 0; i < kLanes; ++i) {
+      if (i < k) {
+        r[i] = _mm512_loadu_ps(src + ((h + at.top) * at.ld + w + at.left) * kLanes);
+        if (++w == cols) w = 0, ++h;
+      } else {
+        r[i] = _mm512_setzero_ps();
+      }
+    }
+    transpose16(r, o);
+    for (int64_t c = 0; c < nch; ++c) {
+      float* d = dst + c * plane + p0;
+      __m512 v = o[c];
+      if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, d));
+      _mm512_mask_storeu_ps(d, m, v);
+      __builtin_prefetch(d + kLanes * plane, 1, 3);
+    }
+  }
+}
+
+// Zeros every vector of a rows x cols tile buffer outside the inner block at (top, left).
+void zero_border(float* buf, int64_t rows, int64_t cols, int64_t top, int64_t left,
+                 int64_t inner_rows, int64_t inner_cols) {
+  const __m512 z = _mm512_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = buf + r * cols * kLanes;
+    const bool inside = r >= top && r < top + inner_rows;
+    for (int64_t c = 0; c < cols; ++c)
+      if (!inside || c < left || c >= left + inner_cols) _mm512_storeu_ps(row + c * kLanes, z);
+  }
+}
+
+// The weights of all channel blocks as [blocks][taps][16] (channels past C are zeros).
+const float* transposed_weights(const Geometry& g, const float* w, Scratch& scratch) {
+  const int64_t taps = g.taps();
+  float* wt = scratch.get(g.blocks * taps * kLanes);
+  for (int64_t cb = 0; cb < g.blocks; ++cb)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const int64_t c = cb * kLanes + l;
+        wt[(cb * taps + t) * kLanes + l] = c < g.C ? w[c * taps + t] : 0.0f;
+      }
+  return wt;
+}
+
+// Runs body(begin, end) on each thread for its contiguous share of [0, tasks).
+template <typename F>
+void split_over_threads(int64_t tasks, F&& body) {
+  const int64_t threads = std::min<int64_t>(num_threads(), tasks);
+  if (threads <= 1) return body(int64_t{0}, tasks);
+  parallel_for(threads, [&](int64_t t) { body(t * tasks / threads, (t + 1) * tasks / threads); });
+}
+
+// ---- forward: y[oh][ow] = bias + sum_{kh,kw} w[kh][kw] * xt[oh*S + kh][ow*S + kw] ----
+
+template <int K, int S, int NB>
+inline void forward_columns(const float* row0, int64_t ld, const __m512* wv, __m512 bias,
+                            float* yrow, int64_t ow) {
+  __m512 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = bias;
+  for (int kh = 0; kh < K; ++kh) {
+    const float* r = row0 + kh * ld + ow * S * kLanes;
+    for (int kw = 0; kw < K; ++kw)
+      for (int b = 0; b < NB; ++b)
+        acc[b] =
+            _mm512_fmadd_ps(wv[kh * K + kw], _mm512_loadu_ps(r + (b * S + kw) * kLanes), acc[b]);
+  }
+  for (int b = 0; b < NB; ++b) _mm512_storeu_ps(yrow + (ow + b) * kLanes, acc[b]);
+}
+
+template <int K, int S>
+void forward_tile(const Geometry& g, const float* xt, const float* wt, __m512 bias, float* yt) {
+  constexpr int NB = K == 3 ? 8 : 4;  // columns at once: accumulators + weights in registers
+  __m512 wv[K * K];
+  for (int t = 0; t < K * K; ++t) wv[t] = _mm512_loadu_ps(wt + t * kLanes);
+  const int64_t ld = g.Wp * kLanes;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* row0 = xt + oh * S * ld;
+    float* yrow = yt + oh * g.OW * kLanes;
+    int64_t ow = 0;
+    for (; ow + NB <= g.OW; ow += NB) forward_columns<K, S, NB>(row0, ld, wv, bias, yrow, ow);
+    for (; ow + 4 <= g.OW; ow += 4) forward_columns<K, S, 4>(row0, ld, wv, bias, yrow, ow);
+    for (; ow < g.OW; ++ow) forward_columns<K, S, 1>(row0, ld, wv, bias, yrow, ow);
+  }
+}
+
+template <int K, int S>
+void forward(const Geometry& g, const float* x, const float* w, const float* bias, float* y) {
+  thread_local Scratch weight_scratch;
+  const float* wt = transposed_weights(g, w, weight_scratch);
+  const int64_t HW = g.H * g.W, OHW = g.OH * g.OW;
+  split_over_threads(g.blocks * g.N, [&](int64_t begin, int64_t end) {
+    thread_local Scratch x_scratch, y_scratch;
+    float* xt = x_scratch.get(g.Hp * g.Wp * kLanes);
+    float* yt = y_scratch.get(OHW * kLanes);
+    zero_border(xt, g.Hp, g.Wp, g.PH, g.PW, g.H, g.W);
+    for (int64_t task = begin; task < end; ++task) {  // image-major: x and y stream in order
+      const int64_t n = task / g.blocks, cb = task % g.blocks, c0 = cb * kLanes;
+      const int64_t nch = g.channels_in(cb);
+      const __m512 b =
+          bias ? _mm512_maskz_loadu_ps(first_lanes(nch), bias + c0) : _mm512_setzero_ps();
+      to_tile(x + (n * g.C + c0) * HW, g.H, g.W, nch, xt, {g.Wp, g.PH, g.PW});
+      forward_tile<K, S>(g, xt, wt + cb * g.taps() * kLanes, b, yt);
+      from_tile(yt, {g.OW, 0, 0}, g.OH, g.OW, nch, y + (n * g.C + c0) * OHW, /*add=*/false);
+    }
+  });
+}
+
+// ---- weight and bias gradients: dw[kh][kw] += sum_{oh,ow} dy[oh][ow] * xt[oh*S+kh][ow*S+kw] ----
+
+// acc: K*K weight-gradient vectors, then the bias gradient's.
+template <int K, int S>
+void weight_grad_tile(const Geometry& g, const float* xt, const float* dyt, float* acc) {
+  __m512 a[K * K];
+  for (int t = 0; t < K * K; ++t) a[t] = _mm512_loadu_ps(acc + t * kLanes);
+  __m512 db = _mm512_loadu_ps(acc + K * K * kLanes);
+  const int64_t ld = g.Wp * kLanes;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* dyrow = dyt + ((oh + g.offh) * g.Wq + g.offw) * kLanes;
+    const float* xrow = xt + oh * S * ld;
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      const __m512 d = _mm512_loadu_ps(dyrow + ow * kLanes);
+      db = _mm512_add_ps(db, d);
+      const float* r = xrow + ow * S * kLanes;
+      for (int kh = 0; kh < K; ++kh)
+        for (int kw = 0; kw < K; ++kw)
+          a[kh * K + kw] =
+              _mm512_fmadd_ps(d, _mm512_loadu_ps(r + kh * ld + kw * kLanes), a[kh * K + kw]);
+    }
+  }
+  for (int t = 0; t < K * K; ++t) _mm512_storeu_ps(acc + t * kLanes, a[t]);
+  _mm512_storeu_ps(acc + K * K * kLanes, db);
+}
+
+void bias_grad_tile(const Geometry& g, const float* dyt, float* acc_db) {
+  __m512 db = _mm512_loadu_ps(acc_db);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* dyrow = dyt + ((oh + g.offh) * g.Wq + g.offw) * kLanes;
+    for (int64_t ow = 0; ow < g.OW; ++ow)
+      db = _mm512_add_ps(db, _mm512_loadu_ps(dyrow + ow * kLanes));
+  }
+  _mm512_storeu_ps(acc_db, db);
+}
+
+// ---- input gradient, gather form over the zero-bordered dy tile ----
+// dx[ih][iw] = sum over the taps (kh, kw) with (ih + PH - kh) and (iw + PW - kw) divisible by S
+// of w[kh][kw] * dyt[(ih + PH - kh)/S + offh][(iw + PW - kw)/S + offw]. With S = 2 the taps
+// depend on the parities of ih and iw, so each row goes as S classes of columns iw = a + S*j,
+// each with fixed taps, where the dy column is a fixed offset plus j.
+
+// One row's class: NKH rows of dy (pointers already at the class's first column for each kw
+// through col[]), NKW column offsets; writes dxrow[(a + S*j)] for j in [0, count).
+template <int NKH, int NKW, int NB>
+inline void dx_columns(const float* const* rows, const int64_t* col, const __m512* wv, float* out,
+                       int64_t out_step, int64_t j) {
+  __m512 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_ps();
+  for (int i = 0; i < NKH; ++i)
+    for (int k = 0; k < NKW; ++k) {
+      const float* src = rows[i] + col[k] + j * kLanes;
+      for (int b = 0; b < NB; ++b)
+        acc[b] = _mm512_fmadd_ps(wv[i * NKW + k], _mm512_loadu_ps(src + b * kLanes), acc[b]);
+    }
+  for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + (j + b) * out_step, acc[b]);
+}
+
+template <int NKH, int NKW>
+void dx_class(const float* const* rows, const int64_t* col, const __m512* wv, float* out,
+              int64_t out_step, int64_t count) {
+  constexpr int NB = NKH * NKW > 16 ? 4 : 8;
+  int64_t j = 0;
+  for (; j + NB <= count; j += NB) dx_columns<NKH, NKW, NB>(rows, col, wv, out, out_step, j);
+  for (; j < count; ++j) dx_columns<NKH, NKW, 1>(rows, col, wv, out, out_step, j);
+}
+
+using DxClassFn = void (*)(const float* const*, const int64_t*, const __m512*, float*, int64_t,
+                           int64_t);
+
+template <int NKH, int... NKW>
+constexpr std::array<DxClassFn, sizeof...(NKW)> dx_class_row(std::integer_sequence<int, NKW...>) {
+  return {&dx_class<NKH, NKW + 1>...};
+}
+
+template <int... NKH>
+constexpr std::array<std::array<DxClassFn, 5>, sizeof...(NKH)> dx_class_table(
+    std::integer_sequence<int, NKH...>) {
+  return {dx_class_row<NKH + 1>(std::make_integer_sequence<int, 5>())...};
+}
+
+// dx_class<nkh, nkw> for tap counts 1..5.
+constexpr auto kDxClass = dx_class_table(std::make_integer_sequence<int, 5>());
+
+template <int K, int S>
+void input_grad_tile(const Geometry& g, const float* dyt, const float* wt, float* dxt) {
+  const float* rows[K];
+  int64_t col[K];
+  __m512 wv[K * K];
+  int khs[K], kws[K];
+  for (int64_t ih = 0; ih < g.H; ++ih) {
+    int nkh = 0;
+    for (int kh = 0; kh < K; ++kh) {
+      const int64_t t = ih + g.PH - kh;
+      if (((t % S) + S) % S != 0) continue;
+      khs[nkh] = kh;
+      rows[nkh++] = dyt + (t / S + g.offh) * g.Wq * kLanes;
+    }
+    for (int64_t a = 0; a < S && a < g.W; ++a) {
+      int nkw = 0;
+      for (int kw = 0; kw < K; ++kw) {
+        const int64_t t = a + g.PW - kw;
+        if (((t % S) + S) % S != 0) continue;
+        kws[nkw] = kw;
+        col[nkw++] = (t / S + g.offw) * kLanes;
+      }
+      for (int i = 0; i < nkh; ++i)
+        for (int k = 0; k < nkw; ++k)
+          wv[i * nkw + k] = _mm512_loadu_ps(wt + (khs[i] * K + kws[k]) * kLanes);
+      const int64_t count = (g.W - a + S - 1) / S;
+      kDxClass[nkh - 1][nkw - 1](rows, col, wv, dxt + (ih * g.W + a) * kLanes, S * kLanes, count);
+    }
+  }
+}
+
+template <int K, int S>
+void backward(const Geometry& g, const float* x, const float* w, const float* dy, float* dx,
+              float* dw, float* db, bool accumulate_dx) {
+  const bool want_params = dw != nullptr || db != nullptr;
+  if (dx == nullptr && !want_params) return;
+  const int64_t HW = g.H * g.W, OHW = g.OH * g.OW, taps = g.taps();
+  const int64_t acc_floats = (taps + 1) * kLanes;  // one task's dw and db sums
+  thread_local Scratch weight_scratch, partial_scratch;
+  const float* wt = transposed_weights(g, w, weight_scratch);
+  // Tasks: a channel block and a range of images (`splits` ranges per block). The parameter
+  // gradients want few ranges (each adds its sums once at the end); the input gradient alone, or
+  // few channel blocks on many threads, want more to spread the work.
+  const int threads = num_threads();
+  int64_t splits = g.N;
+  if (want_params)
+    splits =
+        threads <= 1 ? 1 : std::clamp<int64_t>((4 * threads + g.blocks - 1) / g.blocks, 1, g.N);
+  const int64_t tasks = g.blocks * splits;
+  float* partial = want_params ? partial_scratch.get(tasks * acc_floats) : nullptr;
+  split_over_threads(tasks, [&](int64_t begin, int64_t end) {
+    thread_local Scratch x_scratch, dy_scratch, dx_scratch;
+    float* xt = dw ? x_scratch.get(g.Hp * g.Wp * kLanes) : nullptr;
+    float* dyt = dy_scratch.get(g.Hq * g.Wq * kLanes);
+    float* dxt = dx ? dx_scratch.get(HW * kLanes) : nullptr;
+    if (xt) zero_border(xt, g.Hp, g.Wp, g.PH, g.PW, g.H, g.W);
+    zero_border(dyt, g.Hq, g.Wq, g.offh, g.offw, g.OH, g.OW);
+    // Tasks are split-major (task = split * blocks + cb), and a thread's consecutive tasks of
+    // one image range run image by image, each image's channel blocks in order: the thread
+    // streams through contiguous memory rather than jumping an image's size per tile (at B=8
+    // that took 2-3x as long once the tensors were out of cache).
+    for (int64_t task = begin; task < end;) {
+      const int64_t split = task / g.blocks, cb_begin = task % g.blocks;
+      const int64_t run_end = std::min(end, (split + 1) * g.blocks);
+      const int64_t cb_end = cb_begin + (run_end - task);
+      if (partial) std::fill(partial + task * acc_floats, partial + run_end * acc_floats, 0.0f);
+      for (int64_t n = split * g.N / splits; n < (split + 1) * g.N / splits; ++n)
+        for (int64_t cb = cb_begin; cb < cb_end; ++cb) {
+          const int64_t c0 = cb * kLanes, nch = g.channels_in(cb), plane = n * g.C + c0;
+          float* acc = partial ? partial + (split * g.blocks + cb) * acc_floats : nullptr;
+          to_tile(dy + plane * OHW, g.OH, g.OW, nch, dyt, {g.Wq, g.offh, g.offw});
+          if (dw) {
+            to_tile(x + plane * HW, g.H, g.W, nch, xt, {g.Wp, g.PH, g.PW});
+            weight_grad_tile<K, S>(g, xt, dyt, acc);
+          } else if (db) {
+            bias_grad_tile(g, dyt, acc + taps * kLanes);
+          }
+          if (dx) {
+            input_grad_tile<K, S>(g, dyt, wt + cb * taps * kLanes, dxt);
+            from_tile(dxt, {g.W, 0, 0}, g.H, g.W, nch, dx + plane * HW, accumulate_dx);
+          }
+        }
+      task = run_end;
+    }
+  });
+  if (!want_params) return;
+  // Each channel block's sums over its image ranges, in order, added to the caller's gradients.
+  parallel_for(g.blocks, [&](int64_t cb) {
+    const int64_t c0 = cb * kLanes, nch = g.channels_in(cb);
+    alignas(64) float sum[kLanes];
+    for (int64_t t = 0; t <= taps; ++t) {
+      if (t < taps ? dw == nullptr : db == nullptr) continue;
+      __m512 s = _mm512_setzero_ps();
+      for (int64_t split = 0; split < splits; ++split)
+        s = _mm512_add_ps(
+            s, _mm512_loadu_ps(partial + (split * g.blocks + cb) * acc_floats + t * kLanes));
+      _mm512_store_ps(sum, s);
+      for (int64_t l = 0; l < nch; ++l) {
+        if (t < taps)
+          dw[(c0 + l) * taps + t] += sum[l];
+        else
+          db[c0 + l] += sum[l];
+      }
+    }
+  });
+}
+
+template <typename F>
+void dispatch_kernel(const Geometry& g, F&& f) {
+  if (g.K == 3 && g.S == 1)
+    return f(std::integral_constant<int, 3>(), std::integral_constant<int, 1>());
+  if (g.K == 3 && g.S == 2)
+    return f(std::integral_constant<int, 3>(), std::integral_constant<int, 2>());
+  if (g.K == 5 && g.S == 1)
+    return f(std::integral_constant<int, 5>(), std::integral_constant<int, 1>());
+  return f(std::integral_constant<int, 5>(), std::integral_constant<int, 2>());
+}
+
+}  // namespace
+
+void depthwise_conv2d_forward(const Conv2dParams& p, const float* x, const float* w,
+                              const float* bias, float* y) {
+  const Geometry g = make_geometry(p);
+  dispatch_kernel(g, [&](auto K, auto S) {
+    forward<decltype(K)::value, decltype(S)::value>(g, x, w, bias, y);
+  });
+}
+
+void depthwise_conv2d_backward(const Conv2dParams& p, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, float* db,
+                               bool accumulate_dx) {
+  const Geometry g = make_geometry(p);
+  dispatch_kernel(g, [&](auto K, auto S) {
+    backward<decltype(K)::value, decltype(S)::value>(g, x, w, dy, dx, dw, db, accumulate_dx);
+  });
+}
+
+#else  // no AVX-512: the portable loops
+
+void depthwise_conv2d_forward(const Conv2dParams& p, const float* x, const float* w,
+                              const float* bias, float* y) {
+  detail::depthwise_conv2d_forward_portable(p, x, w, bias, y);
+}
+
+void depthwise_conv2d_backward(const Conv2dParams& p, const float* x, const float* w,
+                               const float* dy, float* dx, float* dw, float* db,
+                               bool accumulate_dx) {
+  detail::depthwise_conv2d_backward_portable(p, x, w, dy, dx, dw, db, accumulate_dx);
+}
+
+#endif
+
+}  // namespace hfta::cpu

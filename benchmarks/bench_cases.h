@@ -121,15 +121,17 @@ inline OpCase linear_case(int64_t B, const Options& o) {
                       p.shared_input ? " shared" : ""),
           3.0 * p.forward_flops() - (p.shared_input ? p.forward_flops() : 0.0), 0.0,
           [=, keep_alive = buf] {
-            linear_forward(p, x, w, bias, y);
-            linear_backward(p, x, w, dy, dx, dw, db);
+            linear_forward(p, {.x = x, .weight = w, .bias = bias, .y = y});
+            linear_backward(p,
+                            {.x = x, .weight = w, .dy = dy, .dx = dx, .dweight = dw, .dbias = db});
           }};
 }
 
 // conv2d: forward, backward-data, backward-weights (+ bias). FLOPs: 3 x forward_flops() (the
 // three are the same multiply-adds reordered); 2 x when the input is shared (a first layer, whose
 // input gradient nobody needs, so dx is skipped as in training). Bias terms not counted.
-// strategy=grouped|per_model|direct|auto sets the CPU backend's Conv2dStrategy (auto when not given).
+// strategy=grouped|per_model|direct|auto sets the CPU backend's Conv2dStrategy (auto when not
+// given).
 inline OpCase conv2d_case(int64_t B, const Options& o) {
   Conv2dParams p;
   p.B = B;
@@ -176,8 +178,9 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
                                                                   : "grouped"),
           (p.shared_input ? 2.0 : 3.0) * p.forward_flops(), 0.0, [=, keep_alive = buf] {
             cpu::set_conv2d_strategy(chosen);
-            conv2d_forward(p, x, w, bias, y);
-            conv2d_backward(p, x, w, dy, dx, dw, db);
+            conv2d_forward(p, {.x = x, .weight = w, .bias = bias, .y = y});
+            conv2d_backward(p,
+                            {.x = x, .weight = w, .dy = dy, .dx = dx, .dweight = dw, .dbias = db});
           }};
 }
 
@@ -257,8 +260,20 @@ inline OpCase batchnorm2d_case(int64_t B, const Options& o) {
   return {fmt::format("N={} C={} {}x{}{}", p.N, p.C, p.H, p.W, p.training ? "" : " eval"),
           p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
           [=, keep_alive = buf] {
-            batchnorm2d_forward(p, x, gamma, beta, rmean, rvar, saved, y);
-            batchnorm2d_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta);
+            batchnorm2d_forward(p, {.x = x,
+                                    .gamma = gamma,
+                                    .beta = beta,
+                                    .running_mean = rmean,
+                                    .running_var = rvar,
+                                    .saved = saved,
+                                    .y = y});
+            batchnorm2d_backward(p, {.x = x,
+                                     .gamma = gamma,
+                                     .saved = saved,
+                                     .dy = dy,
+                                     .dx = dx,
+                                     .dgamma = dgamma,
+                                     .dbeta = dbeta});
           }};
 }
 
@@ -280,8 +295,14 @@ inline OpCase layernorm_case(int64_t B, const Options& o) {
   const double elements = static_cast<double>(p.x_shape().numel());
   return {fmt::format("N={} F={}", p.N, p.F), p.forward_flops() + 12.0 * elements,
           6.0 * kF * elements, [=, keep_alive = buf] {
-            layernorm_forward(p, x, gamma, beta, saved, y);
-            layernorm_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta);
+            layernorm_forward(p, {.x = x, .gamma = gamma, .beta = beta, .saved = saved, .y = y});
+            layernorm_backward(p, {.x = x,
+                                   .gamma = gamma,
+                                   .saved = saved,
+                                   .dy = dy,
+                                   .dx = dx,
+                                   .dgamma = dgamma,
+                                   .dbeta = dbeta});
           }};
 }
 
@@ -308,8 +329,8 @@ inline OpCase maxpool2d_case(int64_t B, const Options& o) {
   return {fmt::format("N={} C={} {}x{} k{} s{}", p.N, p.C, p.H, p.W, p.kernel_h,
                       p.effective_stride_h()),
           p.forward_flops() + out, kF * (2.0 * in + 4.0 * out), [=, keep_alive = buf] {
-            pool2d_forward(p, x, saved, y);
-            pool2d_backward(p, saved, dy, dx);
+            pool2d_forward(p, {.x = x, .saved = saved, .y = y});
+            pool2d_backward(p, {.saved = saved, .dy = dy, .dx = dx});
           }};
 }
 
@@ -338,8 +359,8 @@ inline OpCase activation_case_of_kind(int64_t B, const Options& o, const std::st
   const double elements = static_cast<double>(s.numel());
   return {fmt::format("{} N={} C={} {}x{}", kind, N, C, H, W), 2.0 * p.forward_flops(s.numel()),
           5.0 * kF * elements, [=, keep_alive = buf] {
-            activation_forward(p, x, y);
-            activation_backward(p, x, y, dy, dx);
+            activation_forward(p, {.x = x, .y = y});
+            activation_backward(p, {.x = x, .y = y, .dy = dy, .dx = dx});
           }};
 }
 
@@ -365,8 +386,10 @@ inline OpCase cross_entropy_case(int64_t B, const Options& o) {
   const double logits_n = static_cast<double>(p.logits_shape().numel());
   return {fmt::format("N={} K={}", p.N, p.K), p.forward_flops() + 2.0 * logits_n,
           4.0 * kF * logits_n, [=, keep_alive = buf] {
-            cross_entropy_forward(p, logits, labels, losses, saved);
-            cross_entropy_backward(p, saved, labels, dlosses, dlogits);
+            cross_entropy_forward(
+                p, {.logits = logits, .labels = labels, .losses = losses, .saved = saved});
+            cross_entropy_backward(
+                p, {.saved = saved, .labels = labels, .dlosses = dlosses, .dlogits = dlogits});
           }};
 }
 

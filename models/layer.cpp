@@ -60,15 +60,22 @@ class LinearLayer : public Layer {
   void forward(const TensorView& x, const TensorView& y, int64_t n, bool) override {
     LinearParams p = with_rows(n);
     with_layer(*this, [&] {
-      linear_forward(p, x.reshaped(p.x_shape()), weight_.value, bias_param_.value, y);
+      linear_forward(p, {.x = x.reshaped(p.x_shape()),
+                         .weight = weight_.value,
+                         .bias = bias_param_.value,
+                         .y = y});
     });
   }
   void backward(const TensorView& x, const TensorView&, const TensorView& dy, const TensorView& dx,
                 int64_t n) override {
     LinearParams p = with_rows(n);
     with_layer(*this, [&] {
-      linear_backward(p, x.reshaped(p.x_shape()), weight_.value, dy,
-                      dx.empty() ? dx : dx.reshaped(p.x_shape()), weight_.grad, bias_param_.grad);
+      linear_backward(p, {.x = x.reshaped(p.x_shape()),
+                          .weight = weight_.value,
+                          .dy = dy,
+                          .dx = dx.empty() ? dx : dx.reshaped(p.x_shape()),
+                          .dweight = weight_.grad,
+                          .dbias = bias_param_.grad});
     });
   }
   double forward_flops() const override { return 2.0 * p_.in_features * p_.out_features; }
@@ -121,13 +128,20 @@ class Conv2dLayer : public Layer {
   }
   void forward(const TensorView& x, const TensorView& y, int64_t n, bool) override {
     Conv2dParams p = with_rows(n);
-    with_layer(*this, [&] { conv2d_forward(p, x, weight_.value, bias_param_.value, y); });
+    with_layer(*this, [&] {
+      conv2d_forward(p, {.x = x, .weight = weight_.value, .bias = bias_param_.value, .y = y});
+    });
   }
   void backward(const TensorView& x, const TensorView&, const TensorView& dy, const TensorView& dx,
                 int64_t n) override {
     Conv2dParams p = with_rows(n);
     with_layer(*this, [&] {
-      conv2d_backward(p, x, weight_.value, dy, dx, weight_.grad, bias_param_.grad);
+      conv2d_backward(p, {.x = x,
+                          .weight = weight_.value,
+                          .dy = dy,
+                          .dx = dx,
+                          .dweight = weight_.grad,
+                          .dbias = bias_param_.grad});
     });
   }
   double forward_flops() const override {
@@ -181,12 +195,12 @@ class MaxPool2dLayer : public Layer {
   }
   void forward(const TensorView& x, const TensorView& y, int64_t n, bool) override {
     Pool2dParams p = with_rows(n);
-    with_layer(*this, [&] { pool2d_forward(p, x, saved(p), y); });
+    with_layer(*this, [&] { pool2d_forward(p, {.x = x, .saved = saved(p), .y = y}); });
   }
   void backward(const TensorView&, const TensorView&, const TensorView& dy, const TensorView& dx,
                 int64_t n) override {
     Pool2dParams p = with_rows(n);
-    with_layer(*this, [&] { pool2d_backward(p, saved(p), dy, dx); });
+    with_layer(*this, [&] { pool2d_backward(p, {.saved = saved(p), .dy = dy, .dx = dx}); });
   }
 
  private:
@@ -212,11 +226,11 @@ class ActivationLayer : public Layer {
     return in;
   }
   void forward(const TensorView& x, const TensorView& y, int64_t, bool) override {
-    with_layer(*this, [&] { activation_forward(p_, x, y); });
+    with_layer(*this, [&] { activation_forward(p_, {.x = x, .y = y}); });
   }
   void backward(const TensorView& x, const TensorView& y, const TensorView& dy,
                 const TensorView& dx, int64_t) override {
-    with_layer(*this, [&] { activation_backward(p_, x, y, dy, dx); });
+    with_layer(*this, [&] { activation_backward(p_, {.x = x, .y = y, .dy = dy, .dx = dx}); });
   }
 
  private:
@@ -238,13 +252,13 @@ class FlattenLayer : public Layer {
   void forward(const TensorView& x, const TensorView& y, int64_t n, bool) override {
     FlattenParams p = p_;
     p.N = n;
-    with_layer(*this, [&] { flatten_forward(p, x, y); });
+    with_layer(*this, [&] { flatten_forward(p, {.x = x, .y = y}); });
   }
   void backward(const TensorView&, const TensorView&, const TensorView& dy, const TensorView& dx,
                 int64_t n) override {
     FlattenParams p = p_;
     p.N = n;
-    with_layer(*this, [&] { flatten_backward(p, dy, dx); });
+    with_layer(*this, [&] { flatten_backward(p, {.dy = dy, .dx = dx}); });
   }
 
  private:

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -65,8 +65,8 @@ void timed(bool profile, double& total_ms, F&& f) {
   if (!profile) return f();
   const auto start = std::chrono::steady_clock::now();
   f();
-  total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count();
+  total_ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 }  // namespace
 
@@ -149,8 +149,10 @@ void Model::forward(const TensorView& images, const IndexView& labels, bool trai
   }
   CrossEntropyParams ce{B, n, num_classes_};
   timed(profile_, forward_ms_.back(), [&] {
-    cross_entropy_forward(ce, x, labels, TensorView(losses_.data(), Shape{B}),
-                          {TensorView(probs_.data, ce.logits_shape())});
+    cross_entropy_forward(ce, {.logits = x,
+                               .labels = labels,
+                               .losses = TensorView(losses_.data(), Shape{B}),
+                               .saved = {.probs = TensorView(probs_.data, ce.logits_shape())}});
   });
 }
 
@@ -162,7 +164,9 @@ void Model::backward() {
   TensorView dlogits(probs_.data, ce.logits_shape());
   timed(profile_, backward_ms_.back(), [&] {
     grad_arena_.zero();
-    cross_entropy_backward(ce, {dlogits}, labels_, dlosses_, dlogits);
+    cross_entropy_backward(
+        ce,
+        {.saved = {.probs = dlogits}, .labels = labels_, .dlosses = dlosses_, .dlogits = dlogits});
   });
   TensorView dy = dlogits;
   TensorView* spare = &grad_a_;
@@ -183,7 +187,9 @@ std::vector<int64_t> Model::correct() const {
   std::vector<int64_t> counts(static_cast<size_t>(spec_.B), 0);
   CrossEntropyParams ce{spec_.B, n_, num_classes_};
   // The logits of the last forward are the last layer's output.
-  count_correct(ce, TensorView(outputs_.back().data, ce.logits_shape()), labels_, counts);
+  count_correct(ce, {.logits = TensorView(outputs_.back().data, ce.logits_shape()),
+                     .labels = labels_,
+                     .correct = counts});
   return counts;
 }
 

@@ -121,8 +121,9 @@ inline OpCase linear_case(int64_t B, const Options& o) {
                       p.shared_input ? " shared" : ""),
           3.0 * p.forward_flops() - (p.shared_input ? p.forward_flops() : 0.0), 0.0,
           [=, keep_alive = buf] {
-            linear_forward(p, x, w, bias, y);
-            linear_backward(p, x, w, dy, dx, dw, db);
+            linear_forward(p, {.x = x, .weight = w, .bias = bias, .y = y});
+            linear_backward(p,
+                            {.x = x, .weight = w, .dy = dy, .dx = dx, .dweight = dw, .dbias = db});
           }};
 }
 
@@ -179,8 +180,9 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
                                                                    : "grouped"),
           (p.shared_input ? 2.0 : 3.0) * p.forward_flops(), 0.0, [=, keep_alive = buf] {
             cpu::set_conv2d_strategy(chosen);
-            conv2d_forward(p, x, w, bias, y);
-            conv2d_backward(p, x, w, dy, dx, dw, db);
+            conv2d_forward(p, {.x = x, .weight = w, .bias = bias, .y = y});
+            conv2d_backward(p,
+                            {.x = x, .weight = w, .dy = dy, .dx = dx, .dweight = dw, .dbias = db});
           }};
 }
 
@@ -260,8 +262,20 @@ inline OpCase batchnorm2d_case(int64_t B, const Options& o) {
   return {fmt::format("N={} C={} {}x{}{}", p.N, p.C, p.H, p.W, p.training ? "" : " eval"),
           p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
           [=, keep_alive = buf] {
-            batchnorm2d_forward(p, x, gamma, beta, rmean, rvar, saved, y);
-            batchnorm2d_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta);
+            batchnorm2d_forward(p, {.x = x,
+                                    .gamma = gamma,
+                                    .beta = beta,
+                                    .running_mean = rmean,
+                                    .running_var = rvar,
+                                    .saved = saved,
+                                    .y = y});
+            batchnorm2d_backward(p, {.x = x,
+                                     .gamma = gamma,
+                                     .saved = saved,
+                                     .dy = dy,
+                                     .dx = dx,
+                                     .dgamma = dgamma,
+                                     .dbeta = dbeta});
           }};
 }
 
@@ -283,8 +297,14 @@ inline OpCase layernorm_case(int64_t B, const Options& o) {
   const double elements = static_cast<double>(p.x_shape().numel());
   return {fmt::format("N={} F={}", p.N, p.F), p.forward_flops() + 12.0 * elements,
           6.0 * kF * elements, [=, keep_alive = buf] {
-            layernorm_forward(p, x, gamma, beta, saved, y);
-            layernorm_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta);
+            layernorm_forward(p, {.x = x, .gamma = gamma, .beta = beta, .saved = saved, .y = y});
+            layernorm_backward(p, {.x = x,
+                                   .gamma = gamma,
+                                   .saved = saved,
+                                   .dy = dy,
+                                   .dx = dx,
+                                   .dgamma = dgamma,
+                                   .dbeta = dbeta});
           }};
 }
 
@@ -311,8 +331,8 @@ inline OpCase maxpool2d_case(int64_t B, const Options& o) {
   return {fmt::format("N={} C={} {}x{} k{} s{}", p.N, p.C, p.H, p.W, p.kernel_h,
                       p.effective_stride_h()),
           p.forward_flops() + out, kF * (2.0 * in + 4.0 * out), [=, keep_alive = buf] {
-            pool2d_forward(p, x, saved, y);
-            pool2d_backward(p, saved, dy, dx);
+            pool2d_forward(p, {.x = x, .saved = saved, .y = y});
+            pool2d_backward(p, {.saved = saved, .dy = dy, .dx = dx});
           }};
 }
 
@@ -341,8 +361,8 @@ inline OpCase activation_case_of_kind(int64_t B, const Options& o, const std::st
   const double elements = static_cast<double>(s.numel());
   return {fmt::format("{} N={} C={} {}x{}", kind, N, C, H, W), 2.0 * p.forward_flops(s.numel()),
           5.0 * kF * elements, [=, keep_alive = buf] {
-            activation_forward(p, x, y);
-            activation_backward(p, x, y, dy, dx);
+            activation_forward(p, {.x = x, .y = y});
+            activation_backward(p, {.x = x, .y = y, .dy = dy, .dx = dx});
           }};
 }
 
@@ -368,8 +388,10 @@ inline OpCase cross_entropy_case(int64_t B, const Options& o) {
   const double logits_n = static_cast<double>(p.logits_shape().numel());
   return {fmt::format("N={} K={}", p.N, p.K), p.forward_flops() + 2.0 * logits_n,
           4.0 * kF * logits_n, [=, keep_alive = buf] {
-            cross_entropy_forward(p, logits, labels, losses, saved);
-            cross_entropy_backward(p, saved, labels, dlosses, dlogits);
+            cross_entropy_forward(
+                p, {.logits = logits, .labels = labels, .losses = losses, .saved = saved});
+            cross_entropy_backward(
+                p, {.saved = saved, .labels = labels, .dlosses = dlosses, .dlogits = dlogits});
           }};
 }
 

@@ -18,6 +18,8 @@ const char* activation_name(ActivationKind kind) {
       return "tanh";
     case ActivationKind::kSigmoid:
       return "sigmoid";
+    case ActivationKind::kRelu6:
+      return "relu6";
   }
   return "unknown";
 }
@@ -29,18 +31,23 @@ static void check_activation_params(const ActivationParams& p) {
              p.negative_slope);
 }
 
-void check_activation(const ActivationParams& p, const TensorView& x, const TensorView& y) {
+void check_activation(const ActivationParams& p, const ActivationForwardArgs& a) {
   check_activation_params(p);
+  const TensorView &x = a.x, &y = a.y;
   HFTA_CHECK(x.data != nullptr, "{} input is missing", activation_name(p.kind));
   check_shape(y, x.shape, fmt::format("{} output", activation_name(p.kind)));
 }
 
-void check_activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
-                               const TensorView& dy, const TensorView& dx) {
+void check_activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a) {
   check_activation_params(p);
+  const TensorView &x = a.x, &y = a.y, &dy = a.dy, &dx = a.dx;
   const char* name = activation_name(p.kind);
   HFTA_CHECK(dy.data != nullptr, "{} output gradient is missing", name);
   check_shape(dx, dy.shape, fmt::format("{} input gradient", name));
+  HFTA_CHECK(!a.accumulate_dx || dx.data != dy.data,
+             "{} backward with accumulate_dx got dx and dy in one buffer: accumulating needs dx "
+             "apart from dy",
+             name);
   if (p.backward_reads_output()) {
     check_shape(
         y, dy.shape,
@@ -55,15 +62,14 @@ void check_activation_backward(const ActivationParams& p, const TensorView& x, c
   }
 }
 
-void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y) {
-  check_activation(p, x, y);
-  HFTA_DISPATCH("activation_forward", x.device, cpu::activation_forward(p, x, y));
+void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a) {
+  check_activation(p, a);
+  HFTA_DISPATCH("activation_forward", a.x.device, cpu::activation_forward(p, a));
 }
 
-void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
-                         const TensorView& dy, const TensorView& dx) {
-  check_activation_backward(p, x, y, dy, dx);
-  HFTA_DISPATCH("activation_backward", dy.device, cpu::activation_backward(p, x, y, dy, dx));
+void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a) {
+  check_activation_backward(p, a);
+  HFTA_DISPATCH("activation_backward", a.dy.device, cpu::activation_backward(p, a));
 }
 
 }  // namespace hfta

@@ -5,9 +5,10 @@
 //
 //   x, y, dy, dx   one shape, any rank
 // Forward:  y = f(x). y may be the same buffer as x (in place).
-// Backward: dx = f'(.) * dy, written (=). dx may be the same buffer as dy (in place).
+// Backward: dx = f'(.) * dy, written (=), or added (dx += f'(.) * dy) with accumulate_dx. dx may be
+// the same buffer as dy (in place) unless accumulating.
 // Backward reads the output y or the input x, never both (ActivationParams::backward_reads_output):
-//   from y: kRelu, kTanh, kSigmoid, and kLeakyRelu with negative_slope >= 0. x may be an empty
+//   from y: kRelu, kRelu6 (min(max(x, 0), 6): dx = dy where 0 < y < 6), kTanh, kSigmoid, and kLeakyRelu with negative_slope >= 0. x may be an empty
 //           view, so a model can run the forward in place and keep only y.
 //   from x: kGelu, and kLeakyRelu with negative_slope < 0 (y does not determine the sign of x).
 //           y may be an empty view; do not run the forward in place when backward is needed.
@@ -20,9 +21,9 @@
 
 namespace hfta {
 
-enum class ActivationKind { kRelu, kLeakyRelu, kGelu, kTanh, kSigmoid };
+enum class ActivationKind { kRelu, kLeakyRelu, kGelu, kTanh, kSigmoid, kRelu6 };
 
-// "relu", "leaky_relu", "gelu", "tanh", "sigmoid".
+// "relu", "leaky_relu", "gelu", "tanh", "sigmoid", "relu6".
 const char* activation_name(ActivationKind kind);
 
 struct ActivationParams {
@@ -45,26 +46,34 @@ struct ActivationParams {
   double forward_flops(int64_t numel) const { return static_cast<double>(numel); }
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// activation_backward(p, {.y = y, .dy = dy, .dx = dx})).
+struct ActivationForwardArgs {
+  TensorView x{}, y{};
+};
+struct ActivationBackwardArgs {
+  TensorView x{}, y{};         // what backward reads (see the top of this file)
+  TensorView dy{};             // input
+  TensorView dx{};             // output
+  bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
+};
+
 // Throws hfta::Error when negative_slope is not finite or a tensor is missing or differs in shape
 // from x (forward) or from dy (backward).
-void check_activation(const ActivationParams& p, const TensorView& x, const TensorView& y);
-void check_activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
-                               const TensorView& dy, const TensorView& dx);
+void check_activation(const ActivationParams& p, const ActivationForwardArgs& a);
+void check_activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a);
 
-void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y);
-void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
-                         const TensorView& dy, const TensorView& dx);
+void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a);
+void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a);
 
 namespace ref {
-void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y);
-void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
-                         const TensorView& dy, const TensorView& dx);
+void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a);
+void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y);
-void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
-                         const TensorView& dy, const TensorView& dx);
+void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a);
+void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

@@ -42,52 +42,39 @@ static void check_affine(const BatchNorm2dParams& p, const TensorView& gamma, co
   if (p.affine) check_shape(gamma, p.param_shape(), name);
 }
 
-void check_batchnorm2d(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                       const TensorView& beta, const TensorView& running_mean,
-                       const TensorView& running_var, const BatchNorm2dSaved& saved,
-                       const TensorView& y) {
+void check_batchnorm2d(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
   check_batchnorm2d_params(p);
-  check_shape(x, p.x_shape(), "batchnorm2d input");
-  check_affine(p, gamma, "batchnorm2d gamma (affine = true)");
-  check_affine(p, beta, "batchnorm2d beta (affine = true)");
-  check_running_stats(p, running_mean, running_var);
-  check_shape(saved.mean, p.param_shape(), "batchnorm2d saved.mean");
-  check_shape(saved.rstd, p.param_shape(), "batchnorm2d saved.rstd");
-  check_shape(y, p.y_shape(), "batchnorm2d output");
+  check_shape(a.x, p.x_shape(), "batchnorm2d input");
+  check_affine(p, a.gamma, "batchnorm2d gamma (affine = true)");
+  check_affine(p, a.beta, "batchnorm2d beta (affine = true)");
+  check_running_stats(p, a.running_mean, a.running_var);
+  check_shape(a.saved.mean, p.param_shape(), "batchnorm2d saved.mean");
+  check_shape(a.saved.rstd, p.param_shape(), "batchnorm2d saved.rstd");
+  check_shape(a.y, p.y_shape(), "batchnorm2d output");
 }
 
-void check_batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x,
-                                const TensorView& gamma, const BatchNorm2dSaved& saved,
-                                const TensorView& dy, const TensorView& dx,
-                                const TensorView& dgamma, const TensorView& dbeta) {
+void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
   check_batchnorm2d_params(p);
-  check_shape(x, p.x_shape(), "batchnorm2d input");
-  check_affine(p, gamma, "batchnorm2d gamma (affine = true)");
-  check_shape(saved.mean, p.param_shape(), "batchnorm2d saved.mean");
-  check_shape(saved.rstd, p.param_shape(), "batchnorm2d saved.rstd");
-  check_shape(dy, p.y_shape(), "batchnorm2d output gradient");
-  check_optional_shape(dx, p.x_shape(), "batchnorm2d input gradient");
+  check_shape(a.x, p.x_shape(), "batchnorm2d input");
+  check_affine(p, a.gamma, "batchnorm2d gamma (affine = true)");
+  check_shape(a.saved.mean, p.param_shape(), "batchnorm2d saved.mean");
+  check_shape(a.saved.rstd, p.param_shape(), "batchnorm2d saved.rstd");
+  check_shape(a.dy, p.y_shape(), "batchnorm2d output gradient");
+  check_optional_shape(a.dx, p.x_shape(), "batchnorm2d input gradient");
   if (p.affine) {
-    check_optional_shape(dgamma, p.param_shape(), "batchnorm2d gamma gradient");
-    check_optional_shape(dbeta, p.param_shape(), "batchnorm2d beta gradient");
+    check_optional_shape(a.dgamma, p.param_shape(), "batchnorm2d gamma gradient");
+    check_optional_shape(a.dbeta, p.param_shape(), "batchnorm2d beta gradient");
   }
 }
 
-void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                         const TensorView& beta, const TensorView& running_mean,
-                         const TensorView& running_var, const BatchNorm2dSaved& saved,
-                         const TensorView& y) {
-  check_batchnorm2d(p, x, gamma, beta, running_mean, running_var, saved, y);
-  HFTA_DISPATCH("batchnorm2d_forward", x.device,
-                cpu::batchnorm2d_forward(p, x, gamma, beta, running_mean, running_var, saved, y));
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
+  check_batchnorm2d(p, a);
+  HFTA_DISPATCH("batchnorm2d_forward", a.x.device, cpu::batchnorm2d_forward(p, a));
 }
 
-void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
-                          const TensorView& dgamma, const TensorView& dbeta) {
-  check_batchnorm2d_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta);
-  HFTA_DISPATCH("batchnorm2d_backward", x.device,
-                cpu::batchnorm2d_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta));
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
+  check_batchnorm2d_backward(p, a);
+  HFTA_DISPATCH("batchnorm2d_backward", a.x.device, cpu::batchnorm2d_backward(p, a));
 }
 
 }  // namespace hfta

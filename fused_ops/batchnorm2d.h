@@ -19,9 +19,9 @@
 // 1 / sqrt(running_var + eps), so backward needs no running statistics.
 //
 // Backward: with training = true, the gradient flows through the batch statistics; with
-// training = false, it is the affine-only gradient dx = dy * gamma * rstd. dx is written (=);
-// dgamma and dbeta accumulate (+=). Any gradient may be an empty view to skip it. y must not
-// alias x (backward reads x).
+// training = false, it is the affine-only gradient dx = dy * gamma * rstd. dx is written (=),
+// or added to (+=) with accumulate_dx; dgamma and dbeta accumulate (+=). Any gradient may be an
+// empty view to skip it. y must not alias x (backward reads x).
 #pragma once
 
 #include <cstdint>
@@ -57,44 +57,39 @@ struct BatchNorm2dSaved {
   TensorView rstd;
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// batchnorm2d_forward(p, {.x = x, ..., .saved = {.mean = m, .rstd = r}, .y = y})).
+struct BatchNorm2dForwardArgs {
+  TensorView x{}, gamma{}, beta{};           // inputs
+  TensorView running_mean{}, running_var{};  // updated in place (training) or read (eval)
+  BatchNorm2dSaved saved{};                  // outputs for backward
+  TensorView y{};
+};
+struct BatchNorm2dBackwardArgs {
+  TensorView x{}, gamma{};             // inputs
+  BatchNorm2dSaved saved{};            // what forward saved
+  TensorView dy{};                     // input
+  TensorView dx{}, dgamma{}, dbeta{};  // outputs; an empty view = not wanted
+  bool accumulate_dx = false;          // dx += gradient instead of dx = gradient
+};
+
 // Throws hfta::Error when a size is not positive, eps is not positive, momentum is outside
 // [0, 1], training has a single value per channel, or a tensor does not match its shape above.
 void check_batchnorm2d_params(const BatchNorm2dParams& p);
-void check_batchnorm2d(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                       const TensorView& beta, const TensorView& running_mean,
-                       const TensorView& running_var, const BatchNorm2dSaved& saved,
-                       const TensorView& y);
-void check_batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x,
-                                const TensorView& gamma, const BatchNorm2dSaved& saved,
-                                const TensorView& dy, const TensorView& dx,
-                                const TensorView& dgamma, const TensorView& dbeta);
+void check_batchnorm2d(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a);
+void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a);
 
-void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                         const TensorView& beta, const TensorView& running_mean,
-                         const TensorView& running_var, const BatchNorm2dSaved& saved,
-                         const TensorView& y);
-void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
-                          const TensorView& dgamma, const TensorView& dbeta);
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a);
 
 namespace ref {
-void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                         const TensorView& beta, const TensorView& running_mean,
-                         const TensorView& running_var, const BatchNorm2dSaved& saved,
-                         const TensorView& y);
-void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
-                          const TensorView& dgamma, const TensorView& dbeta);
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                         const TensorView& beta, const TensorView& running_mean,
-                         const TensorView& running_var, const BatchNorm2dSaved& saved,
-                         const TensorView& y);
-void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
-                          const TensorView& dgamma, const TensorView& dbeta);
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

@@ -39,39 +39,32 @@ void check_conv2d_params(const Conv2dParams& p) {
   check_conv2d_axis("w", p.W, p.kernel_w, p.stride_w, p.pad_w, p.dilation_w);
 }
 
-void check_conv2d(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                  const TensorView& bias, const TensorView& y) {
+void check_conv2d(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   check_conv2d_params(p);
-  check_shape(x, p.x_shape(), "conv2d input");
-  check_shape(weight, p.weight_shape(), "conv2d weight");
-  if (p.bias) check_shape(bias, p.bias_shape(), "conv2d bias");
-  check_shape(y, p.y_shape(), "conv2d output");
+  check_shape(a.x, p.x_shape(), "conv2d input");
+  check_shape(a.weight, p.weight_shape(), "conv2d weight");
+  if (p.bias) check_shape(a.bias, p.bias_shape(), "conv2d bias");
+  check_shape(a.y, p.y_shape(), "conv2d output");
 }
 
-void check_conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                           const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                           const TensorView& dbias) {
+void check_conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   check_conv2d_params(p);
-  check_shape(x, p.x_shape(), "conv2d input");
-  check_shape(weight, p.weight_shape(), "conv2d weight");
-  check_shape(dy, p.y_shape(), "conv2d output gradient");
-  check_optional_shape(dx, p.x_shape(), "conv2d input gradient");
-  check_optional_shape(dweight, p.weight_shape(), "conv2d weight gradient");
-  if (p.bias) check_optional_shape(dbias, p.bias_shape(), "conv2d bias gradient");
+  check_shape(a.x, p.x_shape(), "conv2d input");
+  check_shape(a.weight, p.weight_shape(), "conv2d weight");
+  check_shape(a.dy, p.y_shape(), "conv2d output gradient");
+  check_optional_shape(a.dx, p.x_shape(), "conv2d input gradient");
+  check_optional_shape(a.dweight, p.weight_shape(), "conv2d weight gradient");
+  if (p.bias) check_optional_shape(a.dbias, p.bias_shape(), "conv2d bias gradient");
 }
 
-void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y) {
-  check_conv2d(p, x, weight, bias, y);
-  HFTA_DISPATCH("conv2d_forward", x.device, cpu::conv2d_forward(p, x, weight, bias, y));
+void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
+  check_conv2d(p, a);
+  HFTA_DISPATCH("conv2d_forward", a.x.device, cpu::conv2d_forward(p, a));
 }
 
-void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias) {
-  check_conv2d_backward(p, x, weight, dy, dx, dweight, dbias);
-  HFTA_DISPATCH("conv2d_backward", x.device,
-                cpu::conv2d_backward(p, x, weight, dy, dx, dweight, dbias));
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
+  check_conv2d_backward(p, a);
+  HFTA_DISPATCH("conv2d_backward", a.x.device, cpu::conv2d_backward(p, a));
 }
 
 }  // namespace hfta

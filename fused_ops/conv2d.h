@@ -7,9 +7,10 @@
 // The channel axis of x and y holds model b's channels at [b*C, (b+1)*C), so the fused op is a
 // grouped convolution with B*groups groups, and weight is bit-identical to the grouped weights
 // [B*groups, C_out/groups, C_in/groups, kH, kW] of that convolution.
-// Backward: dx is written (=); when shared_input, dx is the sum over models of x's gradient (the
-// shared input feeds every model). dweight and dbias accumulate (+=). Any gradient may be an
-// empty view to skip it. Backward needs only x and weight, so there is no Conv2dSaved.
+// Backward: dx is written (=), or added to (+=) with accumulate_dx; when shared_input, the
+// gradient put into dx is the sum over models of x's gradient (the shared input feeds every
+// model). dweight and dbias accumulate (+=). Any gradient may be an empty view to skip it. Backward
+// needs only x and weight, so there is no Conv2dSaved.
 #pragma once
 
 #include <compare>
@@ -56,35 +57,34 @@ struct Conv2dParams {
   auto operator<=>(const Conv2dParams&) const = default;
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// conv2d_forward(p, {.x = x, .weight = w, .bias = b, .y = y})).
+struct Conv2dForwardArgs {
+  TensorView x{}, weight{}, bias{}, y{};
+};
+struct Conv2dBackwardArgs {
+  TensorView x{}, weight{}, dy{};       // inputs
+  TensorView dx{}, dweight{}, dbias{};  // outputs; an empty view = not wanted
+  bool accumulate_dx = false;           // dx += gradient instead of dx = gradient
+};
+
 // Throws hfta::Error when a size or hyperparameter is invalid (non-positive sizes, channels not
 // divisible by groups, an empty output) or a tensor does not match its shape above.
 void check_conv2d_params(const Conv2dParams& p);
-void check_conv2d(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                  const TensorView& bias, const TensorView& y);
-void check_conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                           const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                           const TensorView& dbias);
+void check_conv2d(const Conv2dParams& p, const Conv2dForwardArgs& a);
+void check_conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);
 
-void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y);
-void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias);
+void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);
 
 namespace ref {
-void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y);
-void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias);
+void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y);
-void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias);
+void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);
 // Number of problems (distinct Conv2dParams) whose oneDNN primitives are cached; for tests.
 int64_t conv2d_cached_problems();
 

@@ -18,56 +18,44 @@ static void check_labels(const CrossEntropyParams& p, const IndexView& labels) {
                labels.data[n], n, p.K);
 }
 
-void check_cross_entropy(const CrossEntropyParams& p, const TensorView& logits,
-                         const IndexView& labels, const TensorView& losses,
-                         const CrossEntropySaved& saved) {
+void check_cross_entropy(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a) {
   check_cross_entropy_sizes(p);
-  check_shape(logits, p.logits_shape(), "cross-entropy logits");
-  check_shape(losses, p.losses_shape(), "cross-entropy losses");
-  check_shape(saved.probs, p.logits_shape(), "cross-entropy saved probs");
-  check_labels(p, labels);
+  check_shape(a.logits, p.logits_shape(), "cross-entropy logits");
+  check_shape(a.losses, p.losses_shape(), "cross-entropy losses");
+  check_shape(a.saved.probs, p.logits_shape(), "cross-entropy saved probs");
+  check_labels(p, a.labels);
 }
 
-void check_cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                                  const IndexView& labels, const TensorView& dlosses,
-                                  const TensorView& dlogits) {
+void check_cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a) {
   check_cross_entropy_sizes(p);
-  check_shape(saved.probs, p.logits_shape(), "cross-entropy saved probs");
-  check_shape(dlosses, p.losses_shape(), "cross-entropy loss gradient");
-  check_shape(dlogits, p.logits_shape(), "cross-entropy logits gradient");
-  check_labels(p, labels);
+  check_shape(a.saved.probs, p.logits_shape(), "cross-entropy saved probs");
+  check_shape(a.dlosses, p.losses_shape(), "cross-entropy loss gradient");
+  check_shape(a.dlogits, p.logits_shape(), "cross-entropy logits gradient");
+  check_labels(p, a.labels);
 }
 
-void check_count_correct(const CrossEntropyParams& p, const TensorView& logits,
-                         const IndexView& labels, std::span<int64_t> correct) {
+void check_count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
   check_cross_entropy_sizes(p);
-  check_shape(logits, p.logits_shape(), "count_correct logits");
-  HFTA_CHECK(static_cast<int64_t>(correct.size()) == p.B,
-             "count_correct got room for {} counts, expected B={} (one per model)", correct.size(),
-             p.B);
-  check_labels(p, labels);
+  check_shape(a.logits, p.logits_shape(), "count_correct logits");
+  HFTA_CHECK(static_cast<int64_t>(a.correct.size()) == p.B,
+             "count_correct got room for {} counts, expected B={} (one per model)",
+             a.correct.size(), p.B);
+  check_labels(p, a.labels);
 }
 
-void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
-                           const IndexView& labels, const TensorView& losses,
-                           const CrossEntropySaved& saved) {
-  check_cross_entropy(p, logits, labels, losses, saved);
-  HFTA_DISPATCH("cross_entropy_forward", logits.device,
-                cpu::cross_entropy_forward(p, logits, labels, losses, saved));
+void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a) {
+  check_cross_entropy(p, a);
+  HFTA_DISPATCH("cross_entropy_forward", a.logits.device, cpu::cross_entropy_forward(p, a));
 }
 
-void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                            const IndexView& labels, const TensorView& dlosses,
-                            const TensorView& dlogits) {
-  check_cross_entropy_backward(p, saved, labels, dlosses, dlogits);
-  HFTA_DISPATCH("cross_entropy_backward", dlogits.device,
-                cpu::cross_entropy_backward(p, saved, labels, dlosses, dlogits));
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a) {
+  check_cross_entropy_backward(p, a);
+  HFTA_DISPATCH("cross_entropy_backward", a.dlogits.device, cpu::cross_entropy_backward(p, a));
 }
 
-void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
-                   std::span<int64_t> correct) {
-  check_count_correct(p, logits, labels, correct);
-  HFTA_DISPATCH("count_correct", logits.device, cpu::count_correct(p, logits, labels, correct));
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
+  check_count_correct(p, a);
+  HFTA_DISPATCH("count_correct", a.logits.device, cpu::count_correct(p, a));
 }
 
 }  // namespace hfta

@@ -37,48 +37,49 @@ struct CrossEntropySaved {
   TensorView probs;
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// cross_entropy_forward(p, {.logits = z, .labels = l, .losses = L, .saved = {.probs = P}})).
+struct CrossEntropyForwardArgs {
+  TensorView logits{};
+  IndexView labels{};
+  TensorView losses{};        // output
+  CrossEntropySaved saved{};  // output for backward
+};
+// No accumulate flag: dlogits is written (=); logits are one model's output, read only by the loss.
+struct CrossEntropyBackwardArgs {
+  CrossEntropySaved saved{};  // what forward saved
+  IndexView labels{};
+  TensorView dlosses{};
+  TensorView dlogits{};  // output
+};
+struct CountCorrectArgs {
+  TensorView logits{};
+  IndexView labels{};
+  std::span<int64_t> correct{};  // output, B counts
+};
+
 // Throws hfta::Error when a size is not positive, a tensor does not match its shape above, or a
 // label is outside [0, K).
-void check_cross_entropy(const CrossEntropyParams& p, const TensorView& logits,
-                         const IndexView& labels, const TensorView& losses,
-                         const CrossEntropySaved& saved);
-void check_cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                                  const IndexView& labels, const TensorView& dlosses,
-                                  const TensorView& dlogits);
-void check_count_correct(const CrossEntropyParams& p, const TensorView& logits,
-                         const IndexView& labels, std::span<int64_t> correct);
+void check_cross_entropy(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
+void check_cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
+void check_count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 
-void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
-                           const IndexView& labels, const TensorView& losses,
-                           const CrossEntropySaved& saved);
-void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                            const IndexView& labels, const TensorView& dlosses,
-                            const TensorView& dlogits);
+void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
 // correct[b] = number of rows n whose argmax (the first maximum on ties) is labels[n]; written.
 // A row with a NaN logit counts as wrong.
-void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
-                   std::span<int64_t> correct);
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 
 namespace ref {
-void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
-                           const IndexView& labels, const TensorView& losses,
-                           const CrossEntropySaved& saved);
-void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                            const IndexView& labels, const TensorView& dlosses,
-                            const TensorView& dlogits);
-void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
-                   std::span<int64_t> correct);
+void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
-                           const IndexView& labels, const TensorView& losses,
-                           const CrossEntropySaved& saved);
-void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                            const IndexView& labels, const TensorView& dlosses,
-                            const TensorView& dlogits);
-void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
-                   std::span<int64_t> correct);
+void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

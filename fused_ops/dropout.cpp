@@ -39,9 +39,11 @@ static void check_dropout_tensor(const DropoutParams& p, const TensorView& t,
   }
 }
 
-void check_dropout(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                   const DropoutSaved& saved, const TensorView& y) {
+void check_dropout(const DropoutParams& p, const DropoutForwardArgs& a) {
   check_dropout_params(p);
+  const TensorView &x = a.x, &y = a.y;
+  const DropoutSaved& saved = a.saved;
+  const std::span<RngStream> streams = a.streams;
   check_dropout_tensor(p, x, "dropout input");
   check_shape(y, x.shape, "dropout output");
   if (p.active()) {
@@ -53,24 +55,26 @@ void check_dropout(const DropoutParams& p, const TensorView& x, std::span<RngStr
   }
 }
 
-void check_dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                            const TensorView& dx) {
+void check_dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
   check_dropout_params(p);
+  const TensorView &dy = a.dy, &dx = a.dx;
+  const DropoutSaved& saved = a.saved;
+  HFTA_CHECK(!a.accumulate_dx || dx.data != dy.data,
+             "dropout backward with accumulate_dx got dx and dy in one buffer: accumulating needs "
+             "dx apart from dy");
   check_dropout_tensor(p, dy, "dropout output gradient");
   check_shape(dx, dy.shape, "dropout input gradient");
   if (p.active()) check_shape(saved.mask, dy.shape, "dropout mask (needed in training with p > 0)");
 }
 
-void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                     const DropoutSaved& saved, const TensorView& y) {
-  check_dropout(p, x, streams, saved, y);
-  HFTA_DISPATCH("dropout_forward", x.device, cpu::dropout_forward(p, x, streams, saved, y));
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
+  check_dropout(p, a);
+  HFTA_DISPATCH("dropout_forward", a.x.device, cpu::dropout_forward(p, a));
 }
 
-void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                      const TensorView& dx) {
-  check_dropout_backward(p, saved, dy, dx);
-  HFTA_DISPATCH("dropout_backward", dy.device, cpu::dropout_backward(p, saved, dy, dx));
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
+  check_dropout_backward(p, a);
+  HFTA_DISPATCH("dropout_backward", a.dy.device, cpu::dropout_backward(p, a));
 }
 
 }  // namespace hfta

@@ -11,8 +11,8 @@
 // y = x * mask.
 // Eval mode or p == 0: y = x, no random numbers are drawn and the mask is neither read nor
 // written (it may be an empty view); backward copies dy.
-// Backward: dx = mask * dy, written (=). y may be x's buffer and dx may be dy's (in place); the
-// mask needs a buffer of its own.
+// Backward: dx = mask * dy, written (=), or added (+=) with accumulate_dx. y may be x's buffer and
+// dx may be dy's (in place, unless accumulating); the mask needs a buffer of its own.
 #pragma once
 
 #include <cstdint>
@@ -54,31 +54,38 @@ struct DropoutSaved {
   TensorView mask;
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// dropout_forward(p, {.x = x, .streams = streams, .saved = {.mask = mask}, .y = y})).
+struct DropoutForwardArgs {
+  TensorView x{};
+  std::span<RngStream> streams{};  // one per model, advanced by the draws
+  DropoutSaved saved{};            // output for backward
+  TensorView y{};
+};
+struct DropoutBackwardArgs {
+  DropoutSaved saved{};  // what forward saved
+  TensorView dy{};
+  TensorView dx{};             // output
+  bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
+};
+
 // Throws hfta::Error when a size is not positive, p is outside [0, 1), the sizes of a
 // kConvChannels problem disagree with per_model_numel, a tensor does not have the layout's
 // shape, or (training with p > 0) the mask is missing or streams does not hold B streams.
-void check_dropout(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                   const DropoutSaved& saved, const TensorView& y);
-void check_dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                            const TensorView& dx);
+void check_dropout(const DropoutParams& p, const DropoutForwardArgs& a);
+void check_dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a);
 
-void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                     const DropoutSaved& saved, const TensorView& y);
-void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                      const TensorView& dx);
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a);
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a);
 
 namespace ref {
-void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                     const DropoutSaved& saved, const TensorView& y);
-void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                      const TensorView& dx);
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a);
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                     const DropoutSaved& saved, const TensorView& y);
-void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                      const TensorView& dx);
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a);
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

@@ -10,26 +10,26 @@ static void check_flatten_sizes(const FlattenParams& p) {
              p.W);
 }
 
-void check_flatten(const FlattenParams& p, const TensorView& x, const TensorView& y) {
+void check_flatten(const FlattenParams& p, const FlattenForwardArgs& a) {
   check_flatten_sizes(p);
-  check_shape(x, p.x_shape(), "flatten input");
-  check_shape(y, p.y_shape(), "flatten output");
+  check_shape(a.x, p.x_shape(), "flatten input");
+  check_shape(a.y, p.y_shape(), "flatten output");
 }
 
-void check_flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx) {
+void check_flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a) {
   check_flatten_sizes(p);
-  check_shape(dy, p.y_shape(), "flatten output gradient");
-  check_shape(dx, p.x_shape(), "flatten input gradient");
+  check_shape(a.dy, p.y_shape(), "flatten output gradient");
+  check_shape(a.dx, p.x_shape(), "flatten input gradient");
 }
 
-void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y) {
-  check_flatten(p, x, y);
-  HFTA_DISPATCH("flatten_forward", x.device, cpu::flatten_forward(p, x, y));
+void flatten_forward(const FlattenParams& p, const FlattenForwardArgs& a) {
+  check_flatten(p, a);
+  HFTA_DISPATCH("flatten_forward", a.x.device, cpu::flatten_forward(p, a));
 }
 
-void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx) {
-  check_flatten_backward(p, dy, dx);
-  HFTA_DISPATCH("flatten_backward", dy.device, cpu::flatten_backward(p, dy, dx));
+void flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a) {
+  check_flatten_backward(p, a);
+  HFTA_DISPATCH("flatten_backward", a.dy.device, cpu::flatten_backward(p, a));
 }
 
 }  // namespace hfta

@@ -4,7 +4,8 @@
 //   y   [B, N, C*H*W]    (linear layout: model b's rows contiguous, features in C, H, W order)
 // y[b, n, (c*H + h)*W + w] = x[n, b*C + c, h, w]: each model's sample is flattened exactly as
 // PyTorch's x.flatten(1) would flatten it alone. Backward is the inverse permutation, dx written
-// (=). For B = 1 both layouts hold the same bytes, and the op is a copy.
+// (=), or added to (+=) with accumulate_dx. For B = 1 both layouts hold the same bytes, and the op
+// is a copy.
 #pragma once
 
 #include <cstdint>
@@ -27,21 +28,32 @@ struct FlattenParams {
   double forward_flops() const { return 0.0; }
 };
 
-// Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
-void check_flatten(const FlattenParams& p, const TensorView& x, const TensorView& y);
-void check_flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+// The tensors of one call, by name (call with designated initializers:
+// flatten_backward(p, {.dy = dy, .dx = dx})).
+struct FlattenForwardArgs {
+  TensorView x{}, y{};
+};
+struct FlattenBackwardArgs {
+  TensorView dy{};
+  TensorView dx{};             // output
+  bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
+};
 
-void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y);
-void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+// Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
+void check_flatten(const FlattenParams& p, const FlattenForwardArgs& a);
+void check_flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a);
+
+void flatten_forward(const FlattenParams& p, const FlattenForwardArgs& a);
+void flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a);
 
 namespace ref {
-void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y);
-void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+void flatten_forward(const FlattenParams& p, const FlattenForwardArgs& a);
+void flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y);
-void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx);
+void flatten_forward(const FlattenParams& p, const FlattenForwardArgs& a);
+void flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

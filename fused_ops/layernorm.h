@@ -8,7 +8,8 @@
 // y = (x - mean) * rstd * gamma + beta, as torch.nn.LayerNorm (biased variance, eps inside the
 // square root). There is no train/eval difference and no running statistics.
 //
-// Backward: dx is written (=); dgamma and dbeta accumulate (+=). Any gradient may be an empty
+// Backward: dx is written (=), or added to (+=) with accumulate_dx; dgamma and dbeta accumulate
+// (+=). Any gradient may be an empty
 // view to skip it. y must not alias x (backward reads x).
 #pragma once
 
@@ -39,36 +40,38 @@ struct LayerNormSaved {
   TensorView rstd;
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// layernorm_forward(p, {.x = x, .gamma = g, .beta = b, .saved = {.mean = m, .rstd = r}, .y = y})).
+struct LayerNormForwardArgs {
+  TensorView x{}, gamma{}, beta{};  // inputs
+  LayerNormSaved saved{};           // outputs for backward
+  TensorView y{};
+};
+struct LayerNormBackwardArgs {
+  TensorView x{}, gamma{};             // inputs
+  LayerNormSaved saved{};              // what forward saved
+  TensorView dy{};                     // input
+  TensorView dx{}, dgamma{}, dbeta{};  // outputs; an empty view = not wanted
+  bool accumulate_dx = false;          // dx += gradient instead of dx = gradient
+};
+
 // Throws hfta::Error when a size is not positive, eps is not positive, or a tensor does not match
 // its shape above.
 void check_layernorm_params(const LayerNormParams& p);
-void check_layernorm(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                     const TensorView& beta, const LayerNormSaved& saved, const TensorView& y);
-void check_layernorm_backward(const LayerNormParams& p, const TensorView& x,
-                              const TensorView& gamma, const LayerNormSaved& saved,
-                              const TensorView& dy, const TensorView& dx, const TensorView& dgamma,
-                              const TensorView& dbeta);
+void check_layernorm(const LayerNormParams& p, const LayerNormForwardArgs& a);
+void check_layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a);
 
-void layernorm_forward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                       const TensorView& beta, const LayerNormSaved& saved, const TensorView& y);
-void layernorm_backward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                        const LayerNormSaved& saved, const TensorView& dy, const TensorView& dx,
-                        const TensorView& dgamma, const TensorView& dbeta);
+void layernorm_forward(const LayerNormParams& p, const LayerNormForwardArgs& a);
+void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a);
 
 namespace ref {
-void layernorm_forward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                       const TensorView& beta, const LayerNormSaved& saved, const TensorView& y);
-void layernorm_backward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                        const LayerNormSaved& saved, const TensorView& dy, const TensorView& dx,
-                        const TensorView& dgamma, const TensorView& dbeta);
+void layernorm_forward(const LayerNormParams& p, const LayerNormForwardArgs& a);
+void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void layernorm_forward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                       const TensorView& beta, const LayerNormSaved& saved, const TensorView& y);
-void layernorm_backward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                        const LayerNormSaved& saved, const TensorView& dy, const TensorView& dx,
-                        const TensorView& dgamma, const TensorView& dbeta);
+void layernorm_forward(const LayerNormParams& p, const LayerNormForwardArgs& a);
+void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

@@ -10,40 +10,32 @@ static void check_linear_sizes(const LinearParams& p) {
              p.N, p.in_features, p.out_features);
 }
 
-void check_linear(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                  const TensorView& bias, const TensorView& y) {
+void check_linear(const LinearParams& p, const LinearForwardArgs& a) {
   check_linear_sizes(p);
-  check_shape(x, p.x_shape(), "linear input");
-  check_shape(weight, p.weight_shape(), "linear weight");
-  if (p.bias) check_shape(bias, p.bias_shape(), "linear bias");
-  check_shape(y, p.y_shape(), "linear output");
+  check_shape(a.x, p.x_shape(), "linear input");
+  check_shape(a.weight, p.weight_shape(), "linear weight");
+  if (p.bias) check_shape(a.bias, p.bias_shape(), "linear bias");
+  check_shape(a.y, p.y_shape(), "linear output");
 }
 
-void check_linear_backward(const LinearParams& p, const TensorView& x,
-                                  const TensorView& weight, const TensorView& dy,
-                                  const TensorView& dx, const TensorView& dweight,
-                                  const TensorView& dbias) {
+void check_linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
   check_linear_sizes(p);
-  check_shape(x, p.x_shape(), "linear input");
-  check_shape(weight, p.weight_shape(), "linear weight");
-  check_shape(dy, p.y_shape(), "linear output gradient");
-  check_optional_shape(dx, p.x_shape(), "linear input gradient");
-  check_optional_shape(dweight, p.weight_shape(), "linear weight gradient");
-  if (p.bias) check_optional_shape(dbias, p.bias_shape(), "linear bias gradient");
+  check_shape(a.x, p.x_shape(), "linear input");
+  check_shape(a.weight, p.weight_shape(), "linear weight");
+  check_shape(a.dy, p.y_shape(), "linear output gradient");
+  check_optional_shape(a.dx, p.x_shape(), "linear input gradient");
+  check_optional_shape(a.dweight, p.weight_shape(), "linear weight gradient");
+  if (p.bias) check_optional_shape(a.dbias, p.bias_shape(), "linear bias gradient");
 }
 
-void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y) {
-  check_linear(p, x, weight, bias, y);
-  HFTA_DISPATCH("linear_forward", x.device, cpu::linear_forward(p, x, weight, bias, y));
+void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
+  check_linear(p, a);
+  HFTA_DISPATCH("linear_forward", a.x.device, cpu::linear_forward(p, a));
 }
 
-void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias) {
-  check_linear_backward(p, x, weight, dy, dx, dweight, dbias);
-  HFTA_DISPATCH("linear_backward", x.device,
-                cpu::linear_backward(p, x, weight, dy, dx, dweight, dbias));
+void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
+  check_linear_backward(p, a);
+  HFTA_DISPATCH("linear_backward", a.x.device, cpu::linear_backward(p, a));
 }
 
 }  // namespace hfta

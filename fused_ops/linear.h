@@ -4,9 +4,9 @@
 //   weight  [B, F_in, F_out]  (input-major so y = x W is a plain row-major GEMM per model)
 //   bias    [B, F_out]        (empty view when bias = false)
 //   y       [B, N, F_out]
-// Backward: dx is written (=); when shared_input, dx is the sum over models of x's gradient (the
-// shared input feeds every model). dweight and dbias accumulate (+=). Any gradient may be an
-// empty view to skip it.
+// Backward: dx is written (=), or added to (+=) with accumulate_dx; when shared_input, the
+// gradient put into dx is the sum over models of x's gradient (the shared input feeds every
+// model). dweight and dbias accumulate (+=). Any gradient may be an empty view to skip it.
 #pragma once
 
 #include <cstdint>
@@ -31,34 +31,32 @@ struct LinearParams {
   double forward_flops() const { return 2.0 * B * N * in_features * out_features; }
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// linear_forward(p, {.x = x, .weight = w, .bias = b, .y = y})).
+struct LinearForwardArgs {
+  TensorView x{}, weight{}, bias{}, y{};
+};
+struct LinearBackwardArgs {
+  TensorView x{}, weight{}, dy{};       // inputs
+  TensorView dx{}, dweight{}, dbias{};  // outputs; an empty view = not wanted
+  bool accumulate_dx = false;           // dx += gradient instead of dx = gradient
+};
+
 // Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
-void check_linear(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                  const TensorView& bias, const TensorView& y);
+void check_linear(const LinearParams& p, const LinearForwardArgs& a);
+void check_linear_backward(const LinearParams& p, const LinearBackwardArgs& a);
 
-void check_linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                           const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                           const TensorView& dbias);
-
-void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y);
-void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias);
+void linear_forward(const LinearParams& p, const LinearForwardArgs& a);
+void linear_backward(const LinearParams& p, const LinearBackwardArgs& a);
 
 namespace ref {
-void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y);
-void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias);
+void linear_forward(const LinearParams& p, const LinearForwardArgs& a);
+void linear_backward(const LinearParams& p, const LinearBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y);
-void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias);
+void linear_forward(const LinearParams& p, const LinearForwardArgs& a);
+void linear_backward(const LinearParams& p, const LinearBackwardArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

@@ -61,19 +61,19 @@ void check_pool2d_params(const Pool2dParams& p) {
   check_pool2d_axis(op, "w", p.W, p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode);
 }
 
-void check_pool2d(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                  const TensorView& y) {
+void check_pool2d(const Pool2dParams& p, const Pool2dForwardArgs& a) {
   check_pool2d_params(p);
   const char* op = kind_name(p.kind);
-  check_shape(x, p.x_shape(), fmt::format("{} input", op));
-  check_shape(y, p.y_shape(), fmt::format("{} output", op));
+  check_shape(a.x, p.x_shape(), fmt::format("{} input", op));
+  check_shape(a.y, p.y_shape(), fmt::format("{} output", op));
   if (p.kind == PoolKind::kMax)
-    check_optional_shape(saved.argmax, p.argmax_shape(), "max_pool2d saved argmax");
+    check_optional_shape(a.saved.argmax, p.argmax_shape(), "max_pool2d saved argmax");
 }
 
-void check_pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                           const TensorView& dx) {
+void check_pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
   check_pool2d_params(p);
+  const Pool2dSaved& saved = a.saved;
+  const TensorView &dy = a.dy, &dx = a.dx;
   const char* op = kind_name(p.kind);
   if (p.kind == PoolKind::kMax) {
     HFTA_CHECK(!saved.argmax.empty(),
@@ -86,16 +86,14 @@ void check_pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, cons
   check_shape(dx, p.x_shape(), fmt::format("{} input gradient", op));
 }
 
-void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                    const TensorView& y) {
-  check_pool2d(p, x, saved, y);
-  HFTA_DISPATCH("pool2d_forward", x.device, cpu::pool2d_forward(p, x, saved, y));
+void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a) {
+  check_pool2d(p, a);
+  HFTA_DISPATCH("pool2d_forward", a.x.device, cpu::pool2d_forward(p, a));
 }
 
-void pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                     const TensorView& dx) {
-  check_pool2d_backward(p, saved, dy, dx);
-  HFTA_DISPATCH("pool2d_backward", dy.device, cpu::pool2d_backward(p, saved, dy, dx));
+void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
+  check_pool2d_backward(p, a);
+  HFTA_DISPATCH("pool2d_backward", a.dy.device, cpu::pool2d_backward(p, a));
 }
 
 static void check_adaptive_avg_pool2d_sizes(const AdaptiveAvgPool2dParams& p) {
@@ -108,31 +106,31 @@ static void check_adaptive_avg_pool2d_sizes(const AdaptiveAvgPool2dParams& p) {
              p.out_h, p.out_w);
 }
 
-void check_adaptive_avg_pool2d(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                               const TensorView& y) {
+void check_adaptive_avg_pool2d(const AdaptiveAvgPool2dParams& p,
+                               const AdaptiveAvgPool2dForwardArgs& a) {
   check_adaptive_avg_pool2d_sizes(p);
-  check_shape(x, p.x_shape(), "adaptive_avg_pool2d input");
-  check_shape(y, p.y_shape(), "adaptive_avg_pool2d output");
+  check_shape(a.x, p.x_shape(), "adaptive_avg_pool2d input");
+  check_shape(a.y, p.y_shape(), "adaptive_avg_pool2d output");
 }
 
-void check_adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                        const TensorView& dx) {
+void check_adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                        const AdaptiveAvgPool2dBackwardArgs& a) {
   check_adaptive_avg_pool2d_sizes(p);
-  check_shape(dy, p.y_shape(), "adaptive_avg_pool2d output gradient");
-  check_shape(dx, p.x_shape(), "adaptive_avg_pool2d input gradient");
+  check_shape(a.dy, p.y_shape(), "adaptive_avg_pool2d output gradient");
+  check_shape(a.dx, p.x_shape(), "adaptive_avg_pool2d input gradient");
 }
 
-void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                                 const TensorView& y) {
-  check_adaptive_avg_pool2d(p, x, y);
-  HFTA_DISPATCH("adaptive_avg_pool2d_forward", x.device, cpu::adaptive_avg_pool2d_forward(p, x, y));
+void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
+                                 const AdaptiveAvgPool2dForwardArgs& a) {
+  check_adaptive_avg_pool2d(p, a);
+  HFTA_DISPATCH("adaptive_avg_pool2d_forward", a.x.device, cpu::adaptive_avg_pool2d_forward(p, a));
 }
 
-void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                  const TensorView& dx) {
-  check_adaptive_avg_pool2d_backward(p, dy, dx);
-  HFTA_DISPATCH("adaptive_avg_pool2d_backward", dy.device,
-                cpu::adaptive_avg_pool2d_backward(p, dy, dx));
+void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                  const AdaptiveAvgPool2dBackwardArgs& a) {
+  check_adaptive_avg_pool2d_backward(p, a);
+  HFTA_DISPATCH("adaptive_avg_pool2d_backward", a.dy.device,
+                cpu::adaptive_avg_pool2d_backward(p, a));
 }
 
 }  // namespace hfta

@@ -7,8 +7,8 @@
 //                             index h*W + w into its input plane (PyTorch's return_indices)
 // Pooling acts on each (n, channel) plane alone and has no parameters, so the fused op is plain
 // pooling over N*B*C planes: model b alone computes exactly its channels' planes.
-// Backward: dx is written (=). Max pooling routes each dy to its argmax (adding where windows
-// overlap); average pooling spreads dy / divisor over its window.
+// Backward: dx is written (=), or added to (+=) with accumulate_dx. Max pooling routes each dy to
+// its argmax (adding where windows overlap); average pooling spreads dy / divisor over its window.
 #pragma once
 
 #include <cstdint>
@@ -63,19 +63,29 @@ struct Pool2dSaved {
   IndexView argmax;
 };
 
+// The tensors of one call, by name (call with designated initializers:
+// pool2d_forward(p, {.x = x, .saved = {.argmax = argmax}, .y = y})).
+struct Pool2dForwardArgs {
+  TensorView x{};
+  Pool2dSaved saved{};  // output for backward (max pooling)
+  TensorView y{};
+};
+struct Pool2dBackwardArgs {
+  Pool2dSaved saved{};  // what forward saved
+  TensorView dy{};
+  TensorView dx{};             // output
+  bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
+};
+
 // Throws hfta::Error when a size or hyperparameter is invalid (non-positive sizes, kernel or
 // stride, negative padding, padding above half the kernel as PyTorch forbids, an empty output)
 // or a tensor does not match its shape above.
 void check_pool2d_params(const Pool2dParams& p);
-void check_pool2d(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                  const TensorView& y);
-void check_pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                           const TensorView& dx);
+void check_pool2d(const Pool2dParams& p, const Pool2dForwardArgs& a);
+void check_pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a);
 
-void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                    const TensorView& y);
-void pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                     const TensorView& dx);
+void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a);
+void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a);
 
 // Adaptive average pooling to a fixed out_h x out_w: output row i averages input rows
 // [floor(i*H/out_h), ceil((i+1)*H/out_h)), and likewise for columns (PyTorch's bins; they may
@@ -98,36 +108,41 @@ struct AdaptiveAvgPool2dParams {
   }
 };
 
-void check_adaptive_avg_pool2d(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                               const TensorView& y);
-void check_adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                        const TensorView& dx);
+struct AdaptiveAvgPool2dForwardArgs {
+  TensorView x{}, y{};
+};
+struct AdaptiveAvgPool2dBackwardArgs {
+  TensorView dy{};
+  TensorView dx{};             // output
+  bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
+};
 
-void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                                 const TensorView& y);
-void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                  const TensorView& dx);
+void check_adaptive_avg_pool2d(const AdaptiveAvgPool2dParams& p,
+                               const AdaptiveAvgPool2dForwardArgs& a);
+void check_adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                        const AdaptiveAvgPool2dBackwardArgs& a);
+
+void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
+                                 const AdaptiveAvgPool2dForwardArgs& a);
+void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                  const AdaptiveAvgPool2dBackwardArgs& a);
 
 namespace ref {
-void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                    const TensorView& y);
-void pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                     const TensorView& dx);
-void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                                 const TensorView& y);
-void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                  const TensorView& dx);
+void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a);
+void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a);
+void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
+                                 const AdaptiveAvgPool2dForwardArgs& a);
+void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                  const AdaptiveAvgPool2dBackwardArgs& a);
 }  // namespace ref
 
 namespace cpu {
-void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                    const TensorView& y);
-void pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                     const TensorView& dx);
-void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                                 const TensorView& y);
-void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                  const TensorView& dx);
+void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a);
+void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a);
+void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
+                                 const AdaptiveAvgPool2dForwardArgs& a);
+void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                  const AdaptiveAvgPool2dBackwardArgs& a);
 }  // namespace cpu
 
 }  // namespace hfta

@@ -56,10 +56,10 @@ inline float row_sq_dev(const float* x, int64_t hw, float mean) {
 
 }  // namespace
 
-void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                         const TensorView& beta, const TensorView& running_mean,
-                         const TensorView& running_var, const BatchNorm2dSaved& saved,
-                         const TensorView& y) {
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &running_mean = a.running_mean,
+                   &running_var = a.running_var, &y = a.y;
+  const BatchNorm2dSaved& saved = a.saved;
   const int64_t hw = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw;
   const double M = double(p.reduction_size());
   parallel_for(channels, [&](int64_t k) {  // k = b*C + c indexes the [B, C] tensors
@@ -98,9 +98,10 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const 
 
 // dx = g*rstd * (dy - mean(dy) - xhat * mean(dy*xhat)) in training, g*rstd*dy in eval, written
 // as dx = a*dy + k1*(x - mean) + k0 so the inner loop is two multiply-adds.
-void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
-                          const TensorView& dgamma, const TensorView& dbeta) {
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
+                   &dbeta = a.dbeta;
+  const BatchNorm2dSaved& saved = a.saved;
   const int64_t hw = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw;
   const double M = double(p.reduction_size());
   const bool want_dgamma = p.affine && !dgamma.empty(), want_dbeta = p.affine && !dbeta.empty();
@@ -127,17 +128,22 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const
     if (want_dgamma) dgamma.data[k] += static_cast<float>(sum_dy_xhat);
     if (want_dbeta) dbeta.data[k] += static_cast<float>(sum_dy);
     if (dx.empty()) return;
-    const double a = (p.affine ? gamma.data[k] : 1.0f) * double(rstd);
-    const float af = static_cast<float>(a);
-    const float k1 = p.training ? static_cast<float>(-a * rstd * sum_dy_xhat / M) : 0.0f;
-    const float k0 = p.training ? static_cast<float>(-a * sum_dy / M) : 0.0f;
+    const double ga = (p.affine ? gamma.data[k] : 1.0f) * double(rstd);
+    const float af = static_cast<float>(ga);
+    const float k1 = p.training ? static_cast<float>(-ga * rstd * sum_dy_xhat / M) : 0.0f;
+    const float k0 = p.training ? static_cast<float>(-ga * sum_dy / M) : 0.0f;
     float* dxk = dx.data + k * hw;
     for (int64_t n = 0; n < p.N; ++n) {
       const float* xr = xk + n * row_stride;
       const float* dyr = dyk + n * row_stride;
       float* dxr = dxk + n * row_stride;
+      if (a.accumulate_dx) {
 #pragma omp simd
-      for (int64_t i = 0; i < hw; ++i) dxr[i] = af * dyr[i] + k1 * (xr[i] - mean) + k0;
+        for (int64_t i = 0; i < hw; ++i) dxr[i] += af * dyr[i] + k1 * (xr[i] - mean) + k0;
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < hw; ++i) dxr[i] = af * dyr[i] + k1 * (xr[i] - mean) + k0;
+      }
     }
   });
 }

@@ -157,7 +157,8 @@ struct ChannelBlocking {
 
 #if defined(__AVX512F__)
 // Row r of the 16 x 16 tile at src (rows src_ld floats apart) becomes column r of the tile at
-// dst (rows dst_ld floats apart).
+// dst (rows dst_ld floats apart); with Add, is added to it.
+template <bool Add>
 inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t dst_ld) {
   __m512 r[16], t[16], u[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_ld);
@@ -174,51 +175,63 @@ inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t
     u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
     u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
   }
+  auto store = [](float* at, __m512 v) {
+    if constexpr (Add) v = _mm512_add_ps(_mm512_loadu_ps(at), v);
+    _mm512_storeu_ps(at, v);
+  };
   // Gather lane k of u[j] from the four row groups: output row 4k + j.
   for (int j = 0; j < 4; ++j) {
     const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of groups 0, 1
     const __m512 w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);  // lanes 1, 3
     const __m512 x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
     const __m512 y = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    _mm512_storeu_ps(dst + (0 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0x88));
-    _mm512_storeu_ps(dst + (8 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0xdd));
-    _mm512_storeu_ps(dst + (4 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0x88));
-    _mm512_storeu_ps(dst + (12 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0xdd));
+    store(dst + (0 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0x88));
+    store(dst + (8 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0xdd));
+    store(dst + (4 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0x88));
+    store(dst + (12 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0xdd));
   }
 }
 #endif
 
+// How convert_channel_blocks moves the data: plain -> blocked, or blocked -> plain written (=)
+// or added (+=, an accumulating input gradient).
+enum class Conversion { kToBlocked, kToPlain, kAddToPlain };
+
 // One (image, channel block): the blk x HW matrix at `plain` (rows HW apart) and the HW x blk
-// matrix at `blocked`; to_blocked picks the direction.
+// matrix at `blocked`; `how` picks the direction.
 void transpose_channel_block(float* plain, float* blocked, int64_t HW, int64_t blk,
-                             bool to_blocked) {
+                             Conversion how) {
   int64_t hw = 0;
 #if defined(__AVX512F__)
   if (blk == 16) {
     for (; hw + 16 <= HW; hw += 16) {
-      if (to_blocked)
-        transpose16x16(plain + hw, HW, blocked + hw * 16, 16);
+      if (how == Conversion::kToBlocked)
+        transpose16x16<false>(plain + hw, HW, blocked + hw * 16, 16);
+      else if (how == Conversion::kToPlain)
+        transpose16x16<false>(blocked + hw * 16, 16, plain + hw, HW);
       else
-        transpose16x16(blocked + hw * 16, 16, plain + hw, HW);
+        transpose16x16<true>(blocked + hw * 16, 16, plain + hw, HW);
     }
   }
 #endif
   for (; hw < HW; ++hw)
     for (int64_t c = 0; c < blk; ++c) {
-      if (to_blocked)
+      if (how == Conversion::kToBlocked)
         blocked[hw * blk + c] = plain[c * HW + hw];
-      else
+      else if (how == Conversion::kToPlain)
         plain[c * HW + hw] = blocked[hw * blk + c];
+      else
+        plain[c * HW + hw] += blocked[hw * blk + c];
     }
 }
 
 void convert_channel_blocks(const ChannelBlocking& b, float* plain, float* blocked,
-                            bool to_blocked) {
+                            Conversion how) {
   const int64_t blocks = b.C / b.blk;
   parallel_for(b.N * blocks, [&](int64_t i) {
     const int64_t n = i / blocks, cb = i % blocks;
     transpose_channel_block(plain + n * b.ld + cb * b.blk * b.HW,
-                            blocked + (n * blocks + cb) * b.blk * b.HW, b.HW, b.blk, to_blocked);
+                            blocked + (n * blocks + cb) * b.blk * b.HW, b.HW, b.blk, how);
   });
 }
 
@@ -314,7 +327,7 @@ void reorder(dnnl::stream& stream, const dnnl::reorder& r, const memory& from, c
 void bring_in(dnnl::stream& stream, const Edge& e, bool first, int64_t step, bool stale = false) {
   if (!e.separate || (!first && step == 0 && !stale)) return;
   if (e.blocking.blk)
-    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), /*to_blocked=*/true);
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kToBlocked);
   else
     reorder(stream, e.to_inner, e.user, e.inner);
 }
@@ -323,9 +336,17 @@ void bring_in(dnnl::stream& stream, const Edge& e, bool first, int64_t step, boo
 void write_out(dnnl::stream& stream, const Edge& e) {
   if (!e.separate) return;
   if (e.blocking.blk)
-    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), /*to_blocked=*/false);
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kToPlain);
   else
     reorder(stream, e.write, e.inner, e.user);
+}
+
+// Adds an output edge's result to the caller's buffer (+=); the edge was built with can_add.
+void add_out(dnnl::stream& stream, const Edge& e) {
+  if (e.blocking.blk)
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kAddToPlain);
+  else
+    reorder(stream, e.add, e.inner, e.user);
 }
 
 // Each part keeps its execute() arguments: the memory objects never change, only the data
@@ -343,6 +364,10 @@ struct BackwardData {
   dnnl::convolution_backward_data prim;
   Edge dy, w, dx;
   Args args;
+  // For accumulate_dx, built on first use: an edge that adds dx into the caller's buffer (its
+  // scratch is dx's blocked copy when that is separate), and args writing to it.
+  std::unique_ptr<Edge> dx_add;
+  Args add_args;
 };
 
 struct BackwardWeights {
@@ -471,6 +496,17 @@ BackwardData& backward_data_part(const Entry& e, Lane& lane) {
   return *lane.bwd_data;
 }
 
+// backward-data's dx edge for accumulate_dx (see BackwardData::dx_add), with its arguments.
+std::pair<Edge&, const Args&> accumulating_dx(const Entry& e, Lane& lane, BackwardData& f) {
+  if (!f.dx_add) {
+    f.dx_add = std::make_unique<Edge>(output_edge(e.g.x, f.dx.inner.get_desc(), /*can_write=*/true,
+                                                  /*can_add=*/true, &lane.x_pool));
+    f.add_args = f.args;
+    f.add_args[DNNL_ARG_DIFF_SRC] = f.dx_add->inner;
+  }
+  return {*f.dx_add, f.add_args};
+}
+
 BackwardWeights& backward_weights_part(const Entry& e, Lane& lane) {
   if (!lane.bwd_weights) {
     auto f = std::make_unique<BackwardWeights>();
@@ -565,9 +601,9 @@ void for_each_run(Entry& e, bool sums_dx, F&& run) {
 }
 
 // The backward on oneDNN primitives (every strategy but the direct kernel).
-void onednn_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias) {
+void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
+  const TensorView &x = a.x, &weight = a.weight, &dy = a.dy, &dx = a.dx, &dweight = a.dweight,
+                   &dbias = a.dbias;
   Entry& e = cached_entry(p);
   std::lock_guard<std::mutex> lock(e.mutex);
   const Geometry& g = e.g;
@@ -576,6 +612,18 @@ void onednn_backward(const Conv2dParams& p, const TensorView& x, const TensorVie
     dnnl::stream& stream = lane.stream;
     BackwardData* data = dx.empty() ? nullptr : &backward_data_part(e, lane);
     BackwardWeights* weights = dweight.empty() ? nullptr : &backward_weights_part(e, lane);
+    // Where dx goes: written by the first run (unless accumulating), added by later runs that
+    // sum into one dx (a shared input) and by every run when accumulating.
+    Edge* dx_edge = nullptr;
+    const Args* data_args = nullptr;
+    if (data != nullptr) {
+      if (a.accumulate_dx) {
+        auto [edge, args] = accumulating_dx(e, lane, *data);
+        dx_edge = &edge, data_args = &args;
+      } else {
+        dx_edge = &data->dx, data_args = &data->args;
+      }
+    }
     // Both primitives usually want dy in one layout, in the one pooled buffer: each run reorders
     // dy once, for backward-data and then backward-weights (so the runs of a per-model problem
     // go model by model, each model's dy copy used twice while it is in cache).
@@ -583,21 +631,21 @@ void onednn_backward(const Conv2dParams& p, const TensorView& x, const TensorVie
                            weights->dy.separate &&
                            data->dy.inner.get_data_handle() == weights->dy.inner.get_data_handle();
     // A shared x has one blocked copy for all runs, but backward-data's dx copy takes its buffer.
-    const bool x_clobbered = data != nullptr && weights != nullptr && data->dx.separate &&
+    const bool x_clobbered = data != nullptr && weights != nullptr && dx_edge->separate &&
                              weights->x.separate &&
-                             data->dx.inner.get_data_handle() == weights->x.inner.get_data_handle();
+                             dx_edge->inner.get_data_handle() == weights->x.inner.get_data_handle();
     if (data != nullptr) {
       BackwardData& f = *data;
       f.dy.set(dy.data + r * g.y_step);
       f.w.set(weight.data + r * g.w_step);
-      f.dx.set(dx.data + r * g.x_step);
+      dx_edge->set(dx.data + r * g.x_step);
       bring_in(stream, f.dy, first, g.y_step);
       bring_in(stream, f.w, first, g.w_step);
-      f.prim.execute(stream, f.args);
-      if (r > 0 && g.dx_sums_runs)
-        reorder(stream, f.dx.add, f.dx.inner, f.dx.user);
+      f.prim.execute(stream, *data_args);
+      if (a.accumulate_dx || (r > 0 && g.dx_sums_runs))
+        add_out(stream, *dx_edge);
       else
-        write_out(stream, f.dx);
+        write_out(stream, *dx_edge);
     }
     if (weights != nullptr) {
       BackwardWeights& f = *weights;
@@ -645,8 +693,8 @@ bool uses_depthwise(const Conv2dParams& p) {
 
 }  // namespace
 
-void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y) {
+void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
+  const TensorView &x = a.x, &weight = a.weight, &bias = a.bias, &y = a.y;
   if (uses_depthwise(p))
     return depthwise_conv2d_forward(p, x.data, weight.data, p.bias ? bias.data : nullptr, y.data);
   if (uses_direct(p)) return conv2d_direct_forward(p, x, weight, bias, y);
@@ -667,20 +715,22 @@ void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView
   dnnl_stream().wait();
 }
 
-void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias) {
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   if (uses_depthwise(p))
     return depthwise_conv2d_backward(
-        p, x.data, weight.data, dy.data, dx.empty() ? nullptr : dx.data,
-        dweight.empty() ? nullptr : dweight.data, p.bias && !dbias.empty() ? dbias.data : nullptr,
-        /*accumulate_dx=*/false);
+        p, a.x.data, a.weight.data, a.dy.data, a.dx.empty() ? nullptr : a.dx.data,
+        a.dweight.empty() ? nullptr : a.dweight.data,
+        p.bias && !a.dbias.empty() ? a.dbias.data : nullptr, a.accumulate_dx);
   if (uses_direct(p)) {
     // The direct kernel has no backward-data: oneDNN computes the (rarely wanted) dx alone.
-    if (!dx.empty()) onednn_backward(p, x, weight, dy, dx, TensorView(), TensorView());
-    return conv2d_direct_backward_weights(p, x, dy, dweight, dbias);
+    if (!a.dx.empty()) {
+      Conv2dBackwardArgs data_only = a;
+      data_only.dweight = data_only.dbias = TensorView();
+      onednn_backward(p, data_only);
+    }
+    return conv2d_direct_backward_weights(p, a.x, a.dy, a.dweight, a.dbias);
   }
-  onednn_backward(p, x, weight, dy, dx, dweight, dbias);
+  onednn_backward(p, a);
 }
 
 int64_t conv2d_cached_problems() {

@@ -26,7 +26,7 @@ namespace hfta::cpu {
 
 namespace {
 
-constexpr int64_t kLanes = 16;        // floats per AVX-512 vector
+constexpr int64_t kLanes = 16;         // floats per AVX-512 vector
 constexpr int64_t kMaxInChannels = 4;  // beyond this oneDNN's kernels do better
 constexpr int64_t kMaxRowVectors = 4;  // output rows of up to 64 pixels
 
@@ -149,11 +149,12 @@ void forward_block(const Geometry& g, const float* xp_n, const float* w, const f
 
 // Output channels per forward block: 16 accumulators (of 32 registers) whatever the row width.
 template <int V>
-constexpr int kForwardBlock = V == 1 ? 16 : V == 2 ? 8 : 4;
+constexpr int kForwardBlock = V == 1   ? 16
+                              : V == 2 ? 8
+                                       : 4;
 
 template <int V>
-void forward_all(const Geometry& g, const float* xp, const float* w, const float* bias,
-                 float* y) {
+void forward_all(const Geometry& g, const float* xp, const float* w, const float* bias, float* y) {
   constexpr int OCB = kForwardBlock<V>;
   const int64_t full_blocks = g.BC / OCB, blocks = full_blocks + (g.BC % OCB != 0);
   parallel_for(g.N * blocks, [&](int64_t i) {
@@ -235,24 +236,30 @@ constexpr auto kTilesOneChannel = weight_grad_tiles<1>(std::make_index_sequence<
 
 void conv2d_direct_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
                            const TensorView& bias, const TensorView& y) {
-  HFTA_CHECK(conv2d_direct_applies(p), "conv2d_direct_forward called for a problem it does not "
-                                       "handle (see conv2d_direct_applies)");
+  HFTA_CHECK(conv2d_direct_applies(p),
+             "conv2d_direct_forward called for a problem it does not "
+             "handle (see conv2d_direct_applies)");
   const Geometry g = make_geometry(p);
   const float* xp = padded_input(g, x.data);
   const float* b = p.bias ? bias.data : nullptr;
   switch (g.V) {
-    case 1: return forward_all<1>(g, xp, weight.data, b, y.data);
-    case 2: return forward_all<2>(g, xp, weight.data, b, y.data);
-    case 3: return forward_all<3>(g, xp, weight.data, b, y.data);
-    default: return forward_all<4>(g, xp, weight.data, b, y.data);
+    case 1:
+      return forward_all<1>(g, xp, weight.data, b, y.data);
+    case 2:
+      return forward_all<2>(g, xp, weight.data, b, y.data);
+    case 3:
+      return forward_all<3>(g, xp, weight.data, b, y.data);
+    default:
+      return forward_all<4>(g, xp, weight.data, b, y.data);
   }
 }
 
 void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
                                     const TensorView& dy, const TensorView& dweight,
                                     const TensorView& dbias) {
-  HFTA_CHECK(conv2d_direct_applies(p), "conv2d_direct_backward_weights called for a problem it "
-                                       "does not handle (see conv2d_direct_applies)");
+  HFTA_CHECK(conv2d_direct_applies(p),
+             "conv2d_direct_backward_weights called for a problem it "
+             "does not handle (see conv2d_direct_applies)");
   const bool want_dw = !dweight.empty(), want_db = p.bias && !dbias.empty();
   if (!want_dw && !want_db) return;
   const Geometry g = make_geometry(p);

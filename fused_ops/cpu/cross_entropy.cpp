@@ -96,9 +96,10 @@ double softmax_row(const float* x, float* probs, int64_t K, int32_t label) {
 
 }  // namespace
 
-void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
-                           const IndexView& labels, const TensorView& losses,
-                           const CrossEntropySaved& saved) {
+void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a) {
+  const TensorView &logits = a.logits, &losses = a.losses;
+  const IndexView& labels = a.labels;
+  const CrossEntropySaved& saved = a.saved;
   const int64_t N = p.N, K = p.K;
   float* probs = saved.probs.data;
   parallel_for(p.B * N, [&](int64_t row) {
@@ -118,9 +119,10 @@ void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits
   });
 }
 
-void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                            const IndexView& labels, const TensorView& dlosses,
-                            const TensorView& dlogits) {
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a) {
+  const TensorView &dlosses = a.dlosses, &dlogits = a.dlogits;
+  const IndexView& labels = a.labels;
+  const CrossEntropySaved& saved = a.saved;
   const int64_t N = p.N, K = p.K;
   parallel_for(p.B * N, [&](int64_t row) {
     const int32_t label = labels.data[row % N];
@@ -134,8 +136,10 @@ void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved
   });
 }
 
-void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
-                   std::span<int64_t> correct) {
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
+  const TensorView& logits = a.logits;
+  const IndexView& labels = a.labels;
+  const std::span<int64_t> correct = a.correct;
   const int64_t N = p.N, K = p.K;
   for (int64_t b = 0; b < p.B; ++b) correct[b] = 0;
   // Integer counts: atomic increments give the same result in any order.

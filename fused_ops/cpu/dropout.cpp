@@ -38,8 +38,10 @@ inline void draw_and_apply(RngStream& rng, float p, float scale, int64_t count, 
 
 }  // namespace
 
-void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                     const DropoutSaved& saved, const TensorView& y) {
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
+  const TensorView &x = a.x, &y = a.y;
+  const DropoutSaved& saved = a.saved;
+  const std::span<RngStream> streams = a.streams;
   if (!p.active()) {
     if (y.data != x.data)
       for_each_chunk(x.numel(), [&](int64_t begin, int64_t end) {
@@ -65,12 +67,18 @@ void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngS
   });
 }
 
-void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                      const TensorView& dx) {
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
+  const TensorView &dy = a.dy, &dx = a.dx;
+  const DropoutSaved& saved = a.saved;
   const float* g = dy.data;
   float* out = dx.data;
   if (!p.active()) {
-    if (out != g)
+    if (a.accumulate_dx)
+      for_each_chunk(dy.numel(), [&](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) out[i] += g[i];
+      });
+    else if (out != g)
       for_each_chunk(dy.numel(), [&](int64_t begin, int64_t end) {
         std::copy(g + begin, g + end, out + begin);
       });
@@ -78,8 +86,13 @@ void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const T
   }
   const float* mask = saved.mask.data;
   for_each_chunk(dy.numel(), [&](int64_t begin, int64_t end) {
+    if (a.accumulate_dx) {
 #pragma omp simd
-    for (int64_t i = begin; i < end; ++i) out[i] = mask[i] * g[i];
+      for (int64_t i = begin; i < end; ++i) out[i] += mask[i] * g[i];
+    } else {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) out[i] = mask[i] * g[i];
+    }
   });
 }
 

@@ -13,7 +13,8 @@
 
 namespace hfta::cpu {
 
-void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorView& y) {
+void flatten_forward(const FlattenParams& p, const FlattenForwardArgs& a) {
+  const TensorView &x = a.x, &y = a.y;
   const int64_t B = p.B, N = p.N, F = p.features();
   parallel_for(B * N, [&](int64_t row) {
     const int64_t b = row / N, n = row % N;
@@ -21,11 +22,19 @@ void flatten_forward(const FlattenParams& p, const TensorView& x, const TensorVi
   });
 }
 
-void flatten_backward(const FlattenParams& p, const TensorView& dy, const TensorView& dx) {
+void flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a) {
+  const TensorView &dy = a.dy, &dx = a.dx;
   const int64_t B = p.B, N = p.N, F = p.features();
   parallel_for(B * N, [&](int64_t row) {
     const int64_t b = row / N, n = row % N;
-    std::memcpy(dx.data + (n * B + b) * F, dy.data + row * F, sizeof(float) * F);
+    float* to = dx.data + (n * B + b) * F;
+    const float* from = dy.data + row * F;
+    if (a.accumulate_dx) {
+#pragma omp simd
+      for (int64_t i = 0; i < F; ++i) to[i] += from[i];
+    } else {
+      std::memcpy(to, from, sizeof(float) * F);
+    }
   });
 }
 

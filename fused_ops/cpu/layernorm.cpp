@@ -29,8 +29,9 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 
 }  // namespace
 
-void layernorm_forward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                       const TensorView& beta, const LayerNormSaved& saved, const TensorView& y) {
+void layernorm_forward(const LayerNormParams& p, const LayerNormForwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &y = a.y;
+  const LayerNormSaved& saved = a.saved;
   const int64_t F = p.F;
   parallel_for(p.B * p.N, [&](int64_t row) {
     const float* xr = x.data + row * F;
@@ -58,9 +59,10 @@ void layernorm_forward(const LayerNormParams& p, const TensorView& x, const Tens
   });
 }
 
-void layernorm_backward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                        const LayerNormSaved& saved, const TensorView& dy, const TensorView& dx,
-                        const TensorView& dgamma, const TensorView& dbeta) {
+void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
+                   &dbeta = a.dbeta;
+  const LayerNormSaved& saved = a.saved;
   const int64_t F = p.F, N = p.N;
   // dx = rstd * (gdy - mean(gdy) - xhat * mean(gdy * xhat)), gdy = dy * gamma.
   if (!dx.empty())
@@ -88,9 +90,15 @@ void layernorm_backward(const LayerNormParams& p, const TensorView& x, const Ten
       // dx = rstd * gdy + k1 * (x - mean) + k0
       const float k1 = -rstd * rstd * rstd * sum_gdy_xmu / static_cast<float>(F);
       const float k0 = -rstd * sum_gdy / static_cast<float>(F);
-      if (g) {
+      if (g && a.accumulate_dx) {
+#pragma omp simd
+        for (int64_t f = 0; f < F; ++f) dxr[f] += rstd * (dyr[f] * g[f]) + k1 * (xr[f] - mean) + k0;
+      } else if (g) {
 #pragma omp simd
         for (int64_t f = 0; f < F; ++f) dxr[f] = rstd * (dyr[f] * g[f]) + k1 * (xr[f] - mean) + k0;
+      } else if (a.accumulate_dx) {
+#pragma omp simd
+        for (int64_t f = 0; f < F; ++f) dxr[f] += rstd * dyr[f] + k1 * (xr[f] - mean) + k0;
       } else {
 #pragma omp simd
         for (int64_t f = 0; f < F; ++f) dxr[f] = rstd * dyr[f] + k1 * (xr[f] - mean) + k0;

@@ -30,8 +30,8 @@ void for_each_model(int64_t B, F&& per_model) {
 
 }  // namespace
 
-void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y) {
+void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
+  const TensorView &x = a.x, &weight = a.weight, &bias = a.bias, &y = a.y;
   const int64_t N = p.N, fi = p.in_features, fo = p.out_features;
   // With fewer models than threads each model's output columns are split into one block per
   // thread, and every block is a single-threaded GEMM: for B = 1 this measured faster than one
@@ -60,9 +60,10 @@ void linear_forward(const LinearParams& p, const TensorView& x, const TensorView
   });
 }
 
-void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias) {
+void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
+  const TensorView &x = a.x, &weight = a.weight, &dy = a.dy, &dx = a.dx, &dweight = a.dweight,
+                   &dbias = a.dbias;
+  const float dx_beta = a.accumulate_dx ? 1.0f : 0.0f;
   const int64_t N = p.N, fi = p.in_features, fo = p.out_features;
   // Backward is a set of independent GEMMs: each model's input gradient and its weight (and
   // bias) gradient. The shared input's gradient sums over models, so it is one task that runs
@@ -72,12 +73,12 @@ void linear_backward(const LinearParams& p, const TensorView& x, const TensorVie
   const bool want_dx = !dx.empty(), want_dw = !dweight.empty() || (p.bias && !dbias.empty());
   auto input_grad = [&](int64_t b) {
     sgemm(false, true, N, fi, fo, 1.0f, dy.data + b * N * fo, fo, weight.data + b * fi * fo, fo,
-          0.0f, dx.data + b * N * fi, fi);
+          dx_beta, dx.data + b * N * fi, fi);
   };
   auto shared_input_grad = [&] {
     for (int64_t b = 0; b < p.B; ++b)
       sgemm(false, true, N, fi, fo, 1.0f, dy.data + b * N * fo, fo, weight.data + b * fi * fo, fo,
-            b == 0 ? 0.0f : 1.0f, dx.data, fi);
+            b == 0 ? dx_beta : 1.0f, dx.data, fi);
   };
   auto weight_grad = [&](int64_t b) {
     const float* xb = p.shared_input ? x.data : x.data + b * N * fi;

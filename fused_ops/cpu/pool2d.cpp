@@ -284,10 +284,10 @@ void avg_pool_plane(const Geometry& g, bool count_include_pad, const float* padd
 }
 
 // Average pooling backward of one plane: each dy / divisor spreads over its window in the padded
-// accumulator (zeroed here), whose interior is then written to dx.
+// accumulator (zeroed here), whose interior is then written to dx (or added, `accumulate`).
 template <int kStride>
 void avg_pool_backward_plane(const Geometry& g, bool count_include_pad, const float* dy,
-                             float* padded, float* dx) {
+                             float* padded, float* dx, bool accumulate) {
   const int64_t s = g.sw;
   const Ints lanes = lane_offsets(static_cast<int32_t>(s));
   std::fill(padded, padded + g.H * g.Wp, 0.0f);
@@ -309,13 +309,23 @@ void avg_pool_backward_plane(const Geometry& g, bool count_include_pad, const fl
           add_strided<kStride>(padded + h * g.Wp + o0 * s + k, s, share);
     }
   }
-  for (int64_t h = 0; h < g.H; ++h)
-    std::memcpy(dx + h * g.W, padded + h * g.Wp + g.pw, sizeof(float) * g.W);
+  for (int64_t h = 0; h < g.H; ++h) {
+    const float* from = padded + h * g.Wp + g.pw;
+    float* to = dx + h * g.W;
+    if (accumulate) {
+#pragma omp simd
+      for (int64_t w = 0; w < g.W; ++w) to[w] += from[w];
+    } else {
+      std::memcpy(to, from, sizeof(float) * g.W);
+    }
+  }
 }
 
-// Max pooling backward of one plane: each dy goes to its argmax, adding where windows overlap.
-void max_pool_backward_plane(const Geometry& g, const int32_t* argmax, const float* dy, float* dx) {
-  std::fill(dx, dx + g.H * g.W, 0.0f);
+// Max pooling backward of one plane: each dy goes to its argmax, adding where windows overlap
+// (and to dx's values with `accumulate`, to zeros without).
+void max_pool_backward_plane(const Geometry& g, const int32_t* argmax, const float* dy, float* dx,
+                             bool accumulate) {
+  if (!accumulate) std::fill(dx, dx + g.H * g.W, 0.0f);
   for (int64_t o = 0; o < g.OH * g.OW; ++o) {
     assert(argmax[o] >= 0 && argmax[o] < g.H * g.W);
     dx[argmax[o]] += dy[o];
@@ -330,8 +340,9 @@ inline int64_t bin_end(int64_t i, int64_t size, int64_t out) {
 
 }  // namespace
 
-void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                    const TensorView& y) {
+void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a) {
+  const TensorView &x = a.x, &y = a.y;
+  const Pool2dSaved& saved = a.saved;
   const Geometry g = geometry_of(p);
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
   const bool is_max = p.kind == PoolKind::kMax, with_argmax = is_max && !saved.argmax.empty();
@@ -352,26 +363,29 @@ void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSave
   });
 }
 
-void pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                     const TensorView& dx) {
+void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
+  const TensorView &dy = a.dy, &dx = a.dx;
+  const Pool2dSaved& saved = a.saved;
   const Geometry g = geometry_of(p);
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
   parallel_for(p.N * p.B * p.C, [&](int64_t plane) {
     const float* dyp = dy.data + plane * out_plane;
     float* dxp = dx.data + plane * in_plane;
     if (p.kind == PoolKind::kMax) {
-      max_pool_backward_plane(g, saved.argmax.data + plane * out_plane, dyp, dxp);
+      max_pool_backward_plane(g, saved.argmax.data + plane * out_plane, dyp, dxp, a.accumulate_dx);
       return;
     }
     float* padded = scratch_plane(g.H * g.Wp);
     with_stride(g.sw, [&](auto stride) {
-      avg_pool_backward_plane<decltype(stride)::value>(g, p.count_include_pad, dyp, padded, dxp);
+      avg_pool_backward_plane<decltype(stride)::value>(g, p.count_include_pad, dyp, padded, dxp,
+                                                       a.accumulate_dx);
     });
   });
 }
 
-void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                                 const TensorView& y) {
+void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
+                                 const AdaptiveAvgPool2dForwardArgs& a) {
+  const TensorView &x = a.x, &y = a.y;
   const int64_t H = p.H, W = p.W, OH = p.out_h, OW = p.out_w;
   parallel_for(p.N * p.B * p.C, [&](int64_t plane) {
     const float* xp = x.data + plane * H * W;
@@ -392,13 +406,14 @@ void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorV
   });
 }
 
-void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                  const TensorView& dx) {
+void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                  const AdaptiveAvgPool2dBackwardArgs& a) {
+  const TensorView &dy = a.dy, &dx = a.dx;
   const int64_t H = p.H, W = p.W, OH = p.out_h, OW = p.out_w;
   parallel_for(p.N * p.B * p.C, [&](int64_t plane) {
     const float* dyp = dy.data + plane * OH * OW;
     float* dxp = dx.data + plane * H * W;
-    std::fill(dxp, dxp + H * W, 0.0f);
+    if (!a.accumulate_dx) std::fill(dxp, dxp + H * W, 0.0f);
     for (int64_t oh = 0; oh < OH; ++oh) {
       const int64_t h0 = bin_start(oh, H, OH), h1 = bin_end(oh, H, OH);
       for (int64_t ow = 0; ow < OW; ++ow) {

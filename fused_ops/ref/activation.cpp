@@ -22,6 +22,8 @@ double activate(const ActivationParams& p, double x) {
       return std::tanh(x);
     case ActivationKind::kSigmoid:
       return 1.0 / (1.0 + std::exp(-x));
+    case ActivationKind::kRelu6:
+      return x < 0.0 ? 0.0 : (x > 6.0 ? 6.0 : x);  // NaN stays NaN
   }
   return x;
 }
@@ -39,6 +41,8 @@ double derivative(const ActivationParams& p, double x, double y) {
       return 1.0 - y * y;
     case ActivationKind::kSigmoid:
       return y * (1.0 - y);
+    case ActivationKind::kRelu6:
+      return y > 0.0 && y < 6.0 ? 1.0 : 0.0;
   }
   return 1.0;
 }
@@ -46,18 +50,20 @@ double derivative(const ActivationParams& p, double x, double y) {
 }  // namespace
 
 // The specification: f applied to every element in double, rounded once.
-void activation_forward(const ActivationParams& p, const TensorView& x, const TensorView& y) {
-  check_activation(p, x, y);
+void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a) {
+  check_activation(p, a);
+  const TensorView &x = a.x, &y = a.y;
   for (int64_t i = 0; i < x.numel(); ++i) y.data[i] = static_cast<float>(activate(p, x.data[i]));
 }
 
-void activation_backward(const ActivationParams& p, const TensorView& x, const TensorView& y,
-                         const TensorView& dy, const TensorView& dx) {
-  check_activation_backward(p, x, y, dy, dx);
+void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a) {
+  check_activation_backward(p, a);
+  const TensorView &x = a.x, &y = a.y, &dy = a.dy, &dx = a.dx;
   const bool from_y = p.backward_reads_output();
   for (int64_t i = 0; i < dy.numel(); ++i) {
     double xi = from_y ? 0.0 : x.data[i], yi = from_y ? y.data[i] : 0.0;
-    dx.data[i] = static_cast<float>(derivative(p, xi, yi) * dy.data[i]);
+    const float grad = static_cast<float>(derivative(p, xi, yi) * dy.data[i]);
+    dx.data[i] = a.accumulate_dx ? dx.data[i] + grad : grad;
   }
 }
 

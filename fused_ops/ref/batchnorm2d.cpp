@@ -19,11 +19,11 @@ struct Plane {
 
 }  // namespace
 
-void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                         const TensorView& beta, const TensorView& running_mean,
-                         const TensorView& running_var, const BatchNorm2dSaved& saved,
-                         const TensorView& y) {
-  check_batchnorm2d(p, x, gamma, beta, running_mean, running_var, saved, y);
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &running_mean = a.running_mean,
+                   &running_var = a.running_var, &y = a.y;
+  const BatchNorm2dSaved& saved = a.saved;
+  check_batchnorm2d(p, a);
   const int64_t M = p.reduction_size();
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t c = 0; c < p.C; ++c) {
@@ -70,10 +70,11 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const TensorView& x, const 
 //   dbeta = sum dy,  dgamma = sum dy * xhat,
 //   training: dx = g * rstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M)
 //   eval:     dx = g * rstd * dy   (the statistics are constants)
-void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const TensorView& gamma,
-                          const BatchNorm2dSaved& saved, const TensorView& dy, const TensorView& dx,
-                          const TensorView& dgamma, const TensorView& dbeta) {
-  check_batchnorm2d_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
+                   &dbeta = a.dbeta;
+  const BatchNorm2dSaved& saved = a.saved;
+  check_batchnorm2d_backward(p, a);
   const double M = double(p.reduction_size());
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t c = 0; c < p.C; ++c) {
@@ -96,7 +97,8 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const TensorView& x, const
           int64_t at = plane.offset(n) + i;
           double xhat = (x.data[at] - mean) * rstd;
           double d = p.training ? dy.data[at] - sum_dy / M - xhat * sum_dy_xhat / M : dy.data[at];
-          dx.data[at] = static_cast<float>(g * rstd * d);
+          const float grad = static_cast<float>(g * rstd * d);
+          dx.data[at] = a.accumulate_dx ? dx.data[at] + grad : grad;
         }
     }
 }

@@ -46,9 +46,9 @@ struct ModelConv {
 }  // namespace
 
 // The specification: B independent single-model convolutions, double accumulation.
-void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y) {
-  check_conv2d(p, x, weight, bias, y);
+void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
+  check_conv2d(p, a);
+  const TensorView &x = a.x, &weight = a.weight, &bias = a.bias, &y = a.y;
   for (int64_t b = 0; b < p.B; ++b) {
     const ModelConv m{p, b};
     for (int64_t n = 0; n < p.N; ++n)
@@ -67,12 +67,13 @@ void conv2d_forward(const Conv2dParams& p, const TensorView& x, const TensorView
 }
 
 // Accumulates every gradient in double, per model, then rounds once to float; dx of a shared
-// input sums the per-model (float) gradients, as B separate models' gradients would be summed.
-void conv2d_backward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias) {
-  check_conv2d_backward(p, x, weight, dy, dx, dweight, dbias);
-  if (!dx.empty())
+// input sums the per-model (float) gradients, as B separate models' gradients would be summed;
+// with accumulate_dx they are added to dx's values instead of to zeros.
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
+  check_conv2d_backward(p, a);
+  const TensorView &x = a.x, &weight = a.weight, &dy = a.dy, &dx = a.dx, &dweight = a.dweight,
+                   &dbias = a.dbias;
+  if (!dx.empty() && !a.accumulate_dx)
     for (int64_t i = 0; i < dx.numel(); ++i) dx.data[i] = 0.0f;
   const Shape one_x{p.N, p.in_channels, p.H, p.W};
   const Shape one_w = p.weight_shape().drop_front();

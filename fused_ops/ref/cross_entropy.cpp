@@ -7,10 +7,11 @@ namespace ref {
 
 // The specification: B independent single-model losses, each row in double. NaN needs no
 // special case: a NaN (or +inf) logit makes the row's sum of exponentials NaN.
-void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits,
-                           const IndexView& labels, const TensorView& losses,
-                           const CrossEntropySaved& saved) {
-  check_cross_entropy(p, logits, labels, losses, saved);
+void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a) {
+  const TensorView &logits = a.logits, &losses = a.losses;
+  const IndexView& labels = a.labels;
+  const CrossEntropySaved& saved = a.saved;
+  check_cross_entropy(p, a);
   const int64_t K = p.K;
   for (int64_t b = 0; b < p.B; ++b) {
     double total = 0.0;
@@ -28,10 +29,11 @@ void cross_entropy_forward(const CrossEntropyParams& p, const TensorView& logits
   }
 }
 
-void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved& saved,
-                            const IndexView& labels, const TensorView& dlosses,
-                            const TensorView& dlogits) {
-  check_cross_entropy_backward(p, saved, labels, dlosses, dlogits);
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a) {
+  const TensorView &dlosses = a.dlosses, &dlogits = a.dlogits;
+  const IndexView& labels = a.labels;
+  const CrossEntropySaved& saved = a.saved;
+  check_cross_entropy_backward(p, a);
   const int64_t K = p.K;
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t n = 0; n < p.N; ++n)
@@ -43,9 +45,11 @@ void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropySaved
       }
 }
 
-void count_correct(const CrossEntropyParams& p, const TensorView& logits, const IndexView& labels,
-                   std::span<int64_t> correct) {
-  check_count_correct(p, logits, labels, correct);
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
+  const TensorView& logits = a.logits;
+  const IndexView& labels = a.labels;
+  const std::span<int64_t> correct = a.correct;
+  check_count_correct(p, a);
   for (int64_t b = 0; b < p.B; ++b) {
     correct[b] = 0;
     for (int64_t n = 0; n < p.N; ++n) {

@@ -17,9 +17,11 @@ int64_t fused_index(const DropoutParams& p, int64_t b, int64_t i) {
 
 // The specification: B independent single-model dropouts, each drawing from its own stream in
 // its own element order.
-void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngStream> streams,
-                     const DropoutSaved& saved, const TensorView& y) {
-  check_dropout(p, x, streams, saved, y);
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
+  const TensorView &x = a.x, &y = a.y;
+  const DropoutSaved& saved = a.saved;
+  const std::span<RngStream> streams = a.streams;
+  check_dropout(p, a);
   if (!p.active()) {
     for (int64_t i = 0; i < x.numel(); ++i) y.data[i] = x.data[i];
     return;
@@ -36,11 +38,14 @@ void dropout_forward(const DropoutParams& p, const TensorView& x, std::span<RngS
   }
 }
 
-void dropout_backward(const DropoutParams& p, const DropoutSaved& saved, const TensorView& dy,
-                      const TensorView& dx) {
-  check_dropout_backward(p, saved, dy, dx);
-  for (int64_t i = 0; i < dy.numel(); ++i)
-    dx.data[i] = p.active() ? saved.mask.data[i] * dy.data[i] : dy.data[i];
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
+  const TensorView &dy = a.dy, &dx = a.dx;
+  const DropoutSaved& saved = a.saved;
+  check_dropout_backward(p, a);
+  for (int64_t i = 0; i < dy.numel(); ++i) {
+    const float grad = p.active() ? saved.mask.data[i] * dy.data[i] : dy.data[i];
+    dx.data[i] = a.accumulate_dx ? dx.data[i] + grad : grad;
+  }
 }
 
 }  // namespace ref

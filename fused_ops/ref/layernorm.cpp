@@ -6,9 +6,10 @@ namespace hfta {
 namespace ref {
 
 // The specification: B independent single-model LayerNorm layers, double accumulation.
-void layernorm_forward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                       const TensorView& beta, const LayerNormSaved& saved, const TensorView& y) {
-  check_layernorm(p, x, gamma, beta, saved, y);
+void layernorm_forward(const LayerNormParams& p, const LayerNormForwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &y = a.y;
+  const LayerNormSaved& saved = a.saved;
+  check_layernorm(p, a);
   const int64_t F = p.F;
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t n = 0; n < p.N; ++n) {
@@ -33,10 +34,11 @@ void layernorm_forward(const LayerNormParams& p, const TensorView& x, const Tens
 // With xhat = (x - mean) * rstd and gdy = dy * gamma (dy without affine), per row:
 //   dx = rstd * (gdy - sum(gdy) / F - xhat * sum(gdy * xhat) / F)
 // and over the rows of one model: dgamma = sum dy * xhat, dbeta = sum dy.
-void layernorm_backward(const LayerNormParams& p, const TensorView& x, const TensorView& gamma,
-                        const LayerNormSaved& saved, const TensorView& dy, const TensorView& dx,
-                        const TensorView& dgamma, const TensorView& dbeta) {
-  check_layernorm_backward(p, x, gamma, saved, dy, dx, dgamma, dbeta);
+void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
+                   &dbeta = a.dbeta;
+  const LayerNormSaved& saved = a.saved;
+  check_layernorm_backward(p, a);
   const int64_t F = p.F;
   for (int64_t b = 0; b < p.B; ++b) {
     if (p.affine)
@@ -64,9 +66,12 @@ void layernorm_backward(const LayerNormParams& p, const TensorView& x, const Ten
         sum_gdy += gdy(f);
         sum_gdy_xhat += gdy(f) * xhat(f);
       }
-      for (int64_t f = 0; f < F; ++f)
-        dx.data[row * F + f] =
+      for (int64_t f = 0; f < F; ++f) {
+        const float grad =
             static_cast<float>(rstd * (gdy(f) - sum_gdy / F - xhat(f) * sum_gdy_xhat / F));
+        float& out = dx.data[row * F + f];
+        out = a.accumulate_dx ? out + grad : grad;
+      }
     }
   }
 }

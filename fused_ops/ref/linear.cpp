@@ -4,9 +4,9 @@ namespace hfta {
 namespace ref {
 
 // The specification: B independent single-model linears, double accumulation.
-void linear_forward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                    const TensorView& bias, const TensorView& y) {
-  check_linear(p, x, weight, bias, y);
+void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
+  check_linear(p, a);
+  const TensorView &x = a.x, &weight = a.weight, &bias = a.bias, &y = a.y;
   const int64_t fi = p.in_features, fo = p.out_features;
   for (int64_t b = 0; b < p.B; ++b) {
     const float* xb = p.shared_input ? x.data : x.data + b * p.N * fi;
@@ -20,12 +20,12 @@ void linear_forward(const LinearParams& p, const TensorView& x, const TensorView
   }
 }
 
-void linear_backward(const LinearParams& p, const TensorView& x, const TensorView& weight,
-                     const TensorView& dy, const TensorView& dx, const TensorView& dweight,
-                     const TensorView& dbias) {
-  check_linear_backward(p, x, weight, dy, dx, dweight, dbias);
+void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
+  check_linear_backward(p, a);
+  const TensorView &x = a.x, &weight = a.weight, &dy = a.dy, &dx = a.dx, &dweight = a.dweight,
+                   &dbias = a.dbias;
   const int64_t fi = p.in_features, fo = p.out_features;
-  if (!dx.empty() && p.shared_input)
+  if (!dx.empty() && p.shared_input && !a.accumulate_dx)
     for (int64_t i = 0; i < dx.numel(); ++i) dx.data[i] = 0.0f;
   for (int64_t b = 0; b < p.B; ++b) {
     const float* xb = p.shared_input ? x.data : x.data + b * p.N * fi;
@@ -37,7 +37,7 @@ void linear_backward(const LinearParams& p, const TensorView& x, const TensorVie
         for (int64_t i = 0; i < fi; ++i) {
           double acc = 0.0;
           for (int64_t o = 0; o < fo; ++o) acc += double(dyb[n * fo + o]) * wb[i * fo + o];
-          if (p.shared_input)
+          if (p.shared_input || a.accumulate_dx)
             dxb[n * fi + i] += static_cast<float>(acc);
           else
             dxb[n * fi + i] = static_cast<float>(acc);

@@ -43,9 +43,10 @@ int64_t bin_end(int64_t i, int64_t size, int64_t out) { return ((i + 1) * size +
 
 }  // namespace
 
-void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSaved& saved,
-                    const TensorView& y) {
-  check_pool2d(p, x, saved, y);
+void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a) {
+  const TensorView &x = a.x, &y = a.y;
+  const Pool2dSaved& saved = a.saved;
+  check_pool2d(p, a);
   const int64_t H = p.H, W = p.W, OH = p.out_h(), OW = p.out_w();
   const int64_t sh = p.effective_stride_h(), sw = p.effective_stride_w();
   for (int64_t b = 0; b < p.B; ++b)
@@ -80,16 +81,17 @@ void pool2d_forward(const Pool2dParams& p, const TensorView& x, const Pool2dSave
       }
 }
 
-void pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const TensorView& dy,
-                     const TensorView& dx) {
-  check_pool2d_backward(p, saved, dy, dx);
+void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
+  const TensorView &dy = a.dy, &dx = a.dx;
+  const Pool2dSaved& saved = a.saved;
+  check_pool2d_backward(p, a);
   const int64_t H = p.H, W = p.W, OH = p.out_h(), OW = p.out_w();
   const int64_t sh = p.effective_stride_h(), sw = p.effective_stride_w();
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t n = 0; n < p.N; ++n)
       for (int64_t c = 0; c < p.C; ++c) {
         const int64_t plane = plane_of(p.B, p.C, b, n, c);
-        // Accumulate the plane's gradient in double, then write it (=).
+        // Accumulate the plane's gradient in double, then write it (=, or += with accumulate_dx).
         std::vector<double> grad(H * W, 0.0);
         for (int64_t oh = 0; oh < OH; ++oh)
           for (int64_t ow = 0; ow < OW; ++ow) {
@@ -109,14 +111,17 @@ void pool2d_backward(const Pool2dParams& p, const Pool2dSaved& saved, const Tens
                 for (int64_t w = ww.start; w < ww.end; ++w) grad[h * W + w] += share;
             }
           }
-        for (int64_t i = 0; i < H * W; ++i)
-          dx.data[plane * H * W + i] = static_cast<float>(grad[i]);
+        for (int64_t i = 0; i < H * W; ++i) {
+          float& out = dx.data[plane * H * W + i];
+          out = a.accumulate_dx ? out + static_cast<float>(grad[i]) : static_cast<float>(grad[i]);
+        }
       }
 }
 
-void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorView& x,
-                                 const TensorView& y) {
-  check_adaptive_avg_pool2d(p, x, y);
+void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
+                                 const AdaptiveAvgPool2dForwardArgs& a) {
+  const TensorView &x = a.x, &y = a.y;
+  check_adaptive_avg_pool2d(p, a);
   const int64_t H = p.H, W = p.W, OH = p.out_h, OW = p.out_w;
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t n = 0; n < p.N; ++n)
@@ -135,9 +140,10 @@ void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p, const TensorV
       }
 }
 
-void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const TensorView& dy,
-                                  const TensorView& dx) {
-  check_adaptive_avg_pool2d_backward(p, dy, dx);
+void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                  const AdaptiveAvgPool2dBackwardArgs& a) {
+  const TensorView &dy = a.dy, &dx = a.dx;
+  check_adaptive_avg_pool2d_backward(p, a);
   const int64_t H = p.H, W = p.W, OH = p.out_h, OW = p.out_w;
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t n = 0; n < p.N; ++n)
@@ -153,8 +159,10 @@ void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p, const Tensor
             for (int64_t h = h0; h < h1; ++h)
               for (int64_t w = w0; w < w1; ++w) grad[h * W + w] += share;
           }
-        for (int64_t i = 0; i < H * W; ++i)
-          dx.data[plane * H * W + i] = static_cast<float>(grad[i]);
+        for (int64_t i = 0; i < H * W; ++i) {
+          float& out = dx.data[plane * H * W + i];
+          out = a.accumulate_dx ? out + static_cast<float>(grad[i]) : static_cast<float>(grad[i]);
+        }
       }
 }
 

@@ -90,24 +90,25 @@ void check_fused_equals_serial(const ActivationParams& p, int64_t B, const Layou
   // In place: y is x's buffer and dx is dy's; backward gets only what it reads.
   const bool from_y = p.backward_reads_output();
   if (in_place && from_y) {
-    activation_forward(p, x.view(), x.view());
-    activation_backward(p, TensorView(), x.view(), dy.view(), dy.view());
+    activation_forward(p, {.x = x.view(), .y = x.view()});
+    activation_backward(p, {.x = TensorView(), .y = x.view(), .dy = dy.view(), .dx = dy.view()});
     y = x, dx = dy;
   } else if (in_place) {
-    activation_forward(p, x.view(), y.view());
-    activation_backward(p, x.view(), TensorView(), dy.view(), dy.view());
+    activation_forward(p, {.x = x.view(), .y = y.view()});
+    activation_backward(p, {.x = x.view(), .y = TensorView(), .dy = dy.view(), .dx = dy.view()});
     dx = dy;
   } else {
-    activation_forward(p, x.view(), y.view());
-    activation_backward(p, x.view(), y.view(), dy.view(), dx.view());
+    activation_forward(p, {.x = x.view(), .y = y.view()});
+    activation_backward(p, {.x = x.view(), .y = y.view(), .dy = dy.view(), .dx = dx.view()});
   }
 
   for (int64_t b = 0; b < B; ++b) {
     SCOPED_TRACE(fmt::format("model {}", b));
     Buffer xb = layout.gather(x0, B, b), dyb = layout.gather(dy0, B, b);
     Buffer yb(layout.single()), dxb(layout.single());
-    ref::activation_forward(p, xb.view(), yb.view());
-    ref::activation_backward(p, xb.view(), yb.view(), dyb.view(), dxb.view());
+    ref::activation_forward(p, {.x = xb.view(), .y = yb.view()});
+    ref::activation_backward(p,
+                             {.x = xb.view(), .y = yb.view(), .dy = dyb.view(), .dx = dxb.view()});
     const double atol = atol_for(p.kind), rtol = rtol_for(p.kind);
     expect_close(layout.gather(y, B, b), yb, atol, rtol, "forward");
     expect_close(layout.gather(dx, B, b), dxb, atol, rtol, "input grad");
@@ -135,12 +136,14 @@ TEST(Activation, ReferenceInPlaceEqualsOutOfPlace) {
     SCOPED_TRACE(describe(p));
     Buffer x = activation_input(Shape{3, 4, 5}, rng), dy = test::random_buffer(x.shape, rng);
     Buffer y(x.shape), dx(x.shape), x_inplace = x, dy_inplace = dy;
-    ref::activation_forward(p, x.view(), y.view());
-    ref::activation_backward(p, x.view(), y.view(), dy.view(), dx.view());
-    ref::activation_forward(p, x_inplace.view(), x_inplace.view());
+    ref::activation_forward(p, {.x = x.view(), .y = y.view()});
+    ref::activation_backward(p, {.x = x.view(), .y = y.view(), .dy = dy.view(), .dx = dx.view()});
+    ref::activation_forward(p, {.x = x_inplace.view(), .y = x_inplace.view()});
     if (p.backward_reads_output()) {
-      ref::activation_backward(p, TensorView(), x_inplace.view(), dy_inplace.view(),
-                               dy_inplace.view());
+      ref::activation_backward(p, {.x = TensorView(),
+                                   .y = x_inplace.view(),
+                                   .dy = dy_inplace.view(),
+                                   .dx = dy_inplace.view()});
       expect_close(x_inplace, y, 0.0, 0.0, "in-place forward");
       expect_close(dy_inplace, dx, 0.0, 0.0, "in-place backward");
     }
@@ -158,9 +161,9 @@ TEST(Activation, ReferenceGradientsMatchFiniteDifferences) {
     for (float& v : x.values)
       if (std::fabs(v) < 0.1f) v = v < 0.0f ? -0.1f : 0.1f;
     Buffer g = test::random_buffer(x.shape, rng), y(x.shape), dx(x.shape);
-    auto forward = [&] { ref::activation_forward(p, x.view(), y.view()); };
+    auto forward = [&] { ref::activation_forward(p, {.x = x.view(), .y = y.view()}); };
     forward();
-    ref::activation_backward(p, x.view(), y.view(), g.view(), dx.view());
+    ref::activation_backward(p, {.x = x.view(), .y = y.view(), .dy = g.view(), .dx = dx.view()});
     // eps = 1e-2: truncation error eps^2 |f'''| / 6 <= 2e-5 (|f'''| <= 1 for gelu/tanh/sigmoid,
     // 0 for the piecewise-linear ones away from 0); rounding: y is float, so each difference
     // quotient carries about 2 * 2^-24 * |y| / (2 eps) <= 2e-5 at |y| <= 3.
@@ -176,11 +179,11 @@ TEST(Activation, NanPropagates) {
     Buffer x(Shape{2, 20}, 0.5f), y(x.shape);
     x.values[3] = nan;
     x.values[37] = nan;  // in the vector body and in the tail of the oneDNN kernels
-    activation_forward(p, x.view(), y.view());
+    activation_forward(p, {.x = x.view(), .y = y.view()});
     for (int64_t i = 0; i < x.numel(); ++i)
       EXPECT_EQ(std::isnan(y.values[i]), std::isnan(x.values[i])) << "element " << i;
     Buffer ref_y(x.shape);
-    ref::activation_forward(p, x.view(), ref_y.view());
+    ref::activation_forward(p, {.x = x.view(), .y = ref_y.view()});
     EXPECT_TRUE(std::isnan(ref_y.values[3]));
   }
 }
@@ -189,29 +192,33 @@ TEST(Activation, BadInputsRaiseClearErrors) {
   Buffer x(Shape{2, 3, 4}), y(Shape{2, 3, 4}), wrong(Shape{2, 4, 3});
   ActivationParams relu{ActivationKind::kRelu};
   try {
-    activation_forward(relu, x.view(), wrong.view());
+    activation_forward(relu, {.x = x.view(), .y = wrong.view()});
     FAIL() << "expected hfta::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("relu output has shape [2, 4, 3], expected [2, 3, 4]"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(activation_forward(relu, x.view(), TensorView()), Error);
-  EXPECT_THROW(activation_forward(relu, TensorView(), y.view()), Error);
+  EXPECT_THROW(activation_forward(relu, {.x = x.view(), .y = TensorView()}), Error);
+  EXPECT_THROW(activation_forward(relu, {.x = TensorView(), .y = y.view()}), Error);
   // GELU's backward reads x: an empty x (e.g. after an in-place forward) is refused.
   ActivationParams gelu{ActivationKind::kGelu};
   try {
-    activation_backward(gelu, TensorView(), y.view(), y.view(), x.view());
+    activation_backward(gelu, {.x = TensorView(), .y = y.view(), .dy = y.view(), .dx = x.view()});
     FAIL() << "expected hfta::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gelu input (its backward reads the input"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(activation_backward(relu, x.view(), TensorView(), y.view(), x.view()), Error);
-  EXPECT_THROW(activation_backward(relu, x.view(), y.view(), y.view(), wrong.view()), Error);
+  EXPECT_THROW(
+      activation_backward(relu, {.x = x.view(), .y = TensorView(), .dy = y.view(), .dx = x.view()}),
+      Error);
+  EXPECT_THROW(
+      activation_backward(relu, {.x = x.view(), .y = y.view(), .dy = y.view(), .dx = wrong.view()}),
+      Error);
   ActivationParams bad_slope{ActivationKind::kLeakyRelu, std::numeric_limits<float>::infinity()};
-  EXPECT_THROW(activation_forward(bad_slope, x.view(), y.view()), Error);
+  EXPECT_THROW(activation_forward(bad_slope, {.x = x.view(), .y = y.view()}), Error);
 }
 
 }  // namespace

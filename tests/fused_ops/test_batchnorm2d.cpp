@@ -108,10 +108,20 @@ void check_fused_equals_serial(int64_t B, const BnCase& c, uint64_t seed) {
   Buffer mean(p.param_shape()), rstd(p.param_shape()), y(p.y_shape()), dx(p.x_shape());
   BatchNorm2dSaved saved{mean.view(), rstd.view()};
   for (Buffer* x : {&x1, &x2})
-    batchnorm2d_forward(p, x->view(), view_if(c.affine, gamma), view_if(c.affine, beta),
-                        rmean.view(), rvar.view(), saved, y.view());
-  batchnorm2d_backward(p, x2.view(), view_if(c.affine, gamma), saved, dy.view(), dx.view(),
-                       view_if(c.affine, dgamma), view_if(c.affine, dbeta));
+    batchnorm2d_forward(p, {.x = x->view(),
+                            .gamma = view_if(c.affine, gamma),
+                            .beta = view_if(c.affine, beta),
+                            .running_mean = rmean.view(),
+                            .running_var = rvar.view(),
+                            .saved = saved,
+                            .y = y.view()});
+  batchnorm2d_backward(p, {.x = x2.view(),
+                           .gamma = view_if(c.affine, gamma),
+                           .saved = saved,
+                           .dy = dy.view(),
+                           .dx = dx.view(),
+                           .dgamma = view_if(c.affine, dgamma),
+                           .dbeta = view_if(c.affine, dbeta)});
   if (!c.training) {  // eval never touches the running statistics
     expect_close(rmean, rmean0, 0.0, 0.0, "eval running_mean unchanged");
     expect_close(rvar, rvar0, 0.0, 0.0, "eval running_var unchanged");
@@ -129,10 +139,20 @@ void check_fused_equals_serial(int64_t B, const BnCase& c, uint64_t seed) {
     Buffer dxb(one.x_shape()), dyb = gather_model(dy, B, b, c.C);
     BatchNorm2dSaved savedb{meanb.view(), rstdb.view()};
     for (Buffer* x : {&xb1, &xb2})
-      ref::batchnorm2d_forward(one, x->view(), view_if(c.affine, gb), view_if(c.affine, sb),
-                               rmb.view(), rvb.view(), savedb, yb.view());
-    ref::batchnorm2d_backward(one, xb2.view(), view_if(c.affine, gb), savedb, dyb.view(),
-                              dxb.view(), view_if(c.affine, dgb), view_if(c.affine, dbb));
+      ref::batchnorm2d_forward(one, {.x = x->view(),
+                                     .gamma = view_if(c.affine, gb),
+                                     .beta = view_if(c.affine, sb),
+                                     .running_mean = rmb.view(),
+                                     .running_var = rvb.view(),
+                                     .saved = savedb,
+                                     .y = yb.view()});
+    ref::batchnorm2d_backward(one, {.x = xb2.view(),
+                                    .gamma = view_if(c.affine, gb),
+                                    .saved = savedb,
+                                    .dy = dyb.view(),
+                                    .dx = dxb.view(),
+                                    .dgamma = view_if(c.affine, dgb),
+                                    .dbeta = view_if(c.affine, dbb)});
 
     const double x_max = std::max(max_abs(xb1), max_abs(xb2));
     const double gamma_max = c.affine ? max_abs(gb) : 1.0;
@@ -182,14 +202,37 @@ TEST(BatchNorm2d, EmptyGradientsAreSkipped) {
   Buffer beta = random_buffer(p.param_shape(), rng), dy = random_buffer(p.y_shape(), rng);
   Buffer mean(p.param_shape()), rstd(p.param_shape()), y(p.y_shape());
   BatchNorm2dSaved saved{mean.view(), rstd.view()};
-  batchnorm2d_forward(p, x.view(), gamma.view(), beta.view(), {}, {}, saved, y.view());
+  batchnorm2d_forward(p, {.x = x.view(),
+                          .gamma = gamma.view(),
+                          .beta = beta.view(),
+                          .running_mean = {},
+                          .running_var = {},
+                          .saved = saved,
+                          .y = y.view()});
   Buffer dx_all(p.x_shape()), dg_all(p.param_shape()), db_all(p.param_shape());
-  batchnorm2d_backward(p, x.view(), gamma.view(), saved, dy.view(), dx_all.view(), dg_all.view(),
-                       db_all.view());
+  batchnorm2d_backward(p, {.x = x.view(),
+                           .gamma = gamma.view(),
+                           .saved = saved,
+                           .dy = dy.view(),
+                           .dx = dx_all.view(),
+                           .dgamma = dg_all.view(),
+                           .dbeta = db_all.view()});
   Buffer dx(p.x_shape()), dg(p.param_shape());
-  batchnorm2d_backward(p, x.view(), gamma.view(), saved, dy.view(), {}, dg.view(), {});
+  batchnorm2d_backward(p, {.x = x.view(),
+                           .gamma = gamma.view(),
+                           .saved = saved,
+                           .dy = dy.view(),
+                           .dx = {},
+                           .dgamma = dg.view(),
+                           .dbeta = {}});
   expect_close(dg, dg_all, 0.0, 0.0, "gamma grad without dx");
-  batchnorm2d_backward(p, x.view(), gamma.view(), saved, dy.view(), dx.view(), {}, {});
+  batchnorm2d_backward(p, {.x = x.view(),
+                           .gamma = gamma.view(),
+                           .saved = saved,
+                           .dy = dy.view(),
+                           .dx = dx.view(),
+                           .dgamma = {},
+                           .dbeta = {}});
   expect_close(dx, dx_all, 0.0, 0.0, "dx without parameter grads");
 }
 
@@ -205,7 +248,11 @@ TEST(BatchNorm2d, MatchesPyTorchSemanticsByHand) {
     Buffer rmean(p.param_shape(), 0.0f), rvar(p.param_shape(), 1.0f);
     BatchNorm2dSaved saved{mean.view(), rstd.view()};
     auto forward = fused ? batchnorm2d_forward : ref::batchnorm2d_forward;
-    forward(p, x.view(), {}, {}, rmean.view(), rvar.view(), saved, y.view());
+    forward(p, {.x = x.view(),
+                .running_mean = rmean.view(),
+                .running_var = rvar.view(),
+                .saved = saved,
+                .y = y.view()});
     const double r = 1.0 / std::sqrt(1.25 + 1e-5);
     EXPECT_NEAR(y.values[0], -1.5 * r, 1e-6);
     EXPECT_NEAR(y.values[3], 1.5 * r, 1e-6);
@@ -232,8 +279,20 @@ TEST(BatchNorm2d, EvalUsesRunningStatisticsByHand) {
     BatchNorm2dSaved saved{mean.view(), rstd.view()};
     auto forward = fused ? batchnorm2d_forward : ref::batchnorm2d_forward;
     auto backward = fused ? batchnorm2d_backward : ref::batchnorm2d_backward;
-    forward(p, x.view(), gamma.view(), beta.view(), rmean.view(), rvar.view(), saved, y.view());
-    backward(p, x.view(), gamma.view(), saved, dy.view(), dx.view(), dgamma.view(), dbeta.view());
+    forward(p, {.x = x.view(),
+                .gamma = gamma.view(),
+                .beta = beta.view(),
+                .running_mean = rmean.view(),
+                .running_var = rvar.view(),
+                .saved = saved,
+                .y = y.view()});
+    backward(p, {.x = x.view(),
+                 .gamma = gamma.view(),
+                 .saved = saved,
+                 .dy = dy.view(),
+                 .dx = dx.view(),
+                 .dgamma = dgamma.view(),
+                 .dbeta = dbeta.view()});
     const double r = 1.0 / std::sqrt(1e-5);  // 316.2...: float keeps ~7 digits, so rel 1e-6
     EXPECT_NEAR(y.values[0], 2.0 * r * 2.0 + 0.5, 1e-6 * 4.0 * r);
     EXPECT_NEAR(y.values[1], -2.0 * r * 2.0 + 0.5, 1e-6 * 4.0 * r);
@@ -264,12 +323,22 @@ TEST(BatchNorm2d, ReferenceGradientsMatchFiniteDifferences) {
     BatchNorm2dSaved saved{mean.view(), rstd.view()};
     // Training updates the running statistics on every call; y does not depend on them.
     auto forward = [&] {
-      ref::batchnorm2d_forward(p, x.view(), gamma.view(), beta.view(), rmean.view(), rvar.view(),
-                               saved, y.view());
+      ref::batchnorm2d_forward(p, {.x = x.view(),
+                                   .gamma = gamma.view(),
+                                   .beta = beta.view(),
+                                   .running_mean = rmean.view(),
+                                   .running_var = rvar.view(),
+                                   .saved = saved,
+                                   .y = y.view()});
     };
     forward();
-    ref::batchnorm2d_backward(p, x.view(), gamma.view(), saved, g.view(), dx.view(), dgamma.view(),
-                              dbeta.view());
+    ref::batchnorm2d_backward(p, {.x = x.view(),
+                                  .gamma = gamma.view(),
+                                  .saved = saved,
+                                  .dy = g.view(),
+                                  .dx = dx.view(),
+                                  .dgamma = dgamma.view(),
+                                  .dbeta = dbeta.view()});
     // L = sum(y * g) over 48 outputs with |y| <= 3: rounding y to float moves L by at most
     // 48 * 3 * 2^-24 ~ 9e-6, i.e. 4.3e-4 after dividing by 2*eps; the O(eps^2) truncation term,
     // with rstd ~ 2 and M = 12, is ~1e-4 * |L'''| / 6 ~ 2e-5. 1e-3 covers both.
@@ -290,7 +359,13 @@ TEST(BatchNorm2d, BadShapesAndHyperparametersRaiseClearErrors) {
   BatchNorm2dSaved saved{mean.view(), rstd.view()};
   auto message_of = [&](const BatchNorm2dParams& q, TensorView xv, TensorView rm, TensorView rv) {
     try {
-      batchnorm2d_forward(q, xv, gamma.view(), beta.view(), rm, rv, saved, y.view());
+      batchnorm2d_forward(q, {.x = xv,
+                              .gamma = gamma.view(),
+                              .beta = beta.view(),
+                              .running_mean = rm,
+                              .running_var = rv,
+                              .saved = saved,
+                              .y = y.view()});
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -321,23 +396,43 @@ TEST(BatchNorm2d, BadShapesAndHyperparametersRaiseClearErrors) {
   // One value per channel cannot be normalized in training (PyTorch raises too).
   BatchNorm2dParams single{2, 1, 4, 1, 1};
   Buffer x1(single.x_shape()), y1(single.y_shape());
-  EXPECT_THROW(batchnorm2d_forward(single, x1.view(), gamma.view(), beta.view(), rmean.view(),
-                                   rvar.view(), saved, y1.view()),
+  EXPECT_THROW(batchnorm2d_forward(single, {.x = x1.view(),
+                                            .gamma = gamma.view(),
+                                            .beta = beta.view(),
+                                            .running_mean = rmean.view(),
+                                            .running_var = rvar.view(),
+                                            .saved = saved,
+                                            .y = y1.view()}),
                Error);
   expect_message(message_of(p, x.view(), rmean.view(), {}), "pass both");
   bad = p;
   bad.training = false;
   expect_message(message_of(bad, x.view(), {}, {}), "running_mean (required in eval mode)");
-  EXPECT_THROW(
-      batchnorm2d_forward(p, x.view(), {}, beta.view(), rmean.view(), rvar.view(), saved, y.view()),
-      Error);
+  EXPECT_THROW(batchnorm2d_forward(p, {.x = x.view(),
+                                       .gamma = {},
+                                       .beta = beta.view(),
+                                       .running_mean = rmean.view(),
+                                       .running_var = rvar.view(),
+                                       .saved = saved,
+                                       .y = y.view()}),
+               Error);
   Buffer wrong_dx(Shape{3, 8, 5, 4});
-  EXPECT_THROW(batchnorm2d_backward(p, x.view(), gamma.view(), saved, y.view(), wrong_dx.view(),
-                                    gamma.view(), beta.view()),
+  EXPECT_THROW(batchnorm2d_backward(p, {.x = x.view(),
+                                        .gamma = gamma.view(),
+                                        .saved = saved,
+                                        .dy = y.view(),
+                                        .dx = wrong_dx.view(),
+                                        .dgamma = gamma.view(),
+                                        .dbeta = beta.view()}),
                Error);
   BatchNorm2dSaved missing{mean.view(), {}};
-  EXPECT_THROW(batchnorm2d_backward(p, x.view(), gamma.view(), missing, y.view(), x.view(),
-                                    gamma.view(), beta.view()),
+  EXPECT_THROW(batchnorm2d_backward(p, {.x = x.view(),
+                                        .gamma = gamma.view(),
+                                        .saved = missing,
+                                        .dy = y.view(),
+                                        .dx = x.view(),
+                                        .dgamma = gamma.view(),
+                                        .dbeta = beta.view()}),
                Error);
 }
 

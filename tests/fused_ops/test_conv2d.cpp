@@ -96,15 +96,20 @@ void check_fused_equals_serial(int64_t B, const ConvCase& c, uint64_t seed, bool
   const cpu::Conv2dStrategy chosen = cpu::conv2d_strategy_for(p);
   SCOPED_TRACE(std::string(chosen == cpu::Conv2dStrategy::kPerModel ? "per-model "
                            : chosen == cpu::Conv2dStrategy::kDirect ? "direct "
-                                                                     : "grouped ") +
+                                                                    : "grouped ") +
                fmt::format("B={} N={} C={}->{} {}x{} k={}x{} s={}x{} pad={}x{} dil={}x{} g={} "
                            "bias={} shared={}",
                            B, c.N, c.cin, c.cout, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw,
                            c.dh, c.dw, c.groups, c.bias, c.shared));
-  conv2d_forward(p, f.x.view(), f.w.view(), f.bias_view(), f.y.view());
+  conv2d_forward(p,
+                 {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias_view(), .y = f.y.view()});
   const Buffer dx_before = f.dx;
-  conv2d_backward(p, f.x.view(), f.w.view(), f.dy.view(), want_dx ? f.dx.view() : TensorView(),
-                  f.dw.view(), c.bias ? f.db.view() : TensorView());
+  conv2d_backward(p, {.x = f.x.view(),
+                      .weight = f.w.view(),
+                      .dy = f.dy.view(),
+                      .dx = want_dx ? f.dx.view() : TensorView(),
+                      .dweight = f.dw.view(),
+                      .dbias = c.bias ? f.db.view() : TensorView()});
 
   Conv2dParams one = p;
   one.B = 1;
@@ -120,9 +125,16 @@ void check_fused_equals_serial(int64_t B, const ConvCase& c, uint64_t seed, bool
     Buffer dwb = replica_slice(f.dw0, b, one.weight_shape());
     Buffer dbb = replica_slice(f.db0, b, one.bias_shape());
     Buffer yb(one.y_shape()), dxb(one.x_shape());
-    ref::conv2d_forward(one, xb.view(), wb.view(), c.bias ? biasb.view() : TensorView(), yb.view());
-    ref::conv2d_backward(one, xb.view(), wb.view(), dyb.view(), dxb.view(), dwb.view(),
-                         c.bias ? dbb.view() : TensorView());
+    ref::conv2d_forward(one, {.x = xb.view(),
+                              .weight = wb.view(),
+                              .bias = c.bias ? biasb.view() : TensorView(),
+                              .y = yb.view()});
+    ref::conv2d_backward(one, {.x = xb.view(),
+                               .weight = wb.view(),
+                               .dy = dyb.view(),
+                               .dx = dxb.view(),
+                               .dweight = dwb.view(),
+                               .dbias = c.bias ? dbb.view() : TensorView()});
     SCOPED_TRACE(fmt::format("model b={}", b));
     expect_close(channel_slice(f.y, b, c.cout), yb, fwd_tol.atol, fwd_tol.rtol, "forward");
     expect_close(replica_slice(f.dw, b, one.weight_shape()), dwb, param_tol.atol, param_tol.rtol,
@@ -213,13 +225,13 @@ TEST(Conv2d, PerModelRunsAcrossThreads) {
 TEST(Conv2d, DirectKernelForASharedInput) {
   // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
   const ConvCase cases[] = {
-      {3, 1, 32, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},   // LeNet's conv1, 2 vectors
-      {2, 1, 5, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // one full vector, 5 channels
-      {2, 1, 3, 4, 1, 3, 1, 1, 1, 1, 0, 1, 1, 1, false, true},     // 1 pixel wide, no bias
-      {2, 2, 6, 7, 40, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},     // 3 vectors, 50 taps
-      {1, 3, 4, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // 4 full vectors
-      {2, 1, 7, 9, 11, 7, 7, 1, 1, 3, 3, 1, 1, 1, true, true},     // 7x7: 49 taps
-      {2, 4, 8, 6, 20, 3, 2, 1, 1, 0, 0, 1, 1, 1, true, true},     // 4 channels, no padding
+      {3, 1, 32, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},  // LeNet's conv1, 2 vectors
+      {2, 1, 5, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // one full vector, 5 channels
+      {2, 1, 3, 4, 1, 3, 1, 1, 1, 1, 0, 1, 1, 1, false, true},    // 1 pixel wide, no bias
+      {2, 2, 6, 7, 40, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},    // 3 vectors, 50 taps
+      {1, 3, 4, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 4 full vectors
+      {2, 1, 7, 9, 11, 7, 7, 1, 1, 3, 3, 1, 1, 1, true, true},    // 7x7: 49 taps
+      {2, 4, 8, 6, 20, 3, 2, 1, 1, 0, 0, 1, 1, 1, true, true},    // 4 channels, no padding
   };
   uint64_t seed = test::seed_for_test();
   for (const ConvCase& c : cases)
@@ -279,17 +291,33 @@ TEST(Conv2d, SkippedGradients) {
     uint64_t seed = test::seed_for_test();
     HFTA_SEEDED_TRACE(seed);
     Problem f(params_for(3, c), seed), r(params_for(3, c), seed);
-    conv2d_backward(f.p, f.x.view(), f.w.view(), f.dy.view(), TensorView(), TensorView(),
-                    f.db.view());
-    ref::conv2d_backward(r.p, r.x.view(), r.w.view(), r.dy.view(), TensorView(), TensorView(),
-                         r.db.view());
+    conv2d_backward(f.p, {.x = f.x.view(),
+                          .weight = f.w.view(),
+                          .dy = f.dy.view(),
+                          .dx = TensorView(),
+                          .dweight = TensorView(),
+                          .dbias = f.db.view()});
+    ref::conv2d_backward(r.p, {.x = r.x.view(),
+                               .weight = r.w.view(),
+                               .dy = r.dy.view(),
+                               .dx = TensorView(),
+                               .dweight = TensorView(),
+                               .dbias = r.db.view()});
     const SumTolerance tol(c.N * f.p.out_h() * f.p.out_w());
     expect_close(f.db, r.db, tol.atol, tol.rtol, "bias grad alone");
     expect_close(f.dw, f.dw0, 0.0, 0.0, "skipped weight grad untouched");
-    conv2d_backward(f.p, f.x.view(), f.w.view(), f.dy.view(), f.dx.view(), TensorView(),
-                    TensorView());
-    ref::conv2d_backward(r.p, r.x.view(), r.w.view(), r.dy.view(), r.dx.view(), TensorView(),
-                         TensorView());
+    conv2d_backward(f.p, {.x = f.x.view(),
+                          .weight = f.w.view(),
+                          .dy = f.dy.view(),
+                          .dx = f.dx.view(),
+                          .dweight = TensorView(),
+                          .dbias = TensorView()});
+    ref::conv2d_backward(r.p, {.x = r.x.view(),
+                               .weight = r.w.view(),
+                               .dy = r.dy.view(),
+                               .dx = r.dx.view(),
+                               .dweight = TensorView(),
+                               .dbias = TensorView()});
     const SumTolerance dx_tol(3 * c.cout / c.groups * c.kh * c.kw);
     expect_close(f.dx, r.dx, dx_tol.atol, dx_tol.rtol, "input grad alone");
     expect_close(f.db, r.db, tol.atol, tol.rtol, "bias grad untouched by the dx-only call");
@@ -297,10 +325,18 @@ TEST(Conv2d, SkippedGradients) {
     // between its two backward primitives, so this catches a stale copy.
     for (Problem* q : {&f, &r})
       for (float& v : q->dy.values) v = 0.5f - v;
-    conv2d_backward(f.p, f.x.view(), f.w.view(), f.dy.view(), TensorView(), f.dw.view(),
-                    TensorView());
-    ref::conv2d_backward(r.p, r.x.view(), r.w.view(), r.dy.view(), TensorView(), r.dw.view(),
-                         TensorView());
+    conv2d_backward(f.p, {.x = f.x.view(),
+                          .weight = f.w.view(),
+                          .dy = f.dy.view(),
+                          .dx = TensorView(),
+                          .dweight = f.dw.view(),
+                          .dbias = TensorView()});
+    ref::conv2d_backward(r.p, {.x = r.x.view(),
+                               .weight = r.w.view(),
+                               .dy = r.dy.view(),
+                               .dx = TensorView(),
+                               .dweight = r.dw.view(),
+                               .dbias = TensorView()});
     const SumTolerance dw_tol(c.N * f.p.out_h() * f.p.out_w() * 2);  // |dy| < 1.5 here
     expect_close(f.dw, r.dw, dw_tol.atol, dw_tol.rtol, "weight grad alone");
   }
@@ -319,8 +355,10 @@ TEST(Conv2d, PrimitiveCacheIsKeyedByTheWholeProblem) {
   const int64_t before = cpu::conv2d_cached_problems();
   for (const ConvCase* c : {&a, &b, &d, &a, &b, &d}) {
     Problem f(params_for(2, *c), seed), r(params_for(2, *c), seed);
-    conv2d_forward(f.p, f.x.view(), f.w.view(), f.bias.view(), f.y.view());
-    ref::conv2d_forward(r.p, r.x.view(), r.w.view(), r.bias.view(), r.y.view());
+    conv2d_forward(f.p,
+                   {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
+    ref::conv2d_forward(
+        r.p, {.x = r.x.view(), .weight = r.w.view(), .bias = r.bias.view(), .y = r.y.view()});
     const SumTolerance tol(c->cin * c->kh * c->kw + 1);
     expect_close(f.y, r.y, tol.atol, tol.rtol, fmt::format("forward H={} stride={}", c->H, c->sh));
   }
@@ -342,11 +380,14 @@ TEST(Conv2d, ConcurrentCallsOnOneProblem) {
     fused.emplace_back(params_for(2, c), seed + t);
     expected.emplace_back(params_for(2, c), seed + t);
     Problem& r = expected.back();
-    ref::conv2d_forward(r.p, r.x.view(), r.w.view(), r.bias.view(), r.y.view());
+    ref::conv2d_forward(
+        r.p, {.x = r.x.view(), .weight = r.w.view(), .bias = r.bias.view(), .y = r.y.view()});
   }
   auto run = [&](Problem* f) {
     for (int i = 0; i < 20; ++i)
-      conv2d_forward(f->p, f->x.view(), f->w.view(), f->bias.view(), f->y.view());
+      conv2d_forward(
+          f->p,
+          {.x = f->x.view(), .weight = f->w.view(), .bias = f->bias.view(), .y = f->y.view()});
   };
   std::thread first(run, &fused[0]), second(run, &fused[1]);
   first.join(), second.join();
@@ -371,11 +412,16 @@ TEST(Conv2d, ReferenceGradientsMatchFiniteDifferences) {
     for (float& v : f.dw.values) v = 0.0f;
     for (float& v : f.db.values) v = 0.0f;
     auto forward = [&] {
-      ref::conv2d_forward(f.p, f.x.view(), f.w.view(), f.bias.view(), f.y.view());
+      ref::conv2d_forward(
+          f.p, {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
     };
     forward();
-    ref::conv2d_backward(f.p, f.x.view(), f.w.view(), g.view(), f.dx.view(), f.dw.view(),
-                         f.db.view());
+    ref::conv2d_backward(f.p, {.x = f.x.view(),
+                               .weight = f.w.view(),
+                               .dy = g.view(),
+                               .dx = f.dx.view(),
+                               .dweight = f.dw.view(),
+                               .dbias = f.db.view()});
     // Linear in every input, so no truncation error; what is left is the rounding of the few
     // outputs a perturbed element touches (|y| <~ 10, u|y| ~ 1e-6 each) over 2*eps.
     const double eps = 1e-2, tol = 1e-3;
@@ -402,14 +448,23 @@ TEST(Conv2d, BadShapesAndSizesRaiseClearErrors) {
   Conv2dParams p = params_for(2, c);
   Problem f(p, test::seed_for_test());
   auto forward_with = [&](const Conv2dParams& q) {
-    return [&f, q] { conv2d_forward(q, f.x.view(), f.w.view(), f.bias.view(), f.y.view()); };
+    return [&f, q] {
+      conv2d_forward(
+          q, {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
+    };
   };
   Buffer wrong_w(Shape{2, 6, 4, 3, 3});
   expect_error_containing(
-      [&] { conv2d_forward(p, f.x.view(), wrong_w.view(), f.bias.view(), f.y.view()); },
+      [&] {
+        conv2d_forward(
+            p, {.x = f.x.view(), .weight = wrong_w.view(), .bias = f.bias.view(), .y = f.y.view()});
+      },
       "conv2d weight has shape [2, 6, 4, 3, 3], expected [2, 6, 2, 3, 3]");
-  expect_error_containing([&] { conv2d_forward(p, f.x.view(), f.w.view(), {}, f.y.view()); },
-                          "conv2d bias is missing");
+  expect_error_containing(
+      [&] {
+        conv2d_forward(p, {.x = f.x.view(), .weight = f.w.view(), .bias = {}, .y = f.y.view()});
+      },
+      "conv2d bias is missing");
   Conv2dParams bad = p;
   bad.groups = 4;
   expect_error_containing(forward_with(bad), "must both be divisible by groups=4");
@@ -438,14 +493,22 @@ TEST(Conv2d, BadShapesAndSizesRaiseClearErrors) {
   Buffer wrong_dx(Shape{2, 8, 5, 7});
   expect_error_containing(
       [&] {
-        conv2d_backward(p, f.x.view(), f.w.view(), f.dy.view(), wrong_dx.view(), f.dw.view(),
-                        f.db.view());
+        conv2d_backward(p, {.x = f.x.view(),
+                            .weight = f.w.view(),
+                            .dy = f.dy.view(),
+                            .dx = wrong_dx.view(),
+                            .dweight = f.dw.view(),
+                            .dbias = f.db.view()});
       },
       "conv2d input gradient has shape [2, 8, 5, 7]");
   expect_error_containing(
       [&] {
-        conv2d_backward(p, f.x.view(), f.w.view(), f.x.view(), f.dx.view(), f.dw.view(),
-                        f.db.view());
+        conv2d_backward(p, {.x = f.x.view(),
+                            .weight = f.w.view(),
+                            .dy = f.x.view(),
+                            .dx = f.dx.view(),
+                            .dweight = f.dw.view(),
+                            .dbias = f.db.view()});
       },
       "conv2d output gradient has shape");
 }

@@ -114,15 +114,22 @@ struct Problem {
     dx0 = random_buffer(p.x_shape(), rng);
     y_ref = Buffer(p.y_shape()), dx_ref = Buffer(p.x_shape());
     dw_ref = dw0, db_ref = db0;
-    ref::conv2d_forward(p, x.view(), w.view(), p.bias ? bias.view() : TensorView(), y_ref.view());
-    ref::conv2d_backward(p, x.view(), w.view(), dy.view(), dx_ref.view(), dw_ref.view(),
-                         p.bias ? db_ref.view() : TensorView());
+    ref::conv2d_forward(p, {.x = x.view(),
+                            .weight = w.view(),
+                            .bias = p.bias ? bias.view() : TensorView(),
+                            .y = y_ref.view()});
+    ref::conv2d_backward(p, {.x = x.view(),
+                             .weight = w.view(),
+                             .dy = dy.view(),
+                             .dx = dx_ref.view(),
+                             .dweight = dw_ref.view(),
+                             .dbias = p.bias ? db_ref.view() : TensorView()});
     dx_only_ref = sum(dx0, dx_ref);
     Buffer db_sum = db0;
     Conv2dParams with_bias = p;  // the kernel's bias gradient does not look at p.bias
     with_bias.bias = true;
-    ref::conv2d_backward(with_bias, x.view(), w.view(), dy.view(), TensorView(), TensorView(),
-                         db_sum.view());
+    ref::conv2d_backward(
+        with_bias, {.x = x.view(), .weight = w.view(), .dy = dy.view(), .dbias = db_sum.view()});
     db_only_ref = db_sum;
   }
   const float* bias_or_null() const { return p.bias ? bias.values.data() : nullptr; }
@@ -174,9 +181,16 @@ void check_public_op(Problem& f) {
     EXPECT_EQ(runs_as == cpu::Conv2dStrategy::kDepthwise, !onednn && cpu::depthwise_applies(p));
     SCOPED_TRACE(onednn ? "public op, oneDNN per model" : "public op, auto");
     Buffer y = filled(p.y_shape(), kNaN), dx = filled(p.x_shape(), kNaN), dw = f.dw0, db = f.db0;
-    conv2d_forward(p, f.x.view(), f.w.view(), p.bias ? f.bias.view() : TensorView(), y.view());
-    conv2d_backward(p, f.x.view(), f.w.view(), f.dy.view(), dx.view(), dw.view(),
-                    p.bias ? db.view() : TensorView());
+    conv2d_forward(p, {.x = f.x.view(),
+                       .weight = f.w.view(),
+                       .bias = p.bias ? f.bias.view() : TensorView(),
+                       .y = y.view()});
+    conv2d_backward(p, {.x = f.x.view(),
+                        .weight = f.w.view(),
+                        .dy = f.dy.view(),
+                        .dx = dx.view(),
+                        .dweight = dw.view(),
+                        .dbias = p.bias ? db.view() : TensorView()});
     expect_close(y, f.y_ref, f.fwd_tol.atol, f.fwd_tol.rtol, "forward");
     expect_close(dx, f.dx_ref, f.dx_tol.atol, f.dx_tol.rtol, "input grad");
     expect_close(dw, f.dw_ref, f.param_tol.atol, f.param_tol.rtol, "weight grad");

@@ -41,12 +41,20 @@ CeResult run(const CrossEntropyParams& p, Buffer logits, std::vector<int32_t> la
              Buffer dlosses, bool in_place, Forward forward, Backward backward, Count count) {
   CeResult r{Buffer(p.losses_shape()), Buffer(p.logits_shape()), Buffer(p.logits_shape()),
              std::vector<int64_t>(p.B, -1)};
-  forward(p, logits.view(), label_view(labels), r.losses.view(), CrossEntropySaved{r.probs.view()});
+  forward(p, {.logits = logits.view(),
+              .labels = label_view(labels),
+              .losses = r.losses.view(),
+              .saved = CrossEntropySaved{r.probs.view()}});
   Buffer probs = r.probs;
   TensorView d = in_place ? r.probs.view() : r.dlogits.view();
-  backward(p, CrossEntropySaved{r.probs.view()}, label_view(labels), dlosses.view(), d);
+  backward(p, {.saved = CrossEntropySaved{r.probs.view()},
+               .labels = label_view(labels),
+               .dlosses = dlosses.view(),
+               .dlogits = d});
   if (in_place) r.dlogits = r.probs, r.probs = probs;
-  count(p, logits.view(), label_view(labels), std::span<int64_t>(r.correct));
+  count(p, {.logits = logits.view(),
+            .labels = label_view(labels),
+            .correct = std::span<int64_t>(r.correct)});
   return r;
 }
 
@@ -131,10 +139,16 @@ TEST(CrossEntropy, ReferenceGradientsMatchFiniteDifferences) {
   Buffer g = test::random_buffer(p.losses_shape(), rng, 0.5f, 2.0f);
   Buffer losses(p.losses_shape()), probs(p.logits_shape()), dlogits(p.logits_shape());
   auto forward = [&] {
-    ref::cross_entropy_forward(p, logits.view(), label_view(labels), losses.view(), {probs.view()});
+    ref::cross_entropy_forward(p, {.logits = logits.view(),
+                                   .labels = label_view(labels),
+                                   .losses = losses.view(),
+                                   .saved = {probs.view()}});
   };
   forward();
-  ref::cross_entropy_backward(p, {probs.view()}, label_view(labels), g.view(), dlogits.view());
+  ref::cross_entropy_backward(p, {.saved = {probs.view()},
+                                  .labels = label_view(labels),
+                                  .dlosses = g.view(),
+                                  .dlogits = dlogits.view()});
   // eps = 1e-2: truncation eps^2 |L'''| / 6 with |L'''| <= 1 for log-softmax: <= 2e-5; rounding:
   // the float losses (|L| <= 10) carry 2^-24 |L| / eps <= 6e-6.
   const double eps = 1e-2, tol = 1e-4;
@@ -190,7 +204,7 @@ TEST(CrossEntropy, CountCorrectTakesFirstMaximumAndSkipsNan) {
   std::vector<int32_t> labels = {1, 0, 2, 1};
   for (auto fn : {&count_correct, &ref::count_correct}) {
     std::vector<int64_t> correct(2, -1);
-    fn(p, logits.view(), label_view(labels), correct);
+    fn(p, {.logits = logits.view(), .labels = label_view(labels), .correct = correct});
     // model 0: tie -> 1 (yes), tie -> 0 (yes), 2 (yes), NaN row (argmax 1 = label, but no)
     // model 1: 0 (no), tie -> 1 (no), tie -> 0 (no), 2 (no)
     EXPECT_EQ(correct, (std::vector<int64_t>{3, 0}));
@@ -203,45 +217,69 @@ TEST(CrossEntropy, BadLabelsAndShapesRaiseClearErrors) {
   std::vector<int32_t> labels = {0, 4, 5};
   std::vector<int64_t> correct(2);
   try {
-    cross_entropy_forward(p, logits.view(), label_view(labels), losses.view(), {probs.view()});
+    cross_entropy_forward(p, {.logits = logits.view(),
+                              .labels = label_view(labels),
+                              .losses = losses.view(),
+                              .saved = {probs.view()}});
     FAIL() << "expected hfta::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cross-entropy label 5 at row 2 is outside [0, K=5)"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(count_correct(p, logits.view(), label_view(labels), correct), Error);
   EXPECT_THROW(
-      cross_entropy_backward(p, {probs.view()}, label_view(labels), losses.view(), logits.view()),
+      count_correct(p, {.logits = logits.view(), .labels = label_view(labels), .correct = correct}),
       Error);
+  EXPECT_THROW(cross_entropy_backward(p, {.saved = {probs.view()},
+                                          .labels = label_view(labels),
+                                          .dlosses = losses.view(),
+                                          .dlogits = logits.view()}),
+               Error);
   labels = {0, -1, 1};
-  EXPECT_THROW(ref::cross_entropy_forward(p, logits.view(), label_view(labels), losses.view(),
-                                          {probs.view()}),
+  EXPECT_THROW(ref::cross_entropy_forward(p, {.logits = logits.view(),
+                                              .labels = label_view(labels),
+                                              .losses = losses.view(),
+                                              .saved = {probs.view()}}),
                Error);
   labels = {0, 1, 2};
-  cross_entropy_forward(p, logits.view(), label_view(labels), losses.view(), {probs.view()});
+  cross_entropy_forward(p, {.logits = logits.view(),
+                            .labels = label_view(labels),
+                            .losses = losses.view(),
+                            .saved = {probs.view()}});
   std::vector<int32_t> short_labels = {0, 1};
-  EXPECT_THROW(cross_entropy_forward(p, logits.view(), label_view(short_labels), losses.view(),
-                                     {probs.view()}),
+  EXPECT_THROW(cross_entropy_forward(p, {.logits = logits.view(),
+                                         .labels = label_view(short_labels),
+                                         .losses = losses.view(),
+                                         .saved = {probs.view()}}),
                Error);
   try {
-    cross_entropy_forward(p, logits.view(), label_view(labels), probs.view(), {probs.view()});
+    cross_entropy_forward(p, {.logits = logits.view(),
+                              .labels = label_view(labels),
+                              .losses = probs.view(),
+                              .saved = {probs.view()}});
     FAIL() << "expected hfta::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cross-entropy losses has shape [2, 3, 5], expected [2]"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(
-      cross_entropy_forward(p, logits.view(), label_view(labels), losses.view(), {TensorView()}),
-      Error);
+  EXPECT_THROW(cross_entropy_forward(p, {.logits = logits.view(),
+                                         .labels = label_view(labels),
+                                         .losses = losses.view(),
+                                         .saved = {TensorView()}}),
+               Error);
   std::vector<int64_t> wrong_correct(3);
-  EXPECT_THROW(count_correct(p, logits.view(), label_view(labels), wrong_correct), Error);
+  EXPECT_THROW(
+      count_correct(
+          p, {.logits = logits.view(), .labels = label_view(labels), .correct = wrong_correct}),
+      Error);
   CrossEntropyParams bad = p;
   bad.K = 0;
-  EXPECT_THROW(
-      cross_entropy_forward(bad, logits.view(), label_view(labels), losses.view(), {probs.view()}),
-      Error);
+  EXPECT_THROW(cross_entropy_forward(bad, {.logits = logits.view(),
+                                           .labels = label_view(labels),
+                                           .losses = losses.view(),
+                                           .saved = {probs.view()}}),
+               Error);
 }
 
 }  // namespace

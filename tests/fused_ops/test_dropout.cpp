@@ -62,12 +62,14 @@ void check_fused_equals_serial(const DropoutCase& c, int64_t B, float p, bool in
     const Buffer x0 = x, dy0 = dy;
     Buffer y(shape), dx(shape), mask(shape, -1.0f);
     if (in_place) {
-      dropout_forward(params, x.view(), streams, {mask.view()}, x.view());
-      dropout_backward(params, {mask.view()}, dy.view(), dy.view());
+      dropout_forward(params,
+                      {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = x.view()});
+      dropout_backward(params, {.saved = {mask.view()}, .dy = dy.view(), .dx = dy.view()});
       y = x, dx = dy;
     } else {
-      dropout_forward(params, x.view(), streams, {mask.view()}, y.view());
-      dropout_backward(params, {mask.view()}, dy.view(), dx.view());
+      dropout_forward(params,
+                      {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()});
+      dropout_backward(params, {.saved = {mask.view()}, .dy = dy.view(), .dx = dx.view()});
     }
     for (int64_t i = 0; i < dx.numel(); ++i)
       ASSERT_EQ(dx.values[i], mask.values[i] * dy0.values[i]) << "dx != mask * dy at " << i;
@@ -77,8 +79,11 @@ void check_fused_equals_serial(const DropoutCase& c, int64_t B, float p, bool in
       const DropoutParams one = make_params(c, 1, p, true);
       Buffer xb = gather(c, x0, B, b), dyb = gather(c, dy0, B, b);
       Buffer yb(xb.shape), dxb(xb.shape), maskb(xb.shape);
-      ref::dropout_forward(one, xb.view(), std::span(&alone[b], 1), {maskb.view()}, yb.view());
-      ref::dropout_backward(one, {maskb.view()}, dyb.view(), dxb.view());
+      ref::dropout_forward(one, {.x = xb.view(),
+                                 .streams = std::span(&alone[b], 1),
+                                 .saved = {maskb.view()},
+                                 .y = yb.view()});
+      ref::dropout_backward(one, {.saved = {maskb.view()}, .dy = dyb.view(), .dx = dxb.view()});
       expect_close(gather(c, mask, B, b), maskb, 0.0, 0.0, "mask");
       expect_close(gather(c, y, B, b), yb, 0.0, 0.0, "forward");
       expect_close(gather(c, dx, B, b), dxb, 0.0, 0.0, "input grad");
@@ -107,7 +112,8 @@ TEST(Dropout, DropsAboutPOfElementsPerModel) {
     const DropoutParams params = DropoutParams::model_major(B, n, p, true);
     Buffer x(Shape{B, n}, 1.0f), y(x.shape), mask(x.shape);
     std::vector<RngStream> streams = dropout_streams(seed, B);
-    dropout_forward(params, x.view(), streams, {mask.view()}, y.view());
+    dropout_forward(params,
+                    {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()});
     // The dropped count of one model is Binomial(n, p) (24-bit uniforms make the per-element
     // probability p within 2^-24). 6 standard deviations: a correct kernel fails with
     // probability about 2e-9 per check.
@@ -139,16 +145,16 @@ TEST(Dropout, EvalAndZeroProbabilityAreIdentity) {
     Buffer x = test::random_buffer(fused_shape(c, B), rng), y(x.shape, 7.0f), dx(x.shape);
     std::vector<RngStream> streams = dropout_streams(seed, B);
     // No mask and no streams are needed.
-    dropout_forward(params, x.view(), {}, {}, y.view());
-    dropout_backward(params, {}, x.view(), dx.view());
+    dropout_forward(params, {.x = x.view(), .streams = {}, .saved = {}, .y = y.view()});
+    dropout_backward(params, {.saved = {}, .dy = x.view(), .dx = dx.view()});
     expect_close(y, x, 0.0, 0.0, "forward is the identity");
     expect_close(dx, x, 0.0, 0.0, "backward is the identity");
     // With streams given, none is advanced.
-    dropout_forward(params, x.view(), streams, {}, y.view());
+    dropout_forward(params, {.x = x.view(), .streams = streams, .saved = {}, .y = y.view()});
     EXPECT_EQ(streams[1].next_u64(), RngStream::for_model(seed, 1, kRngDropout).next_u64());
     for (auto fn : {&dropout_forward, &ref::dropout_forward}) {
       Buffer inplace = x;
-      fn(params, inplace.view(), {}, {}, inplace.view());
+      fn(params, {.x = inplace.view(), .streams = {}, .saved = {}, .y = inplace.view()});
       expect_close(inplace, x, 0.0, 0.0, "in-place identity");
     }
   }
@@ -166,10 +172,11 @@ TEST(Dropout, ReferenceGradientMatchesFiniteDifferences) {
     // Fresh streams each call, so every forward draws the same mask.
     auto forward = [&] {
       std::vector<RngStream> streams = dropout_streams(seed, 2);
-      ref::dropout_forward(params, x.view(), streams, {mask.view()}, y.view());
+      ref::dropout_forward(
+          params, {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()});
     };
     forward();
-    ref::dropout_backward(params, {mask.view()}, g.view(), dx.view());
+    ref::dropout_backward(params, {.saved = {mask.view()}, .dy = g.view(), .dx = dx.view()});
     // Linear in x: no truncation error; rounding about 2^-24 * |y| / eps.
     const double eps = 1e-2, tol = 1e-4;
     test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
@@ -181,9 +188,13 @@ TEST(Dropout, BadParametersRaiseClearErrors) {
   DropoutParams params = DropoutParams::conv_channels(B, 3, 4, 5, 0.5f, true);
   Buffer x(Shape{3, B * 4, 5}), y(x.shape), mask(x.shape);
   std::vector<RngStream> streams = dropout_streams(1, B);
-  dropout_forward(params, x.view(), streams, {mask.view()}, y.view());  // valid
+  dropout_forward(
+      params, {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()});  // valid
   try {
-    dropout_forward(params, x.view(), std::span(streams.data(), 1), {mask.view()}, y.view());
+    dropout_forward(params, {.x = x.view(),
+                             .streams = std::span(streams.data(), 1),
+                             .saved = {mask.view()},
+                             .y = y.view()});
     FAIL() << "expected hfta::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dropout got 1 random streams for B=2 models"),
@@ -192,28 +203,44 @@ TEST(Dropout, BadParametersRaiseClearErrors) {
   }
   Buffer model_major(Shape{B, 60});
   try {
-    dropout_forward(params, model_major.view(), streams, {model_major.view()}, model_major.view());
+    dropout_forward(params, {.x = model_major.view(),
+                             .streams = streams,
+                             .saved = {model_major.view()},
+                             .y = model_major.view()});
     FAIL() << "expected hfta::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("dropout input has shape [2, 60], expected [N=3, B*C=8"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(dropout_forward(params, x.view(), streams, {}, y.view()), Error);
-  EXPECT_THROW(dropout_backward(params, {}, x.view(), y.view()), Error);
+  EXPECT_THROW(
+      dropout_forward(params, {.x = x.view(), .streams = streams, .saved = {}, .y = y.view()}),
+      Error);
+  EXPECT_THROW(dropout_backward(params, {.saved = {}, .dy = x.view(), .dx = y.view()}), Error);
   for (float bad_p : {1.0f, -0.1f, std::numeric_limits<float>::quiet_NaN()}) {
     DropoutParams bad = params;
     bad.p = bad_p;
-    EXPECT_THROW(dropout_forward(bad, x.view(), streams, {mask.view()}, y.view()), Error) << bad_p;
+    EXPECT_THROW(
+        dropout_forward(bad,
+                        {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()}),
+        Error)
+        << bad_p;
   }
   DropoutParams inconsistent = params;
   inconsistent.per_model_numel = 61;
-  EXPECT_THROW(dropout_forward(inconsistent, x.view(), streams, {mask.view()}, y.view()), Error);
+  EXPECT_THROW(
+      dropout_forward(inconsistent,
+                      {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()}),
+      Error);
   const DropoutParams linear = DropoutParams::model_major(B, 60, 0.5f, true);
   Buffer wrong(Shape{B, 59});
-  EXPECT_THROW(dropout_backward(linear, {mask.view()}, model_major.view(), wrong.view()), Error);
-  EXPECT_THROW(dropout_backward(linear, {wrong.view()}, model_major.view(), model_major.view()),
+  EXPECT_THROW(dropout_backward(
+                   linear, {.saved = {mask.view()}, .dy = model_major.view(), .dx = wrong.view()}),
                Error);
+  EXPECT_THROW(
+      dropout_backward(
+          linear, {.saved = {wrong.view()}, .dy = model_major.view(), .dx = model_major.view()}),
+      Error);
 }
 
 }  // namespace

@@ -46,13 +46,13 @@ void check_fused_equals_serial(int64_t B, const FlattenCase& c, uint64_t seed) {
   Buffer x = random_buffer(p.x_shape(), rng), dy = random_buffer(p.y_shape(), rng);
   Buffer y = random_buffer(p.y_shape(), rng);   // garbage: forward must overwrite it
   Buffer dx = random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
-  flatten_forward(p, x.view(), y.view());
-  flatten_backward(p, dy.view(), dx.view());
+  flatten_forward(p, {.x = x.view(), .y = y.view()});
+  flatten_backward(p, {.dy = dy.view(), .dx = dx.view()});
 
   // The fused CPU kernel equals the fused reference.
   Buffer y_ref(p.y_shape()), dx_ref(p.x_shape());
-  ref::flatten_forward(p, x.view(), y_ref.view());
-  ref::flatten_backward(p, dy.view(), dx_ref.view());
+  ref::flatten_forward(p, {.x = x.view(), .y = y_ref.view()});
+  ref::flatten_backward(p, {.dy = dy.view(), .dx = dx_ref.view()});
   expect_identical(y.data(), y_ref.data(), y.numel(), "fused forward vs reference");
   expect_identical(dx.data(), dx_ref.data(), dx.numel(), "fused backward vs reference");
 
@@ -62,18 +62,19 @@ void check_fused_equals_serial(int64_t B, const FlattenCase& c, uint64_t seed) {
   for (int64_t b = 0; b < B; ++b) {
     SCOPED_TRACE(fmt::format("model b={}", b));
     Buffer xb = channel_slice(x, b, c.C), yb(one.y_shape()), dxb(one.x_shape());
-    ref::flatten_forward(one, xb.view(), yb.view());
+    ref::flatten_forward(one, {.x = xb.view(), .y = yb.view()});
     expect_identical(yb.data(), xb.data(), rows, "single-model flatten is a copy");
     expect_identical(y.data() + b * rows, yb.data(), rows, "forward");
-    ref::flatten_backward(one, TensorView(dy.data() + b * rows, one.y_shape()), dxb.view());
+    ref::flatten_backward(
+        one, {.dy = TensorView(dy.data() + b * rows, one.y_shape()), .dx = dxb.view()});
     Buffer dx_slice = channel_slice(dx, b, c.C);
     expect_identical(dx_slice.data(), dxb.data(), rows, "input grad");
   }
 
   // Round trips: backward(forward(x)) == x and forward(backward(dy)) == dy.
   Buffer x_back(p.x_shape()), dy_back(p.y_shape());
-  flatten_backward(p, y.view(), x_back.view());
-  flatten_forward(p, dx.view(), dy_back.view());
+  flatten_backward(p, {.dy = y.view(), .dx = x_back.view()});
+  flatten_forward(p, {.x = dx.view(), .y = dy_back.view()});
   expect_identical(x_back.data(), x.data(), x.numel(), "backward(forward(x))");
   expect_identical(dy_back.data(), dy.data(), dy.numel(), "forward(backward(dy))");
 }
@@ -90,7 +91,7 @@ TEST(Flatten, ElementPlacementByHand) {
   const FlattenParams p{2, 2, 2, 3, 2};
   Buffer x(p.x_shape()), y(p.y_shape());
   x.values[((1 * 4 + 3) * 3 + 2) * 2 + 0] = 42.0f;
-  flatten_forward(p, x.view(), y.view());
+  flatten_forward(p, {.x = x.view(), .y = y.view()});
   EXPECT_EQ(y.values[(1 * 2 + 1) * 12 + 10], 42.0f);
   EXPECT_EQ(std::count(y.values.begin(), y.values.end(), 0.0f), y.numel() - 1);
 }
@@ -102,9 +103,9 @@ TEST(Flatten, ReferenceGradientMatchesFiniteDifferences) {
   const FlattenParams p{3, 2, 2, 3, 2};
   Buffer x = random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
   Buffer y(p.y_shape()), dx(p.x_shape());
-  auto forward = [&] { ref::flatten_forward(p, x.view(), y.view()); };
+  auto forward = [&] { ref::flatten_forward(p, {.x = x.view(), .y = y.view()}); };
   forward();
-  ref::flatten_backward(p, g.view(), dx.view());
+  ref::flatten_backward(p, {.dy = g.view(), .dx = dx.view()});
   // Each input moves to one output unchanged: the quotient is g at that output, up to the
   // rounding of x +- eps (u|x| / eps ~ 1e-5 relative for |x| <= 1, eps = 1e-2).
   const double eps = 1e-2, tol = 1e-4;
@@ -125,17 +126,17 @@ TEST(Flatten, BadShapesRaiseClearErrors) {
   Buffer x(p.x_shape()), y(p.y_shape());
   // The linear layout is model-major; a [N, B, F] buffer is a common mistake.
   Buffer wrong_y(Shape{3, 2, 120});
-  expect_error_containing([&] { flatten_forward(p, x.view(), wrong_y.view()); },
+  expect_error_containing([&] { flatten_forward(p, {.x = x.view(), .y = wrong_y.view()}); },
                           "flatten output has shape [3, 2, 120], expected [2, 3, 120]");
-  expect_error_containing([&] { flatten_forward(p, y.view(), y.view()); },
+  expect_error_containing([&] { flatten_forward(p, {.x = y.view(), .y = y.view()}); },
                           "flatten input has shape [2, 3, 120], expected [3, 8, 5, 6]");
-  expect_error_containing([&] { flatten_backward(p, x.view(), x.view()); },
+  expect_error_containing([&] { flatten_backward(p, {.dy = x.view(), .dx = x.view()}); },
                           "flatten output gradient has shape");
-  expect_error_containing([&] { flatten_backward(p, y.view(), TensorView()); },
+  expect_error_containing([&] { flatten_backward(p, {.dy = y.view(), .dx = TensorView()}); },
                           "flatten input gradient is missing");
   FlattenParams bad = p;
   bad.H = 0;
-  expect_error_containing([&] { flatten_forward(bad, x.view(), y.view()); },
+  expect_error_containing([&] { flatten_forward(bad, {.x = x.view(), .y = y.view()}); },
                           "flatten sizes must be positive, got B=2 N=3 C=4 H=0 W=6");
 }
 

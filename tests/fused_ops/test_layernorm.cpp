@@ -71,10 +71,18 @@ void check_fused_equals_serial(int64_t B, const LnCase& c, uint64_t seed) {
   const Buffer dgamma0 = dgamma, dbeta0 = dbeta;  // accumulate semantics: nonzero start
   Buffer mean(p.saved_shape()), rstd(p.saved_shape()), y(p.y_shape()), dx(p.x_shape());
   LayerNormSaved saved{mean.view(), rstd.view()};
-  layernorm_forward(p, x.view(), view_if(c.affine, gamma.view()), view_if(c.affine, beta.view()),
-                    saved, y.view());
-  layernorm_backward(p, x.view(), view_if(c.affine, gamma.view()), saved, dy.view(), dx.view(),
-                     view_if(c.affine, dgamma.view()), view_if(c.affine, dbeta.view()));
+  layernorm_forward(p, {.x = x.view(),
+                        .gamma = view_if(c.affine, gamma.view()),
+                        .beta = view_if(c.affine, beta.view()),
+                        .saved = saved,
+                        .y = y.view()});
+  layernorm_backward(p, {.x = x.view(),
+                         .gamma = view_if(c.affine, gamma.view()),
+                         .saved = saved,
+                         .dy = dy.view(),
+                         .dx = dx.view(),
+                         .dgamma = view_if(c.affine, dgamma.view()),
+                         .dbeta = view_if(c.affine, dbeta.view())});
 
   LayerNormParams one = p;
   one.B = 1;
@@ -90,11 +98,18 @@ void check_fused_equals_serial(int64_t B, const LnCase& c, uint64_t seed) {
     std::copy_n(dbeta0.values.data() + b * dbb.numel(), dbb.numel(), dbb.data());
     LayerNormSaved savedb{meanb.view(), rstdb.view()};
     TensorView xb = slice(x, one.x_shape(), b), gb = slice(gamma, one.param_shape(), b);
-    ref::layernorm_forward(one, xb, view_if(c.affine, gb),
-                           view_if(c.affine, slice(beta, one.param_shape(), b)), savedb, yb.view());
-    ref::layernorm_backward(one, xb, view_if(c.affine, gb), savedb, slice(dy, one.y_shape(), b),
-                            dxb.view(), view_if(c.affine, dgb.view()),
-                            view_if(c.affine, dbb.view()));
+    ref::layernorm_forward(one, {.x = xb,
+                                 .gamma = view_if(c.affine, gb),
+                                 .beta = view_if(c.affine, slice(beta, one.param_shape(), b)),
+                                 .saved = savedb,
+                                 .y = yb.view()});
+    ref::layernorm_backward(one, {.x = xb,
+                                  .gamma = view_if(c.affine, gb),
+                                  .saved = savedb,
+                                  .dy = slice(dy, one.y_shape(), b),
+                                  .dx = dxb.view(),
+                                  .dgamma = view_if(c.affine, dgb.view()),
+                                  .dbeta = view_if(c.affine, dbb.view())});
 
     double xhat_max = 0.0;
     for (int64_t i = 0; i < xb.numel(); ++i) {
@@ -148,14 +163,33 @@ TEST(LayerNorm, EmptyGradientsAreSkipped) {
   Buffer beta = random_buffer(p.param_shape(), rng), dy = random_buffer(p.y_shape(), rng);
   Buffer mean(p.saved_shape()), rstd(p.saved_shape()), y(p.y_shape());
   LayerNormSaved saved{mean.view(), rstd.view()};
-  layernorm_forward(p, x.view(), gamma.view(), beta.view(), saved, y.view());
+  layernorm_forward(
+      p,
+      {.x = x.view(), .gamma = gamma.view(), .beta = beta.view(), .saved = saved, .y = y.view()});
   Buffer dx_all(p.x_shape()), dg_all(p.param_shape()), db_all(p.param_shape());
-  layernorm_backward(p, x.view(), gamma.view(), saved, dy.view(), dx_all.view(), dg_all.view(),
-                     db_all.view());
+  layernorm_backward(p, {.x = x.view(),
+                         .gamma = gamma.view(),
+                         .saved = saved,
+                         .dy = dy.view(),
+                         .dx = dx_all.view(),
+                         .dgamma = dg_all.view(),
+                         .dbeta = db_all.view()});
   Buffer dx(p.x_shape()), db(p.param_shape());
-  layernorm_backward(p, x.view(), gamma.view(), saved, dy.view(), {}, {}, db.view());
+  layernorm_backward(p, {.x = x.view(),
+                         .gamma = gamma.view(),
+                         .saved = saved,
+                         .dy = dy.view(),
+                         .dx = {},
+                         .dgamma = {},
+                         .dbeta = db.view()});
   expect_close(db, db_all, 0.0, 0.0, "beta grad alone");
-  layernorm_backward(p, x.view(), gamma.view(), saved, dy.view(), dx.view(), {}, {});
+  layernorm_backward(p, {.x = x.view(),
+                         .gamma = gamma.view(),
+                         .saved = saved,
+                         .dy = dy.view(),
+                         .dx = dx.view(),
+                         .dgamma = {},
+                         .dbeta = {}});
   expect_close(dx, dx_all, 0.0, 0.0, "dx without parameter grads");
 }
 
@@ -169,7 +203,11 @@ TEST(LayerNorm, MatchesPyTorchSemanticsByHand) {
     p.affine = false;
     Buffer x(p.x_shape()), y(p.y_shape()), mean(p.saved_shape()), rstd(p.saved_shape());
     x.values = {1.0f, 2.0f, 3.0f, 4.0f};
-    forward(p, x.view(), {}, {}, LayerNormSaved{mean.view(), rstd.view()}, y.view());
+    forward(p, {.x = x.view(),
+                .gamma = {},
+                .beta = {},
+                .saved = LayerNormSaved{mean.view(), rstd.view()},
+                .y = y.view()});
     const double r = 1.0 / std::sqrt(1.25 + 1e-5);
     EXPECT_NEAR(y.values[0], -1.5 * r, 1e-6);
     EXPECT_NEAR(y.values[2], 0.5 * r, 1e-6);
@@ -181,8 +219,11 @@ TEST(LayerNorm, MatchesPyTorchSemanticsByHand) {
     Buffer beta(single.param_shape()), ms(single.saved_shape()), rs(single.saved_shape());
     xs.values = {7.0f, -2.0f};
     beta.values = {0.25f, -0.5f};
-    forward(single, xs.view(), gamma.view(), beta.view(), LayerNormSaved{ms.view(), rs.view()},
-            ys.view());
+    forward(single, {.x = xs.view(),
+                     .gamma = gamma.view(),
+                     .beta = beta.view(),
+                     .saved = LayerNormSaved{ms.view(), rs.view()},
+                     .y = ys.view()});
     EXPECT_EQ(ys.values[0], 0.25f);
     EXPECT_EQ(ys.values[1], -0.5f);
   }
@@ -203,12 +244,20 @@ TEST(LayerNorm, ReferenceGradientsMatchFiniteDifferences) {
     Buffer dx(p.x_shape()), dgamma(p.param_shape()), dbeta(p.param_shape());
     LayerNormSaved saved{mean.view(), rstd.view()};
     auto forward = [&] {
-      ref::layernorm_forward(p, x.view(), view_if(affine, gamma.view()),
-                             view_if(affine, beta.view()), saved, y.view());
+      ref::layernorm_forward(p, {.x = x.view(),
+                                 .gamma = view_if(affine, gamma.view()),
+                                 .beta = view_if(affine, beta.view()),
+                                 .saved = saved,
+                                 .y = y.view()});
     };
     forward();
-    ref::layernorm_backward(p, x.view(), view_if(affine, gamma.view()), saved, g.view(), dx.view(),
-                            view_if(affine, dgamma.view()), view_if(affine, dbeta.view()));
+    ref::layernorm_backward(p, {.x = x.view(),
+                                .gamma = view_if(affine, gamma.view()),
+                                .saved = saved,
+                                .dy = g.view(),
+                                .dx = dx.view(),
+                                .dgamma = view_if(affine, dgamma.view()),
+                                .dbeta = view_if(affine, dbeta.view())});
     // L = sum(y * g) over 30 outputs with |y| <= 2*1.5 + 1 (|xhat| <= sqrt(F - 1) = 2): rounding
     // y to float moves L by at most 30 * 4 * 2^-24 ~ 7e-6, i.e. 3.6e-4 after dividing by 2*eps;
     // the O(eps^2) truncation term, with rstd ~ 2 over 5 features, is ~1e-4 * |L'''| / 6 ~ 1e-4.
@@ -229,7 +278,8 @@ TEST(LayerNorm, BadShapesAndEpsRaiseClearErrors) {
   LayerNormSaved saved{mean.view(), rstd.view()};
   auto message_of = [&](const LayerNormParams& q, TensorView gv, const LayerNormSaved& s) {
     try {
-      layernorm_forward(q, x.view(), gv, beta.view(), s, y.view());
+      layernorm_forward(
+          q, {.x = x.view(), .gamma = gv, .beta = beta.view(), .saved = s, .y = y.view()});
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -254,12 +304,22 @@ TEST(LayerNorm, BadShapesAndEpsRaiseClearErrors) {
   expect_message(message_of(p, gamma.view(), LayerNormSaved{mean.view(), {}}),
                  "layernorm saved.rstd is missing");
   Buffer wrong_dx(Shape{2, 5, 3});
-  EXPECT_THROW(layernorm_backward(p, x.view(), gamma.view(), saved, y.view(), wrong_dx.view(),
-                                  gamma.view(), beta.view()),
+  EXPECT_THROW(layernorm_backward(p, {.x = x.view(),
+                                      .gamma = gamma.view(),
+                                      .saved = saved,
+                                      .dy = y.view(),
+                                      .dx = wrong_dx.view(),
+                                      .dgamma = gamma.view(),
+                                      .dbeta = beta.view()}),
                Error);
   Buffer wrong_dy(Shape{3, 2, 5});
-  EXPECT_THROW(layernorm_backward(p, x.view(), gamma.view(), saved, wrong_dy.view(), x.view(),
-                                  gamma.view(), beta.view()),
+  EXPECT_THROW(layernorm_backward(p, {.x = x.view(),
+                                      .gamma = gamma.view(),
+                                      .saved = saved,
+                                      .dy = wrong_dy.view(),
+                                      .dx = x.view(),
+                                      .dgamma = gamma.view(),
+                                      .dbeta = beta.view()}),
                Error);
 }
 

@@ -118,8 +118,8 @@ void check_fused_equals_serial(PoolKind kind, int64_t B, const PoolCase& c, uint
   Buffer dx = random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
   IndexBuffer argmax(p.argmax_shape());
   const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
-  pool2d_forward(p, x.view(), saved, y.view());
-  pool2d_backward(p, saved, dy.view(), dx.view());
+  pool2d_forward(p, {.x = x.view(), .saved = saved, .y = y.view()});
+  pool2d_backward(p, {.saved = saved, .dy = dy.view(), .dx = dx.view()});
 
   Pool2dParams one = p;
   one.B = 1;
@@ -140,8 +140,8 @@ void check_fused_equals_serial(PoolKind kind, int64_t B, const PoolCase& c, uint
     Buffer yb(one.y_shape()), dxb(one.x_shape());
     IndexBuffer ab(one.argmax_shape());
     const Pool2dSaved saved_b{is_max ? ab.view() : IndexView()};
-    ref::pool2d_forward(one, xb.view(), saved_b, yb.view());
-    ref::pool2d_backward(one, saved_b, dyb.view(), dxb.view());
+    ref::pool2d_forward(one, {.x = xb.view(), .saved = saved_b, .y = yb.view()});
+    ref::pool2d_backward(one, {.saved = saved_b, .dy = dyb.view(), .dx = dxb.view()});
     expect_close(channel_slice(y, b, c.C), yb, fwd_atol, fwd_rtol, "forward");
     if (is_max) expect_same_indices(channel_slice(argmax, b, c.C), ab, "argmax");
     expect_close(channel_slice(dx, b, c.C), dxb, dx_atol, dx_rtol, "input grad");
@@ -209,11 +209,11 @@ struct Hand {
     p.ceil_mode = ceil_mode, p.count_include_pad = count_include_pad;
     x = Buffer(p.x_shape()), y = Buffer(p.y_shape()), argmax = IndexBuffer(p.argmax_shape());
     for (int b = 0; b < 2; ++b) std::copy(plane.begin(), plane.end(), x.data() + b * H * W);
-    pool2d_forward(p, x.view(), {argmax.view()}, y.view());
+    pool2d_forward(p, {.x = x.view(), .saved = {argmax.view()}, .y = y.view()});
     // The reference must agree bit for bit (a selection or a tiny average; NaNs included).
     Buffer y_ref(p.y_shape());
     IndexBuffer argmax_ref(p.argmax_shape());
-    ref::pool2d_forward(p, x.view(), {argmax_ref.view()}, y_ref.view());
+    ref::pool2d_forward(p, {.x = x.view(), .saved = {argmax_ref.view()}, .y = y_ref.view()});
     EXPECT_EQ(std::memcmp(y.data(), y_ref.data(), sizeof(float) * y.numel()), 0) << "reference";
     if (kind == PoolKind::kMax) expect_same_indices(argmax, argmax_ref, "reference argmax");
   }
@@ -266,8 +266,8 @@ TEST(Pool2d, MaxForwardWithoutArgmax) {
   const Pool2dParams p = params_for(PoolKind::kMax, 3, {2, 3, 9, 7, 3, 2, 1, 2, 1, 1, true, true});
   Buffer x = random_buffer(p.x_shape(), rng), y(p.y_shape()), y_eval(p.y_shape());
   IndexBuffer argmax(p.argmax_shape());
-  pool2d_forward(p, x.view(), {argmax.view()}, y.view());
-  pool2d_forward(p, x.view(), {}, y_eval.view());
+  pool2d_forward(p, {.x = x.view(), .saved = {argmax.view()}, .y = y.view()});
+  pool2d_forward(p, {.x = x.view(), .saved = {}, .y = y_eval.view()});
   expect_close(y_eval, y, 0.0, 0.0, "forward without argmax");
 }
 
@@ -292,9 +292,11 @@ TEST(Pool2d, ReferenceGradientsMatchFiniteDifferences) {
       Buffer g = random_buffer(p.y_shape(), rng), y(p.y_shape()), dx(p.x_shape());
       IndexBuffer argmax(p.argmax_shape());
       const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
-      auto forward = [&] { ref::pool2d_forward(p, x.view(), saved, y.view()); };
+      auto forward = [&] {
+        ref::pool2d_forward(p, {.x = x.view(), .saved = saved, .y = y.view()});
+      };
       forward();
-      ref::pool2d_backward(p, saved, g.view(), dx.view());
+      ref::pool2d_backward(p, {.saved = saved, .dy = g.view(), .dx = dx.view()});
       // Piecewise linear with no kink within eps: no truncation error. Rounding: each output
       // (|y| <= 8 here) is rounded to fp32 (u|y| <= 5e-7) and a perturbed element touches at most
       // 4 outputs, over 2*eps = 0.02: <= 1e-4; the perturbed input itself is off by u|x|, a
@@ -310,11 +312,12 @@ TEST(Pool2d, BadShapesAndSizesRaiseClearErrors) {
   Buffer x(p.x_shape()), y(p.y_shape()), dx(p.x_shape());
   IndexBuffer argmax(p.argmax_shape());
   auto forward_with = [&](const Pool2dParams& q) {
-    return [&, q] { pool2d_forward(q, x.view(), {argmax.view()}, y.view()); };
+    return [&, q] { pool2d_forward(q, {.x = x.view(), .saved = {argmax.view()}, .y = y.view()}); };
   };
   Buffer wrong_x(Shape{2, 3, 7, 5});
-  expect_error_containing([&] { pool2d_forward(p, wrong_x.view(), {argmax.view()}, y.view()); },
-                          "max_pool2d input has shape [2, 3, 7, 5], expected [2, 6, 7, 5]");
+  expect_error_containing(
+      [&] { pool2d_forward(p, {.x = wrong_x.view(), .saved = {argmax.view()}, .y = y.view()}); },
+      "max_pool2d input has shape [2, 3, 7, 5], expected [2, 6, 7, 5]");
   Pool2dParams bad = p;
   bad.pad_h = 2;
   expect_error_containing(forward_with(bad), "pad_h=2 is more than half of kernel_h=3");
@@ -336,16 +339,20 @@ TEST(Pool2d, BadShapesAndSizesRaiseClearErrors) {
   bad.C = 0;
   expect_error_containing(forward_with(bad), "max_pool2d sizes must be positive");
   IndexBuffer wrong_argmax(Shape{2, 6, 3, 3});
-  expect_error_containing([&] { pool2d_forward(p, x.view(), {wrong_argmax.view()}, y.view()); },
-                          "max_pool2d saved argmax has shape [2, 6, 3, 3], expected [2, 6, 4, 3]");
-  expect_error_containing([&] { pool2d_backward(p, {}, y.view(), dx.view()); },
-                          "max_pool2d backward needs the saved argmax");
-  expect_error_containing([&] { pool2d_backward(p, {argmax.view()}, x.view(), dx.view()); },
-                          "max_pool2d output gradient has shape");
+  expect_error_containing(
+      [&] { pool2d_forward(p, {.x = x.view(), .saved = {wrong_argmax.view()}, .y = y.view()}); },
+      "max_pool2d saved argmax has shape [2, 6, 3, 3], expected [2, 6, 4, 3]");
+  expect_error_containing(
+      [&] { pool2d_backward(p, {.saved = {}, .dy = y.view(), .dx = dx.view()}); },
+      "max_pool2d backward needs the saved argmax");
+  expect_error_containing(
+      [&] { pool2d_backward(p, {.saved = {argmax.view()}, .dy = x.view(), .dx = dx.view()}); },
+      "max_pool2d output gradient has shape");
   Pool2dParams avg = p;
   avg.kind = PoolKind::kAvg;
-  expect_error_containing([&] { pool2d_backward(avg, {}, y.view(), y.view()); },
-                          "avg_pool2d input gradient has shape");
+  expect_error_containing(
+      [&] { pool2d_backward(avg, {.saved = {}, .dy = y.view(), .dx = y.view()}); },
+      "avg_pool2d input gradient has shape");
 }
 
 // ---- adaptive average pooling ----
@@ -366,8 +373,8 @@ void check_adaptive_fused_equals_serial(int64_t B, const AdaptiveCase& c, uint64
   RngStream rng(seed, 4);
   Buffer x = random_buffer(p.x_shape(), rng), dy = random_buffer(p.y_shape(), rng);
   Buffer y = random_buffer(p.y_shape(), rng), dx = random_buffer(p.x_shape(), rng);
-  adaptive_avg_pool2d_forward(p, x.view(), y.view());
-  adaptive_avg_pool2d_backward(p, dy.view(), dx.view());
+  adaptive_avg_pool2d_forward(p, {.x = x.view(), .y = y.view()});
+  adaptive_avg_pool2d_backward(p, {.dy = dy.view(), .dx = dx.view()});
   // Bins span at most ceil(H/out_h)+1 rows, so K elements; an input element lies in at most
   // ceil(out_h/H)+1 row bins, so M bins. Same arithmetic as average pooling above.
   auto span = [](int64_t a, int64_t b) { return (a + b - 1) / b + 1; };
@@ -379,8 +386,8 @@ void check_adaptive_fused_equals_serial(int64_t B, const AdaptiveCase& c, uint64
     SCOPED_TRACE(fmt::format("model b={}", b));
     Buffer xb = channel_slice(x, b, c.C), dyb = channel_slice(dy, b, c.C);
     Buffer yb(one.y_shape()), dxb(one.x_shape());
-    ref::adaptive_avg_pool2d_forward(one, xb.view(), yb.view());
-    ref::adaptive_avg_pool2d_backward(one, dyb.view(), dxb.view());
+    ref::adaptive_avg_pool2d_forward(one, {.x = xb.view(), .y = yb.view()});
+    ref::adaptive_avg_pool2d_backward(one, {.dy = dyb.view(), .dx = dxb.view()});
     expect_close(channel_slice(y, b, c.C), yb, double(K * K) * kUnitRoundoff, 4 * kUnitRoundoff,
                  "forward");
     expect_close(channel_slice(dx, b, c.C), dxb, double((M + 1) * (M + 1)) * kUnitRoundoff,
@@ -408,7 +415,7 @@ TEST(AdaptiveAvgPool2d, PyTorchBinsByHand) {
   AdaptiveAvgPool2dParams p{2, 1, 1, 1, 5, 1, 3};
   Buffer x(p.x_shape()), y(p.y_shape());
   for (int64_t i = 0; i < x.numel(); ++i) x.values[i] = float(i % 5) * 3.0f;  // 0 3 6 9 12
-  adaptive_avg_pool2d_forward(p, x.view(), y.view());
+  adaptive_avg_pool2d_forward(p, {.x = x.view(), .y = y.view()});
   for (int b = 0; b < 2; ++b) {
     EXPECT_FLOAT_EQ(y.values[b * 3 + 0], 1.5f);
     EXPECT_FLOAT_EQ(y.values[b * 3 + 1], 6.0f);
@@ -425,9 +432,9 @@ TEST(AdaptiveAvgPool2d, ReferenceGradientsMatchFiniteDifferences) {
     const AdaptiveAvgPool2dParams p = adaptive_params(2, c);
     Buffer x = random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
     Buffer y(p.y_shape()), dx(p.x_shape());
-    auto forward = [&] { ref::adaptive_avg_pool2d_forward(p, x.view(), y.view()); };
+    auto forward = [&] { ref::adaptive_avg_pool2d_forward(p, {.x = x.view(), .y = y.view()}); };
     forward();
-    ref::adaptive_avg_pool2d_backward(p, g.view(), dx.view());
+    ref::adaptive_avg_pool2d_backward(p, {.dy = g.view(), .dx = dx.view()});
     // Linear: no truncation error; rounding of the few touched outputs (|y| <= 1) over 2*eps.
     const double eps = 1e-2, tol = 2e-4;
     test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
@@ -437,15 +444,16 @@ TEST(AdaptiveAvgPool2d, ReferenceGradientsMatchFiniteDifferences) {
 TEST(AdaptiveAvgPool2d, BadShapesAndSizesRaiseClearErrors) {
   AdaptiveAvgPool2dParams p{2, 3, 4, 5, 7, 3, 2};
   Buffer x(p.x_shape()), y(p.y_shape());
-  expect_error_containing([&] { adaptive_avg_pool2d_forward(p, y.view(), y.view()); },
+  expect_error_containing([&] { adaptive_avg_pool2d_forward(p, {.x = y.view(), .y = y.view()}); },
                           "adaptive_avg_pool2d input has shape [3, 8, 3, 2], expected "
                           "[3, 8, 5, 7]");
   AdaptiveAvgPool2dParams bad = p;
   bad.out_w = 0;
-  expect_error_containing([&] { adaptive_avg_pool2d_forward(bad, x.view(), y.view()); },
+  expect_error_containing([&] { adaptive_avg_pool2d_forward(bad, {.x = x.view(), .y = y.view()}); },
                           "output size must be positive, got out_h=3 out_w=0");
-  expect_error_containing([&] { adaptive_avg_pool2d_backward(p, y.view(), y.view()); },
-                          "adaptive_avg_pool2d input gradient has shape");
+  expect_error_containing(
+      [&] { adaptive_avg_pool2d_backward(p, {.dy = y.view(), .dx = y.view()}); },
+      "adaptive_avg_pool2d input gradient has shape");
 }
 
 }  // namespace

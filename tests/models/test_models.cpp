@@ -136,7 +136,8 @@ TEST_P(ModelArray, PartialBatchesAndEvaluationWork) {
   EXPECT_EQ(rows, 13);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ModelArray, ::testing::Values("mlp", "lenet"));
+INSTANTIATE_TEST_SUITE_P(Models, ModelArray,
+                         ::testing::Values("mlp", "lenet", "resnet18", "mobilenetv2"));
 
 TEST(Model, FlopCountsAreWrittenDown) {
   // MLP: 784*256 + 256*256 + 256*10 multiply-adds; x2 forward, x2 weight grads, x2 input grads

@@ -1,9 +1,13 @@
-// Files for tests: a scoped temporary directory and reading a whole file.
+// Files and commands for tests: a scoped temporary directory, reading a whole file, and running
+// the `hfta` binary (HFTA_CLI_PATH, which CMake defines for every test).
 #pragma once
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,6 +26,7 @@ struct TempDir {
     std::filesystem::create_directories(path);
   }
   ~TempDir() { std::filesystem::remove_all(path); }
+  std::string str() const { return path.string(); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 };
@@ -32,6 +37,26 @@ inline std::string read_file(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// What `hfta <args>` printed and how it ended.
+struct CommandResult {
+  int exit_code = -1;  // -1 when it did not exit normally
+  std::string out, err;
+  std::string output() const { return out + err; }
+  // Lines on stderr (a failure prints exactly one).
+  int64_t error_lines() const { return std::count(err.begin(), err.end(), '\n'); }
+};
+
+// Runs `hfta <args>` (`args` as shell words) and waits for it.
+inline CommandResult run_hfta(const std::string& args) {
+  static int calls = 0;
+  TempDir tmp(fmt::format("run_hfta_{}", calls++));
+  const auto out = tmp.path / "stdout.txt", err = tmp.path / "stderr.txt";
+  const std::string cmd =
+      fmt::format("{} {} > {} 2> {}", HFTA_CLI_PATH, args, out.string(), err.string());
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
 }
 
 }  // namespace hfta::test

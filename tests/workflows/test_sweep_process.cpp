@@ -30,8 +30,6 @@ namespace fs = std::filesystem;
 using test::read_file;
 using test::TempDir;
 
-
-
 // An executable shell script standing in for `hfta`: it receives `trial --model ...`.
 std::string fake_hfta(const fs::path& dir, const std::string& name, const std::string& body) {
   fs::path path = dir / name;
@@ -279,56 +277,75 @@ TEST(RealTrial, FusedSerialAndConcurrentMlp) {
 }
 
 // Runs `hfta <args>`; a busy machine must not make the test wait for it (no retries, no waiting).
-int run_hfta(const std::string& args, const fs::path& dir) {
-  std::string cmd = fmt::format("{} {} --retries 0 --quiet-wait 0 > {} 2> {}", HFTA_CLI_PATH, args,
-                                (dir / "stdout.txt").string(), (dir / "stderr.txt").string());
-  int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+test::CommandResult run_sweep_cli(const std::string& args) {
+  return test::run_hfta(args + " --retries 0 --quiet-wait 0");
 }
 
 TEST(RealSweep, SmallMlpSweepWritesCsvAndPlots) {
   TempDir tmp("cli");
   const fs::path& dir = tmp.path;
-  int rc = run_hfta(fmt::format("sweep --model mlp --modes serial,concurrent,fused --B 1,2 "
-                                "--repeats 1 --steps 3 --warmup 1 --threads 2 --peak-gflops 100 "
-                                "--out {}",
-                                dir.string()),
-                    dir);
-  ASSERT_EQ(rc, 0) << read_file(dir / "stderr.txt");
+  test::CommandResult r = run_sweep_cli(
+      fmt::format("sweep --model mlp --modes serial,concurrent,fused --B 1,2 --repeats 1 --steps 3 "
+                  "--warmup 1 --threads 2 --peak-gflops 100 --out {}",
+                  dir.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   CsvTable t = read_csv((dir / "mlp" / "throughput.csv").string());
   ASSERT_EQ(t.rows.size(), 6u);
   for (const auto& row : t.rows) EXPECT_EQ(row[t.column("status")], "ok") << row.back();
   EXPECT_EQ(t.rows[0][t.column("normalized")], "1.0000");  // one repeat: itself
-  std::string err = read_file(dir / "stderr.txt");
-  EXPECT_NE(err.find("[6/6] fused B=2 repeat 1"), std::string::npos) << err;
-  if (err.find("warning: cannot run gnuplot") == std::string::npos) {
-    EXPECT_TRUE(fs::exists(dir / "mlp" / "throughput.png")) << err;
-    EXPECT_TRUE(fs::exists(dir / "mlp" / "memory.png")) << err;
+  EXPECT_NE(r.err.find("[6/6] fused B=2 repeat 1"), std::string::npos) << r.err;
+  if (r.err.find("warning: cannot run gnuplot") == std::string::npos) {
+    EXPECT_TRUE(fs::exists(dir / "mlp" / "throughput.png")) << r.err;
+    EXPECT_TRUE(fs::exists(dir / "mlp" / "memory.png")) << r.err;
   }
-  EXPECT_NE(read_file(dir / "stdout.txt").find("best B"), std::string::npos);
+  EXPECT_NE(r.out.find("best B"), std::string::npos);
 }
 
-TEST(RealSweep, MaxBAndBadFlags) {
+TEST(RealSweep, MaxB) {
   TempDir tmp("cli_max");
   const fs::path& dir = tmp.path;
-  int rc = run_hfta(fmt::format("sweep --model mlp --modes fused --B max --max-B-cap 4 "
-                                "--memory-budget 4GiB --repeats 1 --steps 2 --warmup 1 "
-                                "--peak-gflops 100 --no-plot --out {}",
-                                dir.string()),
-                    dir);
-  ASSERT_EQ(rc, 0) << read_file(dir / "stderr.txt");
+  test::CommandResult r = run_sweep_cli(
+      fmt::format("sweep --model mlp --modes fused --B max --max-B-cap 4 --memory-budget 4GiB "
+                  "--repeats 1 --steps 2 --warmup 1 --peak-gflops 100 --no-plot --out {}",
+                  dir.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   CsvTable t = read_csv((dir / "mlp" / "throughput.csv").string());
   ASSERT_EQ(t.rows.size(), 1u + 3);  // the serial B=1 baseline, then fused B=1,2,4
   EXPECT_EQ(t.rows.back()[t.column("B")], "4");
-  EXPECT_NE(read_file(dir / "stderr.txt").find("--B max: fused B=4"), std::string::npos);
+  EXPECT_NE(r.err.find("--B max: fused B=4"), std::string::npos);
+}
 
-  EXPECT_NE(run_hfta(fmt::format("sweep --model mlp --B 1,x --out {}", dir.string()), dir), 0);
-  EXPECT_NE(read_file(dir / "stderr.txt").find("'x' is not a model count"), std::string::npos);
-  EXPECT_NE(
-      run_hfta(fmt::format("sweep --model mlp --B max --memory-budget 8XB --out {}", dir.string()),
-               dir),
-      0);
-  EXPECT_NE(read_file(dir / "stderr.txt").find("not a memory size"), std::string::npos);
+// Every bad flag of sweep and trial fails at once with one line naming it.
+TEST(RealSweep, BadFlagsNameTheProblem) {
+  TempDir tmp("cli_bad");
+  const std::string out = " --out " + tmp.str();
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"sweep --model mlp --B 1,x", "'x' is not a model count"},
+           {"sweep --model mlp --B 1,,2", "has an empty item"},
+           {"sweep --model mlp --B max --memory-budget 8XB", "not a memory size"},
+           {"sweep --model mlp --memory-budget ''", "--memory-budget: '' is not a memory size"},
+           {"sweep --model mlp --threads -3", "--threads: -3 is less than 0"},
+           {"sweep --model mlp --threads ''", "--threads: '' is not an integer"},
+           {"sweep --model mlp --repeats 0", "--repeats: 0 is less than 1"},
+           {"sweep --model mlp --steps ''", "--steps: '' is not an integer"},
+           {"sweep --model mlp --max-processes -1", "--max-processes: -1 is less than 1"},
+           {"sweep --model mlp --peak-gflops nan", "--peak-gflops: 'nan' is not a finite number"},
+           {"sweep --model mlp --busy-threshold ''", "--busy-threshold: '' is not a finite number"},
+           {"sweep --model mlp --quiet-wait inf", "--quiet-wait: 'inf' is not a finite number"},
+           {"sweep --model mlp --dataset nosuch", "--dataset: nosuch not in"},
+           {"trial --model mlp --B 0", "--B: 0 is less than 1"},
+           {"trial --model mlp --threads -1", "--threads: -1 is less than 0"},
+           {"trial --model mlp --warmup ''", "--warmup: '' is not an integer"}}) {
+    const bool sweep = c.args.starts_with("sweep");
+    test::CommandResult r = sweep ? run_sweep_cli(c.args + out) : test::run_hfta(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos)
+        << c.args << " should mention '" << c.message << "', printed: " << r.output();
+    EXPECT_EQ(r.error_lines(), 1) << c.args << " printed: " << r.err;
+  }
 }
 
 TEST(RealSweep, CtrlCKeepsTheRowsSoFarAndFails) {

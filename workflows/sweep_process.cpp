@@ -305,8 +305,8 @@ Measurement run_children(const std::string& exe, const TrialRequest& request) {
   const int64_t wall_start = monotonic_ns();
   const bool barrier = n > 1;  // one process needs no common start
   // Processes sharing the cores must not spin at OpenMP barriers (libgomp's default): a spinning
-  // thread holds a core its neighbour needs, 10-40x slower (backend/cpu/runtime.cpp). A policy the
-  // user set is kept.
+  // thread holds the core its neighbour's late thread needs (docs/design.md, "OpenMP wait
+  // policy", has the measurements). A policy the user set is kept.
   std::vector<std::string> extra_env;
   if (n > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr)
     extra_env.push_back("OMP_WAIT_POLICY=passive");

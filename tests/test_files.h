@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +58,16 @@ inline CommandResult run_hfta(const std::string& args) {
       fmt::format("{} {} > {} 2> {}", HFTA_CLI_PATH, args, out.string(), err.string());
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+// Runs `hfta <args>`, expecting it to fail as every failure must: a non-zero exit status and one
+// line on stderr, mentioning `message`.
+inline void expect_hfta_error(const std::string& args, const std::string& message) {
+  CommandResult r = run_hfta(args);
+  EXPECT_NE(r.exit_code, 0) << args;
+  EXPECT_NE(r.err.find(message), std::string::npos)
+      << args << " should mention '" << message << "', printed: " << r.output();
+  EXPECT_EQ(r.error_lines(), 1) << args << " printed: " << r.err;
 }
 
 }  // namespace hfta::test

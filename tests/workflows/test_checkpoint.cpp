@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using test::expect_hfta_error;
 using test::read_file;
 using test::run_hfta;
 using test::TempDir;
@@ -138,15 +139,6 @@ std::string succeed(const std::string& args) {
   return r.output();
 }
 
-// Runs `hfta <args>`, expecting it to fail with one line on stderr mentioning `message`.
-void expect_failure(const std::string& args, const std::string& message) {
-  test::CommandResult r = run_hfta(args);
-  EXPECT_NE(r.exit_code, 0) << args;
-  EXPECT_NE(r.err.find(message), std::string::npos)
-      << args << " should mention '" << message << "', printed: " << r.output();
-  EXPECT_EQ(r.error_lines(), 1) << args << " printed: " << r.err;
-}
-
 TEST(CheckpointCli, ResumingAfterAnEpochGivesTheUninterruptedMetrics) {
   TempDir full("full"), split("split");
   succeed(kRun + " --out " + full.str());
@@ -196,10 +188,10 @@ TEST(CheckpointCli, ResumeWithOtherFlagsIsRefusedNamingTheFlag) {
   succeed(kRun + " --out " + dir.str());
   std::string other = kRun;
   other.replace(other.find("--lr 0.001,0.003"), 16, "--lr 0.001,0.005");
-  expect_failure(other + " --out " + dir.str() + " --resume",
-                 "it was trained with --lr 0.001,0.003, this command gives 0.001,0.005");
+  expect_hfta_error(other + " --out " + dir.str() + " --resume",
+                    "it was trained with --lr 0.001,0.003, this command gives 0.001,0.005");
   TempDir empty("empty");
-  expect_failure(kRun + " --out " + empty.str() + " --resume", "no checkpoint");
+  expect_hfta_error(kRun + " --out " + empty.str() + " --resume", "no checkpoint");
 }
 
 TEST(CheckpointCli, MalformedNumbersInTheRunsCsvFilesNameTheFileLineAndColumn) {
@@ -211,8 +203,8 @@ TEST(CheckpointCli, MalformedNumbersInTheRunsCsvFilesNameTheFileLineAndColumn) {
   const size_t second_row = text.find('\n', text.find('\n') + 1) + 1;
   text.replace(text.find(',', second_row) + 1, 1, "x");
   write_file(metrics, text);
-  expect_failure(kRun + " --out " + dir.str() + " --resume",
-                 metrics + " line 3, column 2 (step): 'x' is not an integer");
+  expect_hfta_error(kRun + " --out " + dir.str() + " --resume",
+                    metrics + " line 3, column 2 (step): 'x' is not an integer");
   // summary.csv, read by extract --best.
   const std::string summary = dir.str() + "/summary.csv";
   CsvTable t = read_csv(summary);
@@ -220,9 +212,9 @@ TEST(CheckpointCli, MalformedNumbersInTheRunsCsvFilesNameTheFileLineAndColumn) {
   const std::string accuracy = t.rows[1][t.column("test_accuracy")];
   text.replace(text.rfind(accuracy), accuracy.size(), "0.5.1");
   write_file(summary, text);
-  expect_failure("extract --run " + dir.str() + " --best --out " + dir.str() + "/best.bin",
-                 fmt::format("{} line 3, column {} (test_accuracy): '0.5.1' is not a number",
-                             summary, t.column("test_accuracy") + 1));
+  expect_hfta_error("extract --run " + dir.str() + " --best --out " + dir.str() + "/best.bin",
+                    fmt::format("{} line 3, column {} (test_accuracy): '0.5.1' is not a number",
+                                summary, t.column("test_accuracy") + 1));
 }
 
 TEST(CheckpointCli, ExtractedBestModelEvaluatesAsInsideTheArray) {
@@ -239,7 +231,7 @@ TEST(CheckpointCli, ExtractedBestModelEvaluatesAsInsideTheArray) {
   EXPECT_NE(out.find(fmt::format("test acc {:.2f}%", 100.0 * acc)), std::string::npos)
       << out << " should report the accuracy summary.csv gives model 1: " << acc;
   succeed("extract --run " + dir + " --best --out " + dir + "/best.bin");
-  expect_failure("extract --run " + dir + " --model 5 --out " + dir + "/x.bin", "model 5");
+  expect_hfta_error("extract --run " + dir + " --model 5 --out " + dir + "/x.bin", "model 5");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 namespace hfta {
 namespace {
 
+using test::expect_hfta_error;
 using test::run_hfta;
 using test::TempDir;
 
@@ -75,15 +76,6 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainCli, ::testing::Values("mlp", "lenet"));
 
-// Every failure prints one line on stderr naming the problem, and exits non-zero.
-void expect_failure(const std::string& args, const std::string& message) {
-  test::CommandResult r = run_hfta(args);
-  EXPECT_NE(r.exit_code, 0) << args;
-  EXPECT_NE(r.err.find(message), std::string::npos)
-      << args << " should mention '" << message << "', printed: " << r.output();
-  EXPECT_EQ(r.error_lines(), 1) << args << " printed: " << r.err;
-}
-
 TEST(TrainCliErrors, BadFlagsNameTheProblem) {
   TempDir tmp("errors");
   const std::string out =
@@ -118,19 +110,23 @@ TEST(TrainCliErrors, BadFlagsNameTheProblem) {
            {"--seed -1", "--seed: -1 is less than 0"},
            {"--seed 1.5", "--seed: '1.5' is not an integer"},
            {"--synthetic-size ''", "--synthetic-size: '' is not an integer"}}) {
-    expect_failure("train " + c.args + out, c.message);
+    expect_hfta_error("train " + c.args + out, c.message);
   }
   TempDir missing("missing");
-  expect_failure("train --dataset fashion-mnist --data-dir /nonexistent/dir --no-progress --out " +
-                     missing.str(),
-                 "/nonexistent/dir");
+  expect_hfta_error(
+      "train --dataset fashion-mnist --data-dir /nonexistent/dir --no-progress --out " +
+          missing.str(),
+      "/nonexistent/dir");
 }
 
 TEST(TrainCliErrors, ExtractAndEvalFlagsNameTheProblem) {
-  expect_failure("extract --run /nonexistent --model -2 --out x.bin", "--model: -2 is less than 0");
-  expect_failure("extract --run /nonexistent --model '' --out x.bin", "--model: '' is not");
-  expect_failure("extract --run /nonexistent --model 0 --out x.bin", "no checkpoint for model 0");
-  expect_failure("eval --checkpoint /nonexistent.bin", "cannot read checkpoint /nonexistent.bin");
+  expect_hfta_error("extract --run /nonexistent --model -2 --out x.bin",
+                    "--model: -2 is less than 0");
+  expect_hfta_error("extract --run /nonexistent --model '' --out x.bin", "--model: '' is not");
+  expect_hfta_error("extract --run /nonexistent --model 0 --out x.bin",
+                    "no checkpoint for model 0");
+  expect_hfta_error("eval --checkpoint /nonexistent.bin",
+                    "cannot read checkpoint /nonexistent.bin");
 }
 
 TEST(HyperTable, EveryRowHasAFlagAndADefaultPerOptimizerThatReadsIt) {

@@ -2,8 +2,10 @@
 // the `hfta` binary (HFTA_CLI_PATH, which CMake defines for every test).
 #pragma once
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+extern char** environ;
 
 namespace hfta::test {
 
@@ -58,6 +63,26 @@ inline CommandResult run_hfta(const std::string& args) {
       fmt::format("{} {} > {} 2> {}", HFTA_CLI_PATH, args, out.string(), err.string());
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+// Starts `hfta <args>` (`args` as whitespace-separated words) without waiting for it, stdout and
+// stderr into `out_file` (/dev/null when empty); returns its pid, or -1 when it cannot start.
+inline pid_t spawn_hfta(const std::string& args, const std::filesystem::path& out_file = {}) {
+  std::vector<std::string> words = {HFTA_CLI_PATH};
+  std::istringstream in(args);
+  for (std::string w; in >> w;) words.push_back(w);
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const std::string out = out_file.empty() ? "/dev/null" : out_file.string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, HFTA_CLI_PATH, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
 }
 
 // Runs `hfta <args>`, expecting it to fail as every failure must: a non-zero exit status and one

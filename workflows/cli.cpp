@@ -32,7 +32,7 @@ CLI::Validator integer_at_least(int64_t min) {
         }
         return fmt::format("{} is less than {}", text, min);
       },
-      fmt::format("INT >= {}", min));
+      fmt::format(">= {}", min));
 }
 
 CLI::Validator number_at_least(double min) {
@@ -44,7 +44,7 @@ CLI::Validator number_at_least(double min) {
         if (value < min) return fmt::format("{} is less than {:g}", text, min);
         return "";
       },
-      fmt::format("NUMBER >= {:g}", min));
+      fmt::format(">= {:g}", min));
 }
 
 }  // namespace hfta

@@ -62,7 +62,8 @@ void add_train_command(CLI::App& app) {
   std::vector<std::pair<const HyperRow*, CLI::Option*>> hyper_flags;
   for (const HyperRow& row : hyper_table())
     hyper_flags.emplace_back(
-        &row, cmd->add_option(row.flag(), (*hyper_text)[std::string(row.name)], hyper_help(row)));
+        &row, cmd->add_option(row.flag(), (*hyper_text)[std::string(row.name)], hyper_help(row))
+                  ->type_name("LIST"));
   cmd->add_option("--epochs", opts->epochs, "Epochs")
       ->check(integer_at_least(1))
       ->capture_default_str();

@@ -3,7 +3,6 @@
 // an uninterrupted run; one model extracted from an array evaluates as it did inside it.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +16,6 @@
 #include "test_files.h"
 #include "workflows/checkpoint.h"
 #include "workflows/csv.h"
-
-extern char** environ;
 
 namespace hfta {
 namespace {
@@ -156,14 +153,8 @@ TEST(CheckpointCli, CtrlCSavesACheckpointAndResumeFinishesIdentically) {
   succeed(kRun + " --out " + full);
 
   // Start the same run and press Ctrl-C once it has written a few steps.
-  std::vector<std::string> args = {HFTA_CLI_PATH};
-  std::istringstream words(kRun + " --out " + cut);
-  for (std::string w; words >> w;) args.push_back(w);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, HFTA_CLI_PATH, nullptr, nullptr, argv.data(), environ), 0);
+  const pid_t pid = test::spawn_hfta(kRun + " --out " + cut);
+  ASSERT_GT(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     if (fs::exists(cut + "/metrics.csv") && read_file(cut + "/metrics.csv").size() > 200) break;

@@ -1,10 +1,8 @@
 // The sweep's processes: the `hfta trial` result line, combining concurrent windows, the process
 // runner against small shell scripts that play `hfta trial` (success, barrier, crash, signal,
 // memory budget, Ctrl-C), and a few runs of the real `hfta` binary (HFTA_CLI_PATH).
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,8 +18,6 @@
 #include "workflows/csv.h"
 #include "workflows/sweep.h"
 #include "workflows/sweep_process.h"
-
-extern char** environ;
 
 namespace hfta {
 namespace {
@@ -348,28 +344,13 @@ TEST(RealSweep, BadFlagsNameTheProblem) {
 TEST(RealSweep, CtrlCKeepsTheRowsSoFarAndFails) {
   TempDir tmp("cli_int");
   const fs::path& dir = tmp.path;
-  fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> args = {HFTA_CLI_PATH,   "sweep",
-                                   "--model",       "mlp",
-                                   "--modes",       "serial,fused",
-                                   "--B",           "1,2,4,8,16,32,64,128",
-                                   "--repeats",     "1",
-                                   "--steps",       "400",
-                                   "--warmup",      "1",
-                                   "--peak-gflops", "100",
-                                   "--retries",     "0",
-                                   "--quiet-wait",  "0",
-                                   "--out",         dir.string()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, HFTA_CLI_PATH, &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const fs::path output = dir / "output.txt";
+  const pid_t pid = test::spawn_hfta(
+      "sweep --model mlp --modes serial,fused --B 1,2,4,8,16,32,64,128 --repeats 1 --steps 400 "
+      "--warmup 1 --peak-gflops 100 --out " +
+          dir.string() + kNoWaiting,
+      output);
+  ASSERT_GT(pid, 0);
   // However the test ends, the sweep must not outlive it (its trials die with it: PDEATHSIG).
   struct Reaper {
     pid_t pid;
@@ -384,13 +365,13 @@ TEST(RealSweep, CtrlCKeepsTheRowsSoFarAndFails) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (fs::exists(csv)) rows = read_csv(csv.string()).rows.size();
   }
-  ASSERT_GE(rows, 2u) << read_file(err);
+  ASSERT_GE(rows, 2u) << read_file(output);
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
   reaper.reaped = true;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-  EXPECT_NE(read_file(err).find("interrupted"), std::string::npos) << read_file(err);
+  EXPECT_NE(read_file(output).find("interrupted"), std::string::npos) << read_file(output);
   CsvTable t = read_csv(csv.string());
   EXPECT_GE(t.rows.size(), rows);
   EXPECT_LT(t.rows.size(), 16u);  // it stopped early

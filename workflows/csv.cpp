@@ -4,8 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
+#include <type_traits>
 
 #include "core/error.h"
 
@@ -92,13 +95,36 @@ void CsvWriter::row(const std::vector<std::string>& fields) {
 size_t CsvTable::column(const std::string& name) const {
   for (size_t i = 0; i < header.size(); ++i)
     if (header[i] == name) return i;
-  fail("no column '{}' among [{}]", name, fmt::join(header, ","));
+  fail("{}: no column '{}' among [{}]", path, name, fmt::join(header, ","));
+}
+
+namespace {
+template <typename T>
+T parse_field(const CsvTable& t, size_t row, size_t column, const char* what) {
+  const std::string& field = t.rows.at(row).at(column);
+  T value{};
+  auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  bool ok = ec == std::errc() && end == field.data() + field.size();
+  if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(value);
+  HFTA_CHECK(ok, "{} line {}, column {} ({}): '{}' is not {}", t.path, t.line_numbers.at(row),
+             column + 1, t.header.at(column), field, what);
+  return value;
+}
+}  // namespace
+
+double CsvTable::number(size_t row, size_t column) const {
+  return parse_field<double>(*this, row, column, "a number");
+}
+
+int64_t CsvTable::integer(size_t row, size_t column) const {
+  return parse_field<int64_t>(*this, row, column, "an integer");
 }
 
 CsvTable read_csv(const std::string& path) {
   std::ifstream in(path);
   HFTA_CHECK(in.good(), "cannot read {}: {}", path, std::strerror(errno));
   CsvTable table;
+  table.path = path;
   std::string line;
   int64_t line_no = 0;
   while (std::getline(in, line)) {
@@ -113,6 +139,7 @@ CsvTable read_csv(const std::string& path) {
     HFTA_CHECK(fields.size() == table.header.size(), "{} line {}: {} fields, header has {}", path,
                line_no, fields.size(), table.header.size());
     table.rows.push_back(std::move(fields));
+    table.line_numbers.push_back(line_no);
   }
   HFTA_CHECK(!table.header.empty(), "{} is empty: expected a CSV header", path);
   return table;

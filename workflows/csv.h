@@ -2,6 +2,7 @@
 // header, and a flush after every row so an interrupted run keeps every row written so far.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -34,10 +35,16 @@ class CsvWriter {
 
 // A whole CSV file: header and rows (for tests and for reading results back).
 struct CsvTable {
+  std::string path;  // where it was read from
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  std::vector<int64_t> line_numbers;  // the file's line (from 1) of each row
   // Index of column `name`; throws hfta::Error naming the file's columns when absent.
   size_t column(const std::string& name) const;
+  // The field at (row, column) as a number: the whole field, finite. Throws hfta::Error naming
+  // the file, line and column of a field that is not one.
+  double number(size_t row, size_t column) const;
+  int64_t integer(size_t row, size_t column) const;
 };
 // Throws hfta::Error naming the file when it cannot be read or a row's width differs.
 CsvTable read_csv(const std::string& path);

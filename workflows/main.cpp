@@ -1,12 +1,14 @@
-// The `hfta` command: `hfta train` trains an array of models, `hfta sweep` measures throughput
-// against the fusion count. Each subcommand lives in its own workflows/ file.
+// The `hfta` command: `hfta train` trains an array of models, `hfta extract` and `hfta eval` work
+// on its checkpoints, `hfta sweep` measures throughput against the fusion count. Each subcommand
+// registers its own flags (train_cli.cpp, sweep.cpp). Every failure ends here as one line on
+// stderr and a non-zero exit status.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 
 #include "backend/cpu/runtime.h"
-#include "core/error.h"
 #include "workflows/sweep.h"
 #include "workflows/train.h"
 
@@ -21,9 +23,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const hfta::Error& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    fmt::print(stderr, "hfta: error: {} (--help lists the flags)\n", e.what());
+    return e.get_exit_code();
+  } catch (const std::exception& e) {  // hfta::Error, and anything a library throws
     fmt::print(stderr, "hfta: error: {}\n", e.what());
+    return 1;
+  } catch (...) {
+    fmt::print(stderr, "hfta: error: an unknown exception\n");
     return 1;
   }
   return 0;

@@ -78,11 +78,12 @@ std::vector<SweepPoint> summarize_sweep(const CsvTable& table) {
     Range normalized, samples, rss;
   };
   std::map<std::pair<std::string, int64_t>, Acc> acc;
-  for (const auto& row : table.rows) {
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    const auto& row = table.rows[r];
     if (row[status_col] != "ok") continue;
     const std::string& mode = row[mode_col];
     if (std::find(modes.begin(), modes.end(), mode) == modes.end()) modes.push_back(mode);
-    Acc& a = acc[{mode, std::stoll(row[B_col])}];
+    Acc& a = acc[{mode, table.integer(r, B_col)}];
     double v;
     if (parse_number(row[norm_col], v)) a.normalized.add(v);
     if (parse_number(row[sps_col], v)) a.samples.add(v);

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,8 @@
 
 #include "backend/cpu/peak.h"
 #include "backend/cpu/runtime.h"
+#include "workflows/cli.h"
+#include "workflows/data.h"
 #include "workflows/plot.h"
 #include "workflows/sweep_process.h"
 
@@ -114,13 +115,6 @@ TrialRunner patient_runner(TrialRunner inner, double threshold, std::shared_ptr<
     *last_disturbed = m.ok && m.foreign_load > threshold;
     return m;
   };
-}
-
-double own_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
-         usage.ru_stime.tv_usec * 1e-6;
 }
 
 // The machine's peak is a best case: measured again (at most twice, after waiting for quiet)
@@ -269,7 +263,8 @@ void add_sweep_command(CLI::App& app) {
   // A later flag overrides an earlier one, so workflow scripts can pass "$@" after their own.
   sweep->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sweep->add_option("--model", flags->trial.model, "Model to train")->capture_default_str();
-  sweep->add_option("--dataset", flags->trial.dataset, "synthetic or fashion-mnist")
+  sweep->add_option("--dataset", flags->trial.dataset, "Dataset")
+      ->check(CLI::IsMember(dataset_names()))
       ->capture_default_str();
   sweep->add_option("--data-dir", flags->trial.data_dir, "Fashion-MNIST directory");
   sweep->add_option("--modes", flags->modes, "Comma-separated: serial, concurrent, fused")
@@ -277,43 +272,68 @@ void add_sweep_command(CLI::App& app) {
   sweep->add_option("--B", flags->Bs, "Model counts, e.g. 1,2,4,8,16, or 'max'")
       ->capture_default_str();
   sweep->add_option("--repeats", flags->repeats, "Measurements per (mode, B)")
+      ->check(integer_at_least(1))
       ->capture_default_str();
   sweep->add_option("--out", flags->out, "Results go to <out>/<model>/")->capture_default_str();
   sweep->add_option("--batch-size", flags->trial.batch_size, "Minibatch per model")
+      ->check(integer_at_least(1))
       ->capture_default_str();
   sweep->add_option("--steps", flags->trial.steps, "Timed training steps per measurement")
+      ->check(integer_at_least(1))
       ->capture_default_str();
   sweep->add_option("--warmup", flags->trial.warmup_steps, "Untimed steps before them")
+      ->check(integer_at_least(0))
       ->capture_default_str();
   sweep->add_option("--seed", flags->trial.seed, "Seed of weights and hyperparameters")
+      ->check(integer_at_least(0))
       ->capture_default_str();
   sweep->add_option("--threads", flags->threads, "Threads in all (0 = every core)")
+      ->check(integer_at_least(0))
       ->capture_default_str();
-  sweep->add_option(
-      "--memory-budget", flags->memory_budget,
-      "Memory limit, e.g. 8GiB: what --B max must fit in; kills any measurement above it");
+  sweep
+      ->add_option(
+          "--memory-budget", flags->memory_budget,
+          "Memory limit, e.g. 8GiB: what --B max must fit in; kills any measurement above it")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              parse_memory_size(text);
+              return "";
+            } catch (const Error& e) {  // "--memory-budget '...' is not ...": CLI11 adds the flag
+              std::string why = e.what();
+              return why.starts_with("--memory-budget ") ? why.substr(16) : why;
+            }
+          },
+          "SIZE"));
   sweep->add_option("--max-B-cap", flags->max_B_cap, "Largest B the --B max search tries")
+      ->check(integer_at_least(1))
       ->capture_default_str();
   sweep
       ->add_option("--max-processes", flags->max_processes,
                    "Concurrent measurements with more processes are skipped")
+      ->check(integer_at_least(1))
       ->capture_default_str();
-  sweep->add_option("--peak-gflops", flags->peak_gflops,
-                    "Machine peak for percent_of_peak (default: measure it)");
+  sweep
+      ->add_option("--peak-gflops", flags->peak_gflops,
+                   "Machine peak for percent_of_peak (default: measure it)")
+      ->check(number_at_least(0));
   sweep
       ->add_option("--retries", flags->retries,
                    "Measure again when other processes took CPU time meanwhile, at most this "
                    "many times")
+      ->check(integer_at_least(0))
       ->capture_default_str();
   sweep
       ->add_option("--busy-threshold", flags->busy_threshold,
                    "Share of the machine's CPU time other processes may take before a "
                    "measurement counts as disturbed")
+      ->check(number_at_least(0))
       ->capture_default_str();
   sweep
       ->add_option("--quiet-wait", flags->quiet_wait,
                    "Seconds the whole sweep may wait, after a disturbed measurement, for other "
                    "processes to leave the CPUs")
+      ->check(number_at_least(0))
       ->capture_default_str();
   sweep->add_flag("--no-plot", flags->no_plot, "Write the CSV only");
   sweep->add_flag("--plot-only", flags->plot_only,
@@ -327,13 +347,13 @@ void add_sweep_command(CLI::App& app) {
   t->add_option("--model", trial->model)->required();
   t->add_option("--dataset", trial->dataset);
   t->add_option("--data-dir", trial->data_dir);
-  t->add_option("--B", trial->B);
+  t->add_option("--B", trial->B)->check(integer_at_least(1));
   t->add_flag("--serial", trial->serial);
-  t->add_option("--batch-size", trial->batch_size);
-  t->add_option("--warmup", trial->warmup_steps);
-  t->add_option("--steps", trial->steps);
-  t->add_option("--seed", trial->seed);
-  t->add_option("--threads", trial->threads);
+  t->add_option("--batch-size", trial->batch_size)->check(integer_at_least(1));
+  t->add_option("--warmup", trial->warmup_steps)->check(integer_at_least(0));
+  t->add_option("--steps", trial->steps)->check(integer_at_least(1));
+  t->add_option("--seed", trial->seed)->check(integer_at_least(0));
+  t->add_option("--threads", trial->threads)->check(integer_at_least(0));
   t->add_flag("--wait-for-go", *wait_for_go);
   t->callback([trial, wait_for_go] { trial_command(*trial, *wait_for_go); });
 }

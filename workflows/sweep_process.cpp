@@ -3,12 +3,10 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,25 +79,6 @@ std::vector<std::string> trial_arguments(const TrialOptions& o, bool wait_for_go
   return args;
 }
 
-int64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
-int64_t own_peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024;
-  return 0;
-}
-
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
 Measurement combine_reports(const std::vector<TrialReport>& reports, int64_t steps) {
   HFTA_CHECK(!reports.empty() && steps >= 1, "combine_reports needs reports and steps >= 1");
   double first_start = std::numeric_limits<double>::infinity(), last_start = -first_start;
@@ -126,49 +105,6 @@ Measurement combine_reports(const std::vector<TrialReport>& reports, int64_t ste
   m.window_overlap = std::max(0.0, first_end - last_start) / window;
   return m;
 }
-
-double machine_busy_seconds() {
-  std::ifstream stat("/proc/stat");
-  std::string cpu;
-  // user nice system idle iowait irq softirq steal (guest time is inside user)
-  double v[8] = {0};
-  if (!(stat >> cpu) || cpu != "cpu") return -1;
-  for (double& x : v)
-    if (!(stat >> x)) return -1;
-  const double busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-  return busy / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// ---- interrupts ----
-
-namespace {
-volatile sig_atomic_t g_interrupted = 0;
-struct sigaction g_old_int, g_old_term, g_old_pipe;
-void on_interrupt(int) { g_interrupted = 1; }
-}  // namespace
-
-InterruptGuard::InterruptGuard() {
-  g_interrupted = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: a blocked poll() returns at once
-  sigaction(SIGINT, &sa, &g_old_int);
-  sigaction(SIGTERM, &sa, &g_old_term);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  sigaction(SIGPIPE, &ignore, &g_old_pipe);  // a child that died before "go" must not kill us
-}
-
-InterruptGuard::~InterruptGuard() {
-  g_interrupted = 0;  // a later runner without a guard must not see this one's Ctrl-C
-  sigaction(SIGINT, &g_old_int, nullptr);
-  sigaction(SIGTERM, &g_old_term, nullptr);
-  sigaction(SIGPIPE, &g_old_pipe, nullptr);
-}
-
-bool InterruptGuard::interrupted() { return g_interrupted != 0; }
 
 // ---- children ----
 
@@ -276,8 +212,7 @@ bool reap(Child& c, bool block) {
   while (r < 0 && errno == EINTR);
   if (r == c.pid) {
     c.exited = true, c.status = status;
-    c.cpu_seconds = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
-                    usage.ru_stime.tv_usec * 1e-6;
+    c.cpu_seconds = cpu_seconds(usage);
   }
   return c.exited;
 }
@@ -363,13 +298,6 @@ struct ChildSet {
   }
 };
 
-double own_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
-         usage.ru_stime.tv_usec * 1e-6;
-}
-
 Measurement run_children(const std::string& exe, const TrialRequest& request) {
   const size_t n = static_cast<size_t>(request.processes);
   HFTA_CHECK(n >= 1, "a measurement needs at least one process, got {}", request.processes);
@@ -377,8 +305,8 @@ Measurement run_children(const std::string& exe, const TrialRequest& request) {
   const int64_t wall_start = monotonic_ns();
   const bool barrier = n > 1;  // one process needs no common start
   // Processes sharing the cores must not spin at OpenMP barriers (libgomp's default): a spinning
-  // thread holds a core its neighbour needs, 10-40x slower (backend/cpu/runtime.cpp). A policy the
-  // user set is kept.
+  // thread holds the core its neighbour's late thread needs (docs/design.md, "OpenMP wait
+  // policy", has the measurements). A policy the user set is kept.
   std::vector<std::string> extra_env;
   if (n > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr)
     extra_env.push_back("OMP_WAIT_POLICY=passive");

@@ -9,9 +9,7 @@
 //                                 same clock in every process) and peak_rss_bytes
 // stderr goes to the measurement's log file; its last line becomes the error of a failed row.
 //
-// Peak RSS is the child's own VmHWM (/proc/self/status), not wait4's ru_maxrss: posix_spawn
-// starts the child in the parent's address space, and Linux carries that space's high-water mark
-// into the child's ru_maxrss at exec, so ru_maxrss would report at least the sweep's own RSS.
+// Peak RSS is the child's own VmHWM (own_peak_rss_bytes in process_stats.h says why).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "workflows/interrupt.h"
+#include "workflows/process_stats.h"
 #include "workflows/sweep.h"
 #include "workflows/trial.h"
 
@@ -39,16 +39,6 @@ std::optional<TrialReport> parse_trial_report(const std::string& output);
 // The `hfta trial` arguments (after the program name) that run `options`.
 std::vector<std::string> trial_arguments(const TrialOptions& options, bool wait_for_go);
 
-int64_t monotonic_ns();
-// This process's peak RSS since its last exec (VmHWM), in bytes; 0 if unreadable.
-int64_t own_peak_rss_bytes();
-// Cores this process may run on (its CPU affinity mask).
-int available_cores();
-// CPU-seconds all CPUs of the machine have spent busy since boot (user, nice, system, irq,
-// softirq, and steal: time the hypervisor gave to someone else), from /proc/stat; -1 if
-// unreadable. The runner compares it with its children's CPU time to see foreign load.
-double machine_busy_seconds();
-
 // Combines the reports of one measurement's processes (one for serial and fused, B for
 // concurrent). Concurrent throughput is the work of all processes divided by the union of their
 // timed windows [end_ns - seconds, end_ns]: from the first process's first timed step to the
@@ -57,19 +47,9 @@ double machine_busy_seconds();
 // windows start together, and window_overlap reports how much they share.
 Measurement combine_reports(const std::vector<TrialReport>& reports, int64_t steps);
 
-// While alive, SIGINT and SIGTERM set a flag (the runner then kills its children and throws
-// Interrupted) and SIGPIPE is ignored; the previous handlers come back on destruction.
-class InterruptGuard {
- public:
-  InterruptGuard();
-  ~InterruptGuard();
-  InterruptGuard(const InterruptGuard&) = delete;
-  InterruptGuard& operator=(const InterruptGuard&) = delete;
-  static bool interrupted();
-};
-
 // A TrialRunner that runs `executable trial ...` (the hfta binary: /proc/self/exe from the CLI)
-// in request.processes children at once, seeds seed + i for child i.
+// in request.processes children at once, seeds seed + i for child i. While an InterruptGuard
+// (interrupt.h) has seen Ctrl-C, it kills the children and throws Interrupted.
 TrialRunner process_trial_runner(const std::string& executable);
 
 }  // namespace hfta

@@ -1,5 +1,9 @@
 // `hfta train`: trains an array of B models (one per hyperparameter setting) on one dataset,
 // fused (one array) or serial (each model alone, one after another, the baseline).
+//
+// The pieces live by concern: hyper.h (the hyperparameter table), data.h, evaluate.h,
+// interrupt.h (Ctrl-C), train_loop.h (the loop, shared with `hfta trial`), resume.h (checkpoints
+// of a run), results.h (metrics.csv and summary.csv), train_cli.cpp (train, extract, eval flags).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,17 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "workflows/hyper.h"
+
 namespace hfta {
 
 struct TrainOptions {
   std::string model = "lenet";
   std::string dataset = "fashion-mnist";  // or "synthetic"
   std::string data_dir;                   // empty = Debian's /usr/share/datasets/fashion-mnist
-  std::string optimizer = "adam";         // adam, adamw, sgd
-  // Per-model hyperparameter lists: one value (shared) or B values. B = the longest list.
-  std::vector<float> lr{1e-3f}, beta1{0.9f}, beta2{0.999f}, eps{1e-8f}, weight_decay{0.0f},
-      momentum{0.0f};
-  std::vector<uint8_t> nesterov{0};
+  std::string optimizer = "adam";         // a name from optimizer_names()
+  // Per-model hyperparameter lists by name (hyper_table()): one value (shared) or B values; the
+  // optimizer's defaults for the rest. B = the longest list.
+  HyperValues hyper;
   int64_t epochs = 1;
   int64_t batch_size = 64;
   int64_t iters_per_epoch = 0;  // 0 = whole epochs
@@ -50,15 +55,11 @@ struct TrainResult {
   std::vector<ModelResult> models;
 };
 
-// The number of models implied by the hyperparameter lists: the longest list's length. Throws
-// hfta::Error naming the flags when two lists have different lengths greater than one.
-int64_t array_size(const TrainOptions& options);
-
 // Trains as the options say, writing <out>/metrics.csv and <out>/summary.csv. Throws hfta::Error
 // on bad options, missing data files or an unwritable --out.
 TrainResult run_train(const TrainOptions& options);
 
-// Registers the `train` subcommand.
+// Registers the `train` subcommand (train_cli.cpp).
 void add_train_command(CLI::App& app);
 // `hfta extract --run DIR (--model N | --best) --out FILE`: one model of a run, on its own.
 void add_extract_command(CLI::App& app);

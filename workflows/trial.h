@@ -2,9 +2,10 @@
 //
 // run_trial() builds `B` models of one architecture (an array, or with `serial` B single models
 // trained one after another), trains them for `warmup_steps` uncounted steps and then `steps`
-// counted steps of forward + backward + Adam on minibatches of `batch_size` rows, and reports
-// the time of the counted steps. Every model sees the same minibatches. Learning rates are drawn
-// per model from a seeded log-uniform range, so every B measures distinct hyperparameters.
+// counted steps of forward + backward + Adam (the loop of train_loop.h) on minibatches of
+// `batch_size` rows, and reports the time of the counted steps. Every model sees the same
+// minibatches. Learning rates are drawn per model from a seeded log-uniform range, so every B
+// measures distinct hyperparameters.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,5 @@ struct TrialResult {
 
 // Throws hfta::Error on bad options (unknown model or dataset, B < 1, steps < 1, ...).
 TrialResult run_trial(const TrialOptions& options);
-
-// Peak resident set size of this process so far, in bytes (from getrusage).
-int64_t peak_rss_bytes();
 
 }  // namespace hfta

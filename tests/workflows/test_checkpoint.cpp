@@ -3,7 +3,6 @@
 // an uninterrupted run; one model extracted from an array evaluates as it did inside it.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,50 +17,18 @@
 #include "workflows/checkpoint.h"
 #include "workflows/csv.h"
 
-extern char** environ;
-
 namespace hfta {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Every directory a test makes, removed when the test program ends.
-std::vector<std::string>& made_dirs() {
-  static std::vector<std::string> dirs;
-  return dirs;
-}
-class RemoveTempDirs : public ::testing::Environment {
- public:
-  void TearDown() override {
-    for (const auto& d : made_dirs()) fs::remove_all(d);
-  }
-};
-const auto* const remove_temp_dirs = ::testing::AddGlobalTestEnvironment(new RemoveTempDirs);
-
-std::string temp_dir(const std::string& name) {
-  auto dir =
-      fs::temp_directory_path() / ("hfta_test_ckpt_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  made_dirs().push_back(dir.string());
-  return dir.string();
-}
-
+using test::expect_hfta_error;
 using test::read_file;
+using test::run_hfta;
+using test::TempDir;
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-int run_hfta(const std::string& args, std::string* output = nullptr) {
-  std::string cmd = std::string(HFTA_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  int status = pclose(pipe);
-  if (output) *output = out;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 Checkpoint small_checkpoint() {
@@ -86,7 +53,8 @@ Checkpoint small_checkpoint() {
 }
 
 TEST(CheckpointFile, RoundTripsEveryField) {
-  const std::string path = temp_dir("roundtrip") + "/c.bin";
+  TempDir tmp("roundtrip");
+  const std::string path = tmp.str() + "/c.bin";
   Checkpoint c = small_checkpoint();
   save_checkpoint(path, c);
   Checkpoint d = load_checkpoint(path);
@@ -129,7 +97,8 @@ void expect_load_error(const std::string& path, const std::string& fragment) {
 }
 
 TEST(CheckpointFile, DamagedFilesAreRejectedNamingTheProblem) {
-  const std::string dir = temp_dir("damaged");
+  TempDir tmp("damaged");
+  const std::string dir = tmp.str();
   save_checkpoint(dir + "/good.bin", small_checkpoint());
   const std::string good = read_file(dir + "/good.bin");
 
@@ -160,31 +129,32 @@ std::vector<std::vector<std::string>> metric_rows(const std::string& dir) {
   return read_csv(dir + "/metrics.csv").rows;
 }
 
+// Runs `hfta <args>`, expecting it to succeed; returns what it printed.
+std::string succeed(const std::string& args) {
+  test::CommandResult r = run_hfta(args);
+  EXPECT_EQ(r.exit_code, 0) << args << " printed: " << r.output();
+  return r.output();
+}
+
 TEST(CheckpointCli, ResumingAfterAnEpochGivesTheUninterruptedMetrics) {
-  const std::string full = temp_dir("full"), split = temp_dir("split");
-  ASSERT_EQ(run_hfta(kRun + " --out " + full), 0);
+  TempDir full("full"), split("split");
+  succeed(kRun + " --out " + full.str());
   std::string once = kRun;
   once.replace(once.find("--epochs 2"), 10, "--epochs 1");
-  ASSERT_EQ(run_hfta(once + " --out " + split), 0);
-  std::string out;
-  ASSERT_EQ(run_hfta(kRun + " --out " + split + " --resume", &out), 0) << out;
+  succeed(once + " --out " + split.str());
+  const std::string out = succeed(kRun + " --out " + split.str() + " --resume");
   EXPECT_NE(out.find("resuming after step 12"), std::string::npos) << out;
-  EXPECT_EQ(metric_rows(split), metric_rows(full));
+  EXPECT_EQ(metric_rows(split.str()), metric_rows(full.str()));
 }
 
 TEST(CheckpointCli, CtrlCSavesACheckpointAndResumeFinishesIdentically) {
-  const std::string full = temp_dir("full_c"), cut = temp_dir("cut");
-  ASSERT_EQ(run_hfta(kRun + " --out " + full), 0);
+  TempDir full_tmp("full_c"), cut_tmp("cut");
+  const std::string full = full_tmp.str(), cut = cut_tmp.str();
+  succeed(kRun + " --out " + full);
 
   // Start the same run and press Ctrl-C once it has written a few steps.
-  std::vector<std::string> args = {HFTA_CLI_PATH};
-  std::istringstream words(kRun + " --out " + cut);
-  for (std::string w; words >> w;) args.push_back(w);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, HFTA_CLI_PATH, nullptr, nullptr, argv.data(), environ), 0);
+  const pid_t pid = test::spawn_hfta(kRun + " --out " + cut);
+  ASSERT_GT(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     if (fs::exists(cut + "/metrics.csv") && read_file(cut + "/metrics.csv").size() > 200) break;
@@ -200,40 +170,59 @@ TEST(CheckpointCli, CtrlCSavesACheckpointAndResumeFinishesIdentically) {
   EXPECT_GT(c.step, 0);
   EXPECT_LT(c.step, 24);
 
-  std::string out;
-  ASSERT_EQ(run_hfta(kRun + " --out " + cut + " --resume", &out), 0) << out;
+  succeed(kRun + " --out " + cut + " --resume");
   EXPECT_EQ(metric_rows(cut), metric_rows(full));
 }
 
 TEST(CheckpointCli, ResumeWithOtherFlagsIsRefusedNamingTheFlag) {
-  const std::string dir = temp_dir("mismatch");
-  ASSERT_EQ(run_hfta(kRun + " --out " + dir), 0);
-  std::string other = kRun, out;
+  TempDir dir("mismatch");
+  succeed(kRun + " --out " + dir.str());
+  std::string other = kRun;
   other.replace(other.find("--lr 0.001,0.003"), 16, "--lr 0.001,0.005");
-  EXPECT_NE(run_hfta(other + " --out " + dir + " --resume", &out), 0);
-  EXPECT_NE(out.find("--lr"), std::string::npos) << out;
-  const std::string empty = temp_dir("empty");
-  EXPECT_NE(run_hfta(kRun + " --out " + empty + " --resume", &out), 0);
-  EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
+  expect_hfta_error(other + " --out " + dir.str() + " --resume",
+                    "it was trained with --lr 0.001,0.003, this command gives 0.001,0.005");
+  TempDir empty("empty");
+  expect_hfta_error(kRun + " --out " + empty.str() + " --resume", "no checkpoint");
+}
+
+TEST(CheckpointCli, MalformedNumbersInTheRunsCsvFilesNameTheFileLineAndColumn) {
+  TempDir dir("malformed");
+  succeed(kRun + " --out " + dir.str());
+  // metrics.csv, read back by --resume: line 3 (the second row), column 2 (step).
+  const std::string metrics = dir.str() + "/metrics.csv";
+  std::string text = read_file(metrics);
+  const size_t second_row = text.find('\n', text.find('\n') + 1) + 1;
+  text.replace(text.find(',', second_row) + 1, 1, "x");
+  write_file(metrics, text);
+  expect_hfta_error(kRun + " --out " + dir.str() + " --resume",
+                    metrics + " line 3, column 2 (step): 'x' is not an integer");
+  // summary.csv, read by extract --best.
+  const std::string summary = dir.str() + "/summary.csv";
+  CsvTable t = read_csv(summary);
+  text = read_file(summary);
+  const std::string accuracy = t.rows[1][t.column("test_accuracy")];
+  text.replace(text.rfind(accuracy), accuracy.size(), "0.5.1");
+  write_file(summary, text);
+  expect_hfta_error("extract --run " + dir.str() + " --best --out " + dir.str() + "/best.bin",
+                    fmt::format("{} line 3, column {} (test_accuracy): '0.5.1' is not a number",
+                                summary, t.column("test_accuracy") + 1));
 }
 
 TEST(CheckpointCli, ExtractedBestModelEvaluatesAsInsideTheArray) {
-  const std::string dir = temp_dir("extract");
-  ASSERT_EQ(run_hfta(kRun + " --out " + dir), 0);
-  std::string out;
-  ASSERT_EQ(run_hfta("extract --run " + dir + " --model 1 --out " + dir + "/m1.bin", &out), 0)
-      << out;
+  TempDir tmp("extract");
+  const std::string dir = tmp.str();
+  succeed(kRun + " --out " + dir);
+  succeed("extract --run " + dir + " --model 1 --out " + dir + "/m1.bin");
   Checkpoint one = load_checkpoint(dir + "/m1.bin");
   EXPECT_EQ(one.B, 1);
   EXPECT_EQ(one.model_ids, std::vector<int64_t>{1});
-  ASSERT_EQ(run_hfta("eval --dataset synthetic --checkpoint " + dir + "/m1.bin", &out), 0) << out;
+  const std::string out = succeed("eval --dataset synthetic --checkpoint " + dir + "/m1.bin");
   CsvTable summary = read_csv(dir + "/summary.csv");
   const double acc = std::stod(summary.rows[1][summary.column("test_accuracy")]);
   EXPECT_NE(out.find(fmt::format("test acc {:.2f}%", 100.0 * acc)), std::string::npos)
       << out << " should report the accuracy summary.csv gives model 1: " << acc;
-  EXPECT_EQ(run_hfta("extract --run " + dir + " --best --out " + dir + "/best.bin"), 0);
-  EXPECT_NE(run_hfta("extract --run " + dir + " --model 5 --out " + dir + "/x.bin", &out), 0);
-  EXPECT_NE(out.find("model 5"), std::string::npos) << out;
+  succeed("extract --run " + dir + " --best --out " + dir + "/best.bin");
+  expect_hfta_error("extract --run " + dir + " --model 5 --out " + dir + "/x.bin", "model 5");
 }
 
 }  // namespace

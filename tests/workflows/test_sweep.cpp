@@ -21,7 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using test::TempDir;
 
-
 // Runs `f` and expects an hfta::Error whose message contains `needle`.
 template <typename F>
 void expect_error(F&& f, const std::string& needle) {

@@ -1,10 +1,8 @@
 // The sweep's processes: the `hfta trial` result line, combining concurrent windows, the process
 // runner against small shell scripts that play `hfta trial` (success, barrier, crash, signal,
 // memory budget, Ctrl-C), and a few runs of the real `hfta` binary (HFTA_CLI_PATH).
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,16 +19,12 @@
 #include "workflows/sweep.h"
 #include "workflows/sweep_process.h"
 
-extern char** environ;
-
 namespace hfta {
 namespace {
 
 namespace fs = std::filesystem;
 using test::read_file;
 using test::TempDir;
-
-
 
 // An executable shell script standing in for `hfta`: it receives `trial --model ...`.
 std::string fake_hfta(const fs::path& dir, const std::string& name, const std::string& body) {
@@ -279,83 +273,84 @@ TEST(RealTrial, FusedSerialAndConcurrentMlp) {
 }
 
 // Runs `hfta <args>`; a busy machine must not make the test wait for it (no retries, no waiting).
-int run_hfta(const std::string& args, const fs::path& dir) {
-  std::string cmd = fmt::format("{} {} --retries 0 --quiet-wait 0 > {} 2> {}", HFTA_CLI_PATH, args,
-                                (dir / "stdout.txt").string(), (dir / "stderr.txt").string());
-  int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+const std::string kNoWaiting = " --retries 0 --quiet-wait 0";
+test::CommandResult run_sweep_cli(const std::string& args) {
+  return test::run_hfta(args + kNoWaiting);
 }
 
 TEST(RealSweep, SmallMlpSweepWritesCsvAndPlots) {
   TempDir tmp("cli");
   const fs::path& dir = tmp.path;
-  int rc = run_hfta(fmt::format("sweep --model mlp --modes serial,concurrent,fused --B 1,2 "
-                                "--repeats 1 --steps 3 --warmup 1 --threads 2 --peak-gflops 100 "
-                                "--out {}",
-                                dir.string()),
-                    dir);
-  ASSERT_EQ(rc, 0) << read_file(dir / "stderr.txt");
+  test::CommandResult r = run_sweep_cli(
+      fmt::format("sweep --model mlp --modes serial,concurrent,fused --B 1,2 --repeats 1 --steps 3 "
+                  "--warmup 1 --threads 2 --peak-gflops 100 --out {}",
+                  dir.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   CsvTable t = read_csv((dir / "mlp" / "throughput.csv").string());
   ASSERT_EQ(t.rows.size(), 6u);
   for (const auto& row : t.rows) EXPECT_EQ(row[t.column("status")], "ok") << row.back();
   EXPECT_EQ(t.rows[0][t.column("normalized")], "1.0000");  // one repeat: itself
-  std::string err = read_file(dir / "stderr.txt");
-  EXPECT_NE(err.find("[6/6] fused B=2 repeat 1"), std::string::npos) << err;
-  if (err.find("warning: cannot run gnuplot") == std::string::npos) {
-    EXPECT_TRUE(fs::exists(dir / "mlp" / "throughput.png")) << err;
-    EXPECT_TRUE(fs::exists(dir / "mlp" / "memory.png")) << err;
+  EXPECT_NE(r.err.find("[6/6] fused B=2 repeat 1"), std::string::npos) << r.err;
+  if (r.err.find("warning: cannot run gnuplot") == std::string::npos) {
+    EXPECT_TRUE(fs::exists(dir / "mlp" / "throughput.png")) << r.err;
+    EXPECT_TRUE(fs::exists(dir / "mlp" / "memory.png")) << r.err;
   }
-  EXPECT_NE(read_file(dir / "stdout.txt").find("best B"), std::string::npos);
+  EXPECT_NE(r.out.find("best B"), std::string::npos);
 }
 
-TEST(RealSweep, MaxBAndBadFlags) {
+TEST(RealSweep, MaxB) {
   TempDir tmp("cli_max");
   const fs::path& dir = tmp.path;
-  int rc = run_hfta(fmt::format("sweep --model mlp --modes fused --B max --max-B-cap 4 "
-                                "--memory-budget 4GiB --repeats 1 --steps 2 --warmup 1 "
-                                "--peak-gflops 100 --no-plot --out {}",
-                                dir.string()),
-                    dir);
-  ASSERT_EQ(rc, 0) << read_file(dir / "stderr.txt");
+  test::CommandResult r = run_sweep_cli(
+      fmt::format("sweep --model mlp --modes fused --B max --max-B-cap 4 --memory-budget 4GiB "
+                  "--repeats 1 --steps 2 --warmup 1 --peak-gflops 100 --no-plot --out {}",
+                  dir.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   CsvTable t = read_csv((dir / "mlp" / "throughput.csv").string());
   ASSERT_EQ(t.rows.size(), 1u + 3);  // the serial B=1 baseline, then fused B=1,2,4
   EXPECT_EQ(t.rows.back()[t.column("B")], "4");
-  EXPECT_NE(read_file(dir / "stderr.txt").find("--B max: fused B=4"), std::string::npos);
+  EXPECT_NE(r.err.find("--B max: fused B=4"), std::string::npos);
+}
 
-  EXPECT_NE(run_hfta(fmt::format("sweep --model mlp --B 1,x --out {}", dir.string()), dir), 0);
-  EXPECT_NE(read_file(dir / "stderr.txt").find("'x' is not a model count"), std::string::npos);
-  EXPECT_NE(
-      run_hfta(fmt::format("sweep --model mlp --B max --memory-budget 8XB --out {}", dir.string()),
-               dir),
-      0);
-  EXPECT_NE(read_file(dir / "stderr.txt").find("not a memory size"), std::string::npos);
+// Every bad flag of sweep and trial fails at once with one line naming it.
+TEST(RealSweep, BadFlagsNameTheProblem) {
+  TempDir tmp("cli_bad");
+  const std::string out = " --out " + tmp.str();
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"sweep --model mlp --B 1,x", "'x' is not a model count"},
+           {"sweep --model mlp --B 1,,2", "has an empty item"},
+           {"sweep --model mlp --B max --memory-budget 8XB", "not a memory size"},
+           {"sweep --model mlp --memory-budget ''", "--memory-budget: '' is not a memory size"},
+           {"sweep --model mlp --threads -3", "--threads: -3 is less than 0"},
+           {"sweep --model mlp --threads ''", "--threads: '' is not an integer"},
+           {"sweep --model mlp --repeats 0", "--repeats: 0 is less than 1"},
+           {"sweep --model mlp --steps ''", "--steps: '' is not an integer"},
+           {"sweep --model mlp --max-processes -1", "--max-processes: -1 is less than 1"},
+           {"sweep --model mlp --peak-gflops nan", "--peak-gflops: 'nan' is not a finite number"},
+           {"sweep --model mlp --busy-threshold ''", "--busy-threshold: '' is not a finite number"},
+           {"sweep --model mlp --quiet-wait inf", "--quiet-wait: 'inf' is not a finite number"},
+           {"sweep --model mlp --dataset nosuch", "--dataset: nosuch not in"},
+           {"trial --model mlp --B 0", "--B: 0 is less than 1"},
+           {"trial --model mlp --threads -1", "--threads: -1 is less than 0"},
+           {"trial --model mlp --warmup ''", "--warmup: '' is not an integer"}}) {
+    const bool sweep = c.args.starts_with("sweep");
+    test::expect_hfta_error(sweep ? c.args + out + kNoWaiting : c.args, c.message);
+  }
 }
 
 TEST(RealSweep, CtrlCKeepsTheRowsSoFarAndFails) {
   TempDir tmp("cli_int");
   const fs::path& dir = tmp.path;
-  fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> args = {HFTA_CLI_PATH,   "sweep",
-                                   "--model",       "mlp",
-                                   "--modes",       "serial,fused",
-                                   "--B",           "1,2,4,8,16,32,64,128",
-                                   "--repeats",     "1",
-                                   "--steps",       "400",
-                                   "--warmup",      "1",
-                                   "--peak-gflops", "100",
-                                   "--retries",     "0",
-                                   "--quiet-wait",  "0",
-                                   "--out",         dir.string()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, HFTA_CLI_PATH, &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const fs::path output = dir / "output.txt";
+  const pid_t pid = test::spawn_hfta(
+      "sweep --model mlp --modes serial,fused --B 1,2,4,8,16,32,64,128 --repeats 1 --steps 400 "
+      "--warmup 1 --peak-gflops 100 --out " +
+          dir.string() + kNoWaiting,
+      output);
+  ASSERT_GT(pid, 0);
   // However the test ends, the sweep must not outlive it (its trials die with it: PDEATHSIG).
   struct Reaper {
     pid_t pid;
@@ -370,13 +365,13 @@ TEST(RealSweep, CtrlCKeepsTheRowsSoFarAndFails) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (fs::exists(csv)) rows = read_csv(csv.string()).rows.size();
   }
-  ASSERT_GE(rows, 2u) << read_file(err);
+  ASSERT_GE(rows, 2u) << read_file(output);
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
   reaper.reaped = true;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-  EXPECT_NE(read_file(err).find("interrupted"), std::string::npos) << read_file(err);
+  EXPECT_NE(read_file(output).find("interrupted"), std::string::npos) << read_file(output);
   CsvTable t = read_csv(csv.string());
   EXPECT_GE(t.rows.size(), rows);
   EXPECT_LT(t.rows.size(), 16u);  // it stopped early

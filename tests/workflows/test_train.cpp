@@ -1,44 +1,27 @@
 // `hfta train` end to end, through the command line: the fused run and the serial run of the
 // same command give each model the same loss curve; results files have their documented columns;
-// bad flags fail with a message naming the flag.
+// bad flags of train, extract and eval fail with one line naming the flag; the hyperparameter
+// table.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
 
 #include "core/error.h"
+#include "test_files.h"
 #include "workflows/csv.h"
+#include "workflows/hyper.h"
 #include "workflows/train.h"
 
 namespace hfta {
 namespace {
 
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
-
-CommandResult run_hfta(const std::string& args) {
-  std::string cmd = std::string(HFTA_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("hfta_test_train_" + std::to_string(getpid()) + "_" + name);
-  std::filesystem::remove_all(dir);
-  return dir.string();
-}
+using test::expect_hfta_error;
+using test::run_hfta;
+using test::TempDir;
 
 // loss by (model, step) from a metrics.csv
 std::map<std::pair<int, int>, double> losses(const std::string& metrics) {
@@ -58,12 +41,12 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
                              " --dataset synthetic --lr 0.001,0.004,0.0003 --beta1 0.9,0.8,0.95 "
                              "--epochs 2 --iters-per-epoch 3 --batch-size 16 --seed 7 "
                              "--no-progress --out ";
-  const std::string fused_dir = temp_dir(model + "_fused"),
-                    serial_dir = temp_dir(model + "_serial");
-  CommandResult fused = run_hfta(common + fused_dir + " --fused");
-  ASSERT_EQ(fused.exit_code, 0) << fused.output;
-  CommandResult serial = run_hfta(common + serial_dir + " --serial");
-  ASSERT_EQ(serial.exit_code, 0) << serial.output;
+  TempDir fused_tmp(model + "_fused"), serial_tmp(model + "_serial");
+  const std::string fused_dir = fused_tmp.str(), serial_dir = serial_tmp.str();
+  test::CommandResult fused = run_hfta(common + fused_dir + " --fused");
+  ASSERT_EQ(fused.exit_code, 0) << fused.output();
+  test::CommandResult serial = run_hfta(common + serial_dir + " --serial");
+  ASSERT_EQ(serial.exit_code, 0) << serial.output();
 
   auto f = losses(fused_dir + "/metrics.csv"), s = losses(serial_dir + "/metrics.csv");
   ASSERT_EQ(f.size(), 3u * 6u) << "3 models x 2 epochs x 3 steps";
@@ -88,17 +71,15 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
     EXPECT_LE(acc, 1.0);
     EXPECT_GT(std::stod(row[summary.column("wall_seconds")]), 0.0);
   }
-  EXPECT_NE(fused.output.find("test acc"), std::string::npos) << fused.output;
-  std::filesystem::remove_all(fused_dir);
-  std::filesystem::remove_all(serial_dir);
+  EXPECT_NE(fused.out.find("test acc"), std::string::npos) << fused.output();
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainCli, ::testing::Values("mlp", "lenet"));
 
 TEST(TrainCliErrors, BadFlagsNameTheProblem) {
+  TempDir tmp("errors");
   const std::string out =
-      " --dataset synthetic --epochs 1 --iters-per-epoch 1 --no-progress --out " +
-      temp_dir("errors");
+      " --dataset synthetic --epochs 1 --iters-per-epoch 1 --no-progress --out " + tmp.str();
   struct Case {
     std::string args, message;
   };
@@ -109,29 +90,75 @@ TEST(TrainCliErrors, BadFlagsNameTheProblem) {
            {"--model nosuch", "nosuch"},
            {"--epochs 0", "--epochs"},
            {"--fused --serial", "excludes"},
-           {"--lr abc", "--lr"}}) {
-    CommandResult r = run_hfta("train " + c.args + out);
-    EXPECT_NE(r.exit_code, 0) << c.args;
-    EXPECT_NE(r.output.find(c.message), std::string::npos)
-        << c.args << " should mention '" << c.message << "', printed: " << r.output;
+           {"--lr abc", "--lr: 'abc' is not a number"},
+           // Empty lists and elements are errors, not zeros.
+           {"--lr ''", "--lr is empty"},
+           {"--lr 0.1,,0.2", "--lr '0.1,,0.2' has an empty value at position 2"},
+           {"--lr 0.1,", "has an empty value at position 2"},
+           // Hyperparameters are finite; switches are 0 or 1; each belongs to its optimizers.
+           {"--lr nan", "--lr: model 0 has nan"},
+           {"--beta2 0.9,inf", "--beta2: model 1 has inf"},
+           {"--optimizer sgd --momentum 0.9 --nesterov 2", "--nesterov: model 0 has 2"},
+           {"--momentum 0.9", "--momentum is not a hyperparameter of --optimizer adam"},
+           {"--optimizer sgd --beta1 0.9", "--beta1 is not a hyperparameter of --optimizer sgd"},
+           // Counts: whole numbers in range, never empty.
+           {"--threads -3", "--threads: -3 is less than 0"},
+           {"--threads ''", "--threads: '' is not an integer"},
+           {"--epochs ''", "--epochs: '' is not an integer"},
+           {"--batch-size 0", "--batch-size: 0 is less than 1"},
+           {"--iters-per-epoch -1", "--iters-per-epoch: -1 is less than 0"},
+           {"--seed -1", "--seed: -1 is less than 0"},
+           {"--seed 1.5", "--seed: '1.5' is not an integer"},
+           {"--synthetic-size ''", "--synthetic-size: '' is not an integer"}}) {
+    expect_hfta_error("train " + c.args + out, c.message);
   }
-  CommandResult missing =
-      run_hfta("train --dataset fashion-mnist --data-dir /nonexistent/dir --no-progress --out " +
-               temp_dir("missing"));
-  EXPECT_NE(missing.exit_code, 0);
-  EXPECT_NE(missing.output.find("/nonexistent/dir"), std::string::npos) << missing.output;
+  TempDir missing("missing");
+  expect_hfta_error(
+      "train --dataset fashion-mnist --data-dir /nonexistent/dir --no-progress --out " +
+          missing.str(),
+      "/nonexistent/dir");
 }
 
-TEST(TrainOptions, ArraySizeIsTheLongestListAndOtherLengthsAreErrors) {
-  TrainOptions o;
-  o.lr = {0.1f, 0.2f, 0.3f};
-  EXPECT_EQ(array_size(o), 3);
-  o.weight_decay = {0.0f, 0.1f, 0.2f};
-  EXPECT_EQ(array_size(o), 3);
-  o.eps = {1e-8f, 1e-7f};
-  EXPECT_THROW(array_size(o), Error);
-  o.eps = {};
-  EXPECT_THROW(array_size(o), Error);
+TEST(TrainCliErrors, ExtractAndEvalFlagsNameTheProblem) {
+  expect_hfta_error("extract --run /nonexistent --model -2 --out x.bin",
+                    "--model: -2 is less than 0");
+  expect_hfta_error("extract --run /nonexistent --model '' --out x.bin", "--model: '' is not");
+  expect_hfta_error("extract --run /nonexistent --model 0 --out x.bin",
+                    "no checkpoint for model 0");
+  expect_hfta_error("eval --checkpoint /nonexistent.bin",
+                    "cannot read checkpoint /nonexistent.bin");
+}
+
+TEST(HyperTable, EveryRowHasAFlagAndADefaultPerOptimizerThatReadsIt) {
+  for (const HyperRow& row : hyper_table()) {
+    EXPECT_FALSE(row.used_by.empty()) << row.name;
+    for (const HyperDefault& d : row.used_by) {
+      const auto& names = optimizer_names();
+      EXPECT_NE(std::find(names.begin(), names.end(), d.optimizer), names.end())
+          << row.name << " names an unknown optimizer " << d.optimizer;
+    }
+  }
+  EXPECT_EQ(hyper_table()[4].flag(), "--weight-decay");
+  // Every optimizer builds from its defaults alone.
+  for (const std::string& name : optimizer_names())
+    EXPECT_NO_THROW(resolve_hyper(name, {}, 2)) << name;
+  HyperValues sgd = resolve_hyper("sgd", {{"lr", {0.1f, 0.2f}}}, 2);
+  EXPECT_EQ(sgd.at("lr"), (std::vector<float>{0.1f, 0.2f}));
+  EXPECT_EQ(sgd.at("momentum"), (std::vector<float>{0.0f, 0.0f}));
+  EXPECT_EQ(sgd.count("beta1"), 0u);
+}
+
+TEST(HyperTable, ArraySizeIsTheLongestListAndOtherLengthsAreErrors) {
+  HyperValues given;
+  EXPECT_EQ(array_size(given), 1);
+  given["lr"] = {0.1f, 0.2f, 0.3f};
+  EXPECT_EQ(array_size(given), 3);
+  given["weight_decay"] = {0.0f, 0.1f, 0.2f};
+  EXPECT_EQ(array_size(given), 3);
+  given["eps"] = {1e-8f, 1e-7f};
+  EXPECT_THROW(array_size(given), Error);
+  given["eps"] = {};
+  EXPECT_THROW(array_size(given), Error);
 }
 
 }  // namespace

@@ -1,0 +1,50 @@
+#include "workflows/cli.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+
+namespace hfta {
+
+namespace {
+
+// The value is checked as text, so it must be the whole text (CLI11 converts it after).
+template <typename T>
+bool parse_whole(const std::string& text, T& value) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+CLI::Validator integer_at_least(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        int64_t value = 0;
+        uint64_t big = 0;
+        if (parse_whole(text, value)) {
+          if (value >= min) return "";
+        } else if (!(min >= 0 && parse_whole(text, big))) {  // beyond int64: seeds
+          return fmt::format("'{}' is not an integer", text);
+        } else {
+          return "";
+        }
+        return fmt::format("{} is less than {}", text, min);
+      },
+      fmt::format(">= {}", min));
+}
+
+CLI::Validator number_at_least(double min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        double value = 0;
+        if (!parse_whole(text, value) || !std::isfinite(value))
+          return fmt::format("'{}' is not a finite number", text);
+        if (value < min) return fmt::format("{} is less than {:g}", text, min);
+        return "";
+      },
+      fmt::format(">= {:g}", min));
+}
+
+}  // namespace hfta

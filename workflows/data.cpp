@@ -1,0 +1,27 @@
+#include "workflows/data.h"
+
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "datasets/fashion_mnist.h"
+#include "datasets/synthetic.h"
+
+namespace hfta {
+
+std::vector<std::string> dataset_names() { return {"fashion-mnist", "synthetic"}; }
+
+Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,
+               int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed) {
+  if (dataset == "fashion-mnist") {
+    std::string d = dir.empty() ? kFashionMnistDefaultDir : dir;
+    return {load_fashion_mnist(d, Split::kTrain), load_fashion_mnist(d, Split::kTest)};
+  }
+  HFTA_CHECK(dataset == "synthetic", "--dataset {} is not known: choose {}", dataset,
+             fmt::join(dataset_names(), " or "));
+  return {make_synthetic(sample_shape, static_cast<int>(num_classes), train_size, seed,
+                         {.sample_stream = 0}),
+          make_synthetic(sample_shape, static_cast<int>(num_classes), test_size, seed,
+                         {.sample_stream = 1})};
+}
+
+}  // namespace hfta

@@ -1,0 +1,27 @@
+// The datasets the workflows train on: Fashion-MNIST from its IDX files, or synthetic data shaped
+// for the model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "datasets/dataset.h"
+
+namespace hfta {
+
+// The names load_data() knows.
+std::vector<std::string> dataset_names();
+
+struct Data {
+  Dataset train, test;
+};
+
+// `dataset` is "fashion-mnist" (from `dir`, empty = Debian's directory) or "synthetic"
+// (train_size and test_size samples of `sample_shape` in `num_classes` classes, from `seed`).
+// Throws hfta::Error naming an unknown dataset or a missing file.
+Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,
+               int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed);
+
+}  // namespace hfta

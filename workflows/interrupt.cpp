@@ -1,0 +1,36 @@
+#include "workflows/interrupt.h"
+
+#include <signal.h>
+
+namespace hfta {
+
+namespace {
+volatile sig_atomic_t g_interrupted = 0;
+struct sigaction g_old_int, g_old_term, g_old_pipe;
+void on_interrupt(int) { g_interrupted = 1; }
+}  // namespace
+
+InterruptGuard::InterruptGuard() {
+  g_interrupted = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocked poll() returns at once
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, &g_old_pipe);
+}
+
+InterruptGuard::~InterruptGuard() {
+  g_interrupted = 0;  // a later run without a guard must not see this one's Ctrl-C
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  sigaction(SIGPIPE, &g_old_pipe, nullptr);
+}
+
+bool InterruptGuard::interrupted() { return g_interrupted != 0; }
+
+}  // namespace hfta

@@ -1,0 +1,19 @@
+// Ctrl-C for the workflows: while an InterruptGuard lives, SIGINT and SIGTERM only set a flag
+// that the work polls (`hfta train` finishes its step, saves a checkpoint and stops; `hfta sweep`
+// kills its children and keeps the rows so far), and SIGPIPE is ignored (a sweep's child that died
+// before its "go" line must not kill the sweep). The previous handlers come back on destruction.
+#pragma once
+
+namespace hfta {
+
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  // True once SIGINT or SIGTERM arrived while a guard lived (reset when a guard starts or ends).
+  static bool interrupted();
+};
+
+}  // namespace hfta

@@ -1,0 +1,120 @@
+#include "workflows/resume.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "workflows/csv.h"
+
+namespace hfta {
+
+std::string checkpoint_path(const std::string& out, bool serial, const std::vector<int64_t>& ids) {
+  return serial ? fmt::format("{}/checkpoint-model{}.bin", out, ids[0]) : out + "/checkpoint.bin";
+}
+
+Checkpoint make_checkpoint(const TrainOptions& o, const HyperValues& values, const ArrayProgress& p,
+                           const ModelArray& array) {
+  Checkpoint c;
+  c.model = o.model;
+  c.B = static_cast<int64_t>(array.ids.size());
+  c.seed = o.seed;
+  c.batch_size = o.batch_size;
+  c.model_ids = array.ids;
+  c.optimizer = o.optimizer;
+  c.hyper = hyper_record(values);
+  c.epoch = p.epochs_done;
+  c.batch_in_epoch = p.batch_in_epoch;
+  c.step = p.step;
+  c.epoch_loss_sum = p.epoch_loss;
+  c.last_train_loss = p.last_train_loss;
+  auto steps = array.optimizer->steps();
+  c.optimizer_steps.assign(steps.begin(), steps.end());
+  c.skipped_steps = p.skipped;
+  c.tensors = capture_tensors(*array.model, array.optimizer.get());
+  return c;
+}
+
+ArrayProgress restore_checkpoint(const Checkpoint& c, ModelArray& array) {
+  restore_tensors(c, *array.model, array.optimizer.get());
+  return {.step = c.step,
+          .epochs_done = c.epoch,
+          .batch_in_epoch = c.batch_in_epoch,
+          .epoch_loss = c.epoch_loss_sum,
+          .last_train_loss = c.last_train_loss,
+          .skipped = c.skipped_steps};
+}
+
+void check_resumable(const Checkpoint& c, const TrainOptions& o, const HyperValues& values,
+                     const std::vector<int64_t>& ids, const std::string& path) {
+  auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
+    fail(
+        "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
+        "the same flags or choose another --out",
+        path, what, was, is);
+  };
+  if (c.model != o.model) differs("--model", c.model, o.model);
+  if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
+  if (c.seed != o.seed) differs("--seed", std::to_string(c.seed), std::to_string(o.seed));
+  if (c.batch_size != o.batch_size)
+    differs("--batch-size", std::to_string(c.batch_size), std::to_string(o.batch_size));
+  if (c.model_ids != ids)
+    differs("models", fmt::format("{}", fmt::join(c.model_ids, ",")),
+            fmt::format("{}", fmt::join(ids, ",")));
+  for (const HyperRow& row : hyper_table()) {
+    auto now = values.find(std::string(row.name));
+    if (now == values.end()) continue;  // the optimizer does not read it
+    const std::vector<double> is(now->second.begin(), now->second.end());
+    auto was = c.hyper.find(std::string(row.name));
+    if (was == c.hyper.end() || was->second != is) {
+      // Recorded as doubles of floats: shown as the floats the user typed.
+      const std::vector<float> was_floats =
+          was == c.hyper.end() ? std::vector<float>{}
+                               : std::vector<float>(was->second.begin(), was->second.end());
+      differs(row.flag(),
+              was == c.hyper.end() ? "nothing" : fmt::format("{}", fmt::join(was_floats, ",")),
+              fmt::format("{}", fmt::join(now->second, ",")));
+    }
+  }
+  if (c.epoch > o.epochs) differs("--epochs", std::to_string(c.epoch), std::to_string(o.epochs));
+}
+
+void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step) {
+  if (!std::filesystem::exists(path)) return;
+  CsvTable t = read_csv(path);
+  const size_t model_col = t.column("model"), step_col = t.column("step");
+  CsvWriter rewrite(path, t.header);
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    auto it = resumed_step.find(t.integer(r, model_col));
+    if (it != resumed_step.end() && t.integer(r, step_col) <= it->second) rewrite.row(t.rows[r]);
+  }
+}
+
+Checkpoint model_from_run(const std::string& dir, int64_t b) {
+  const std::string fused = checkpoint_path(dir, false, {b});
+  const std::string serial = checkpoint_path(dir, true, {b});
+  if (std::filesystem::exists(fused)) {
+    Checkpoint all = load_checkpoint(fused);
+    for (int64_t i = 0; i < all.B; ++i)
+      if (all.model_ids[i] == b) return extract_model(all, i);
+    fail("{} holds models {}, not model {}", fused, fmt::join(all.model_ids, ","), b);
+  }
+  HFTA_CHECK(std::filesystem::exists(serial),
+             "no checkpoint for model {} in {}: expected {} or {} (was the run started with "
+             "--no-checkpoint?)",
+             b, dir, fused, serial);
+  return load_checkpoint(serial);
+}
+
+int64_t best_model_of_run(const std::string& dir) {
+  CsvTable summary = read_csv(dir + "/summary.csv");
+  HFTA_CHECK(!summary.rows.empty(), "{}/summary.csv has no models", dir);
+  const size_t acc = summary.column("test_accuracy"), model = summary.column("model");
+  size_t best = 0;
+  for (size_t r = 1; r < summary.rows.size(); ++r)
+    if (summary.number(r, acc) > summary.number(best, acc)) best = r;
+  return summary.integer(best, model);
+}
+
+}  // namespace hfta

@@ -1,0 +1,169 @@
+// The flags of `hfta train`, `hfta extract` and `hfta eval`, wired to run_train, resume.h and
+// evaluate.h. The hyperparameter flags come from hyper_table().
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "datasets/fashion_mnist.h"
+#include "models/model.h"
+#include "workflows/checkpoint.h"
+#include "workflows/cli.h"
+#include "workflows/data.h"
+#include "workflows/evaluate.h"
+#include "workflows/hyper.h"
+#include "workflows/resume.h"
+#include "workflows/train.h"
+
+namespace hfta {
+
+namespace {
+
+// "Adam beta1, per model (default 0.9: adam, adamw)"; one group per distinct default.
+std::string hyper_help(const HyperRow& row) {
+  std::vector<std::pair<float, std::vector<std::string_view>>> groups;
+  for (const HyperDefault& d : row.used_by) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == d.value; });
+    if (it == groups.end())
+      groups.push_back({d.value, {d.optimizer}});
+    else
+      it->second.push_back(d.optimizer);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [value, names] : groups)
+    parts.push_back(fmt::format("{:g} for {}", value, fmt::join(names, ", ")));
+  return fmt::format("{}: one value (shared) or one per model, comma-separated (default {})",
+                     row.help, fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto opts = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train an array of models, one per hyperparameter setting, on one dataset");
+  cmd->add_option("--model", opts->model, "Architecture")
+      ->check(CLI::IsMember(model_names()))
+      ->capture_default_str();
+  cmd->add_option("--dataset", opts->dataset, "Dataset")
+      ->check(CLI::IsMember(dataset_names()))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", opts->data_dir,
+                  fmt::format("Fashion-MNIST directory (default {})", kFashionMnistDefaultDir));
+  cmd->add_option("--optimizer", opts->optimizer, "Optimizer")
+      ->check(CLI::IsMember(optimizer_names()))
+      ->capture_default_str();
+  // The hyperparameter lists, as typed: parsed after the command line is read.
+  auto hyper_text = std::make_shared<std::map<std::string, std::string>>();
+  std::vector<std::pair<const HyperRow*, CLI::Option*>> hyper_flags;
+  for (const HyperRow& row : hyper_table())
+    hyper_flags.emplace_back(
+        &row, cmd->add_option(row.flag(), (*hyper_text)[std::string(row.name)], hyper_help(row))
+                  ->type_name("LIST"));
+  cmd->add_option("--epochs", opts->epochs, "Epochs")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", opts->batch_size, "Minibatch rows, shared by all models")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--iters-per-epoch", opts->iters_per_epoch,
+                  "At most this many steps per epoch (0: whole epochs)")
+      ->check(integer_at_least(0));
+  cmd->add_option("--seed", opts->seed, "Seed of initialization and shuffling")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)")
+      ->check(integer_at_least(0));
+  auto fused_flag = std::make_shared<bool>(false);  // the default; kept alive by the callback
+  auto* fused =
+      cmd->add_flag("--fused", *fused_flag, "Train the models as one fused array (default)");
+  cmd->add_flag("--serial", opts->serial,
+                "Train the models one after another, each alone (the baseline)")
+      ->excludes(fused);
+  cmd->add_flag(
+      "--no-progress", [opts](int64_t) { opts->progress = false; }, "No progress bar");
+  cmd->add_option("--out", opts->out, "Directory for metrics.csv and summary.csv")
+      ->capture_default_str();
+  cmd->add_flag("--resume", opts->resume,
+                "Continue the run in --out from its checkpoints (give the same flags)");
+  cmd->add_flag(
+      "--no-checkpoint", [opts](int64_t) { opts->checkpoint = false; },
+      "Do not save checkpoints (after every epoch and on Ctrl-C by default)");
+  cmd->add_option("--synthetic-size", opts->synthetic_train_size,
+                  "Training samples of --dataset synthetic")
+      ->check(integer_at_least(1));
+  cmd->callback([opts, fused_flag, hyper_text, hyper_flags] {
+    for (const auto& [row, option] : hyper_flags)
+      if (option->count() > 0)
+        opts->hyper[std::string(row->name)] =
+            parse_hyper_list(*row, hyper_text->at(std::string(row->name)));
+    run_train(*opts);
+  });
+}
+
+void add_extract_command(CLI::App& app) {
+  struct Args {
+    std::string run, out;
+    int64_t model = -1;
+    bool best = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "extract", "Write one model of a trained array to its own checkpoint (B = 1)");
+  cmd->add_option("--run", args->run, "The --out directory of `hfta train`")->required();
+  auto* model = cmd->add_option("--model", args->model, "Model index (0-based) to extract")
+                    ->check(integer_at_least(0));
+  cmd->add_flag("--best", args->best, "Extract the model with the best test accuracy")
+      ->excludes(model);
+  cmd->add_option("--out", args->out, "Checkpoint file to write")->required();
+  cmd->callback([args] {
+    HFTA_CHECK(args->best || args->model >= 0, "give --model N or --best");
+    const int64_t b = args->best ? best_model_of_run(args->run) : args->model;
+    Checkpoint one = model_from_run(args->run, b);
+    save_checkpoint(args->out, one);
+    int64_t params = 0;
+    for (const auto& t : one.tensors)
+      if (t.name.find('#') == std::string::npos) params += t.shape.numel();
+    fmt::print("model {} of {} ({} {}, lr {:g}, {} steps) written to {}: {} parameters\n", b,
+               args->run, one.model, one.optimizer, one.hyper.at("lr")[0], one.step, args->out,
+               params);
+  });
+}
+
+void add_eval_command(CLI::App& app) {
+  struct Args {
+    std::string checkpoint, dataset = "fashion-mnist", data_dir;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate the models of a checkpoint on a test set");
+  cmd->add_option("--checkpoint", args->checkpoint, "Checkpoint file")->required();
+  cmd->add_option("--dataset", args->dataset, "Dataset")
+      ->check(CLI::IsMember(dataset_names()))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", args->data_dir, "Fashion-MNIST directory");
+  cmd->callback([args] {
+    Checkpoint c = load_checkpoint(args->checkpoint);
+    auto model = make_model(c.model, {.B = c.B,
+                                      .batch_size = std::max<int64_t>(c.batch_size, 1),
+                                      .seed = c.seed,
+                                      .model_ids = c.model_ids});
+    restore_tensors(c, *model, nullptr);
+    // Synthetic data is drawn from the seed: the sizes `hfta train` uses by default.
+    const TrainOptions defaults;
+    Data data =
+        load_data(args->dataset, args->data_dir, model->sample_shape(), model->num_classes(),
+                  defaults.synthetic_train_size, defaults.synthetic_test_size, c.seed);
+    Evaluation e = evaluate(*model, data.test);
+    fmt::print("{}: {} {} model{} after {} steps, on {} test samples of {}\n", args->checkpoint,
+               c.B, c.model, c.B == 1 ? "" : "s", c.step, data.test.size, args->dataset);
+    for (int64_t b = 0; b < c.B; ++b)
+      fmt::print("  model {:>2}  lr {:<8g} test loss {:.4f}  test acc {:.2f}%\n", c.model_ids[b],
+                 c.hyper.at("lr")[b], e.loss[b], 100.0 * e.accuracy[b]);
+  });
+}
+
+}  // namespace hfta

@@ -1,0 +1,164 @@
+#include "workflows/train_loop.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "workflows/csv.h"
+#include "workflows/evaluate.h"
+#include "workflows/interrupt.h"
+#include "workflows/progress.h"
+#include "workflows/results.h"
+#include "workflows/resume.h"
+
+namespace hfta {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string format_losses(const std::vector<float>& losses) {
+  std::string s = "loss";
+  for (float l : losses) s += fmt::format(" {:.4f}", l);
+  return s;
+}
+
+}  // namespace
+
+ModelArray make_array(const std::string& model, const std::vector<int64_t>& ids, int64_t batch_size,
+                      uint64_t seed, std::string_view optimizer, const HyperValues& all_values) {
+  ModelArray a;
+  a.ids = ids;
+  a.model = make_model(model, {.B = static_cast<int64_t>(ids.size()),
+                               .batch_size = batch_size,
+                               .seed = seed,
+                               .model_ids = ids});
+  a.optimizer = make_optimizer(optimizer, *a.model, pick_models(all_values, ids));
+  return a;
+}
+
+int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
+                    const std::function<bool(const StepReport&)>& after_step) {
+  Model& model = *array.model;
+  int64_t steps = 0;
+  const bool whole_epoch = max_steps == kUntilEpochEnds;
+  while (whole_epoch || steps < max_steps) {
+    if (!loader.next(batch)) {  // the epoch ended
+      if (whole_epoch || !loader.next(batch)) break;
+    }
+    model.forward(batch.images(), batch.labels(), /*training=*/true);
+    model.backward();
+    const StepReport& report = array.optimizer->step(model.param_arena(), model.grad_arena());
+    ++steps;
+    if (after_step && !after_step(report)) break;
+  }
+  return steps;
+}
+
+void train_array(const TrainOptions& o, const HyperValues& all_values,
+                 const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
+                 CsvWriter& metrics, std::vector<ModelResult>& results) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t B = static_cast<int64_t>(ids.size());
+  const size_t nB = static_cast<size_t>(B);
+  const HyperValues values = pick_models(all_values, ids);
+  ModelArray array = make_array(o.model, ids, o.batch_size, o.seed, o.optimizer, all_values);
+  Model& model = *array.model;
+  Loader loader(data.train, {.batch_size = o.batch_size,
+                             .shuffle = true,
+                             .seed = o.seed,
+                             .drop_last = true,
+                             .iters_per_epoch = o.iters_per_epoch});
+  Batch batch = loader.make_batch();
+  const std::string who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", B);
+
+  ArrayProgress p{.epoch_loss = std::vector<double>(nB, 0.0),
+                  .last_train_loss = std::vector<double>(nB, 0.0),
+                  .skipped = std::vector<int64_t>(nB, 0)};
+  if (resume_from != nullptr) {
+    p = restore_checkpoint(*resume_from, array);
+    fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, p.step, p.epochs_done + 1,
+               p.batch_in_epoch);
+  }
+  const std::string path = checkpoint_path(o.out, o.serial, ids);
+  auto save = [&] {
+    if (o.checkpoint) save_checkpoint(path, make_checkpoint(o, values, p, array));
+  };
+
+  Evaluation eval;
+  const int64_t first_epoch = p.epochs_done + 1;
+  for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
+    loader.start_epoch(epoch - 1);  // the loader counts epochs from 0
+    int64_t epoch_steps = 0;
+    if (p.batch_in_epoch > 0) {  // resuming inside this epoch: its first batches are done
+      for (; epoch_steps < p.batch_in_epoch && loader.next(batch);) ++epoch_steps;
+    } else {
+      std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
+    }
+    ProgressBar bar(fmt::format("epoch {}/{} {}", epoch, o.epochs, who), loader.batches_per_epoch(),
+                    o.progress && stdout_is_terminal());
+    const int64_t resumed_steps = epoch_steps;
+    const auto epoch_start = std::chrono::steady_clock::now();
+    train_steps(array, loader, batch, kUntilEpochEnds, [&](const StepReport& report) {
+      ++p.step;
+      p.batch_in_epoch = ++epoch_steps;
+      for (int64_t b = 0; b < B; ++b) {
+        const float loss = model.losses()[b];
+        p.epoch_loss[b] += loss;
+        if (report.any_skipped() && report.skipped[b]) ++p.skipped[b];
+        metrics.row(metrics_row(ids[b], p.step, epoch, array.optimizer->lr()[b], loss));
+      }
+      bar.update(epoch_steps, format_losses(model.losses()));
+      if (InterruptGuard::interrupted()) {
+        bar.finish();
+        save();
+        fail("interrupted after step {}{}", p.step,
+             o.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
+                                        "--resume to continue",
+                                        path)
+                          : "");
+      }
+      return true;
+    });
+    bar.finish();
+    const double train_seconds = seconds_since(epoch_start);
+    eval = evaluate(model, data.test);
+    const double samples_per_s =
+        static_cast<double>(B * (epoch_steps - resumed_steps) * o.batch_size) / train_seconds;
+    fmt::print("epoch {}/{} ({}): {:.1f} s, {:.0f} samples/s over all models\n", epoch, o.epochs,
+               who, train_seconds, samples_per_s);
+    for (int64_t b = 0; b < B; ++b) {
+      p.last_train_loss[b] =
+          p.epoch_loss[b] / static_cast<double>(std::max<int64_t>(1, epoch_steps));
+      fmt::print(
+          "  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}\n",
+          ids[b], values.at("lr")[b], p.last_train_loss[b], eval.loss[b], 100.0 * eval.accuracy[b],
+          p.skipped[b] ? fmt::format("  ({} steps skipped: NaN/Inf gradients)", p.skipped[b]) : "");
+    }
+    std::fflush(stdout);
+    std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
+    p.epochs_done = epoch;
+    p.batch_in_epoch = 0;
+    save();
+  }
+  if (first_epoch > o.epochs) {  // resumed a finished run: just report it again
+    eval = evaluate(model, data.test);
+    fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
+  }
+  const double wall = seconds_since(start);
+  for (int64_t b = 0; b < B; ++b) {
+    ModelResult& r = results[static_cast<size_t>(ids[b])];
+    r.model = ids[b];
+    r.final_train_loss = p.last_train_loss[b];
+    r.test_loss = eval.loss[b];
+    r.test_accuracy = eval.accuracy[b];
+    r.skipped_steps = p.skipped[b];
+    r.wall_seconds = wall;
+  }
+}
+
+}  // namespace hfta

@@ -1,0 +1,50 @@
+// The training loop: one loop of optimizer steps that `hfta train` (epochs, checkpoints,
+// metrics) and `hfta trial` (timed steps for the sweep) both run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "datasets/loader.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "workflows/data.h"
+#include "workflows/hyper.h"
+#include "workflows/train.h"
+
+namespace hfta {
+
+class CsvWriter;
+struct Checkpoint;
+
+// Models `ids` of a run (global indices: model b draws the initial weights of stream (seed, b))
+// built as one array, with their optimizer.
+struct ModelArray {
+  std::vector<int64_t> ids;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+};
+// `all_values`: the resolved hyperparameters of every model of the run (resolve_hyper).
+ModelArray make_array(const std::string& model, const std::vector<int64_t>& ids, int64_t batch_size,
+                      uint64_t seed, std::string_view optimizer, const HyperValues& all_values);
+
+// Runs optimizer steps (forward, backward, update) on the loader's batches: `max_steps` steps
+// (going on into the next epoch when one ends), or with kUntilEpochEnds the rest of the loader's
+// epoch. `after_step` (if given) sees each step's report and stops the loop by returning false.
+// Returns the steps taken.
+inline constexpr int64_t kUntilEpochEnds = -1;
+int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
+                    const std::function<bool(const StepReport&)>& after_step = {});
+
+// `hfta train` for one array: trains models `ids` for the options' epochs, from `resume_from`
+// when given, writing a metrics row per model per step and saving a checkpoint after every epoch
+// and on Ctrl-C (then throws hfta::Error saying how to resume). Fills results[ids[i]].
+void train_array(const TrainOptions& options, const HyperValues& all_values,
+                 const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
+                 CsvWriter& metrics, std::vector<ModelResult>& results);
+
+}  // namespace hfta

@@ -1,0 +1,66 @@
+#include "workflows/trial.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "backend/cpu/runtime.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "workflows/data.h"
+#include "workflows/train_loop.h"
+
+namespace hfta {
+
+TrialResult run_trial(const TrialOptions& o) {
+  HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
+  HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
+  HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
+  HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
+  HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
+  if (o.threads > 0) cpu::set_num_threads(o.threads);
+
+  // Learning rates log-uniform in [1e-4, 1e-2], drawn per model from the hyperparameter stream;
+  // Adam's defaults for the rest.
+  std::vector<float> lr;
+  for (int64_t b = 0; b < o.B; ++b) {
+    RngStream rng = RngStream::for_model(o.seed, b, kRngHyper);
+    lr.push_back(std::pow(10.0f, rng.uniform(-4.0f, -2.0f)));
+  }
+  const HyperValues h = resolve_hyper("adam", {{"lr", lr}}, o.B);
+
+  auto probe = make_model(o.model, {.B = 1, .batch_size = 1, .seed = 0, .model_ids = {}});
+  // Enough samples for a few distinct batches; real data is the full training split.
+  Data data = load_data(o.dataset, o.data_dir, probe->sample_shape(), probe->num_classes(),
+                        8 * o.batch_size, o.batch_size, o.seed);
+  std::vector<std::vector<int64_t>> groups;
+  if (o.serial) {
+    for (int64_t b = 0; b < o.B; ++b) groups.push_back({b});
+  } else {
+    groups.emplace_back(static_cast<size_t>(o.B));
+    std::iota(groups[0].begin(), groups[0].end(), 0);
+  }
+
+  TrialResult r{};
+  for (const auto& ids : groups) {
+    ModelArray array = make_array(o.model, ids, o.batch_size, o.seed, "adam", h);
+    Loader loader(data.train, {.batch_size = o.batch_size, .seed = o.seed});
+    Batch batch = loader.make_batch();
+    train_steps(array, loader, batch, o.warmup_steps);
+    array.model->reset_profile();
+    const auto start = std::chrono::steady_clock::now();
+    train_steps(array, loader, batch, o.steps);
+    r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (array.model->profiling()) fmt::print(stderr, "{}\n", array.model->profile_report());
+    r.params_per_model = array.model->params_per_model();
+    r.flops_per_step +=
+        static_cast<double>(ids.size() * o.batch_size) * array.model->train_flops_per_sample();
+  }
+  r.samples_per_second = static_cast<double>(o.B * o.steps * o.batch_size) / r.seconds;
+  r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;
+  return r;
+}
+
+}  // namespace hfta

@@ -456,7 +456,11 @@ Value Net::batchnorm2d(Value x, const std::string& name, double eps, double mome
   BatchNorm2dParams p{
       .B = B(), .N = capacity(), .C = f[0], .H = f[1], .W = f[2], .eps = eps, .momentum = momentum};
   try {
-    check_batchnorm2d_params(p);
+    // Shapes and hyperparameters only: whether a training batch has more than one value per
+    // channel depends on the rows of each forward.
+    BatchNorm2dParams shapes = p;
+    shapes.training = false;
+    check_batchnorm2d_params(shapes);
   } catch (const Error& e) {
     fail("{}: {}", what, e.what());
   }

@@ -18,7 +18,7 @@ namespace hfta {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'F', 'T', 'A', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 uint32_t crc_of(const std::vector<float>& data) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -90,6 +90,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   c.check();
   nlohmann::json header = {
       {"model", c.model},
+      {"sample_shape", c.sample_shape},
+      {"num_classes", c.num_classes},
+      {"dropout", c.dropout},
+      {"no_decay_norm_bias", c.no_decay_norm_bias},
       {"B", c.B},
       {"seed", c.seed},
       {"batch_size", c.batch_size},
@@ -165,6 +169,10 @@ Checkpoint load_checkpoint(const std::string& path) {
   try {
     h = nlohmann::json::parse(text);
     c.model = h.at("model").get<std::string>();
+    c.sample_shape = h.at("sample_shape").get<std::vector<int64_t>>();
+    c.num_classes = h.at("num_classes").get<int64_t>();
+    c.dropout = h.at("dropout").get<double>();
+    c.no_decay_norm_bias = h.at("no_decay_norm_bias").get<bool>();
     c.B = h.at("B").get<int64_t>();
     c.seed = h.at("seed").get<uint64_t>();
     c.batch_size = h.at("batch_size").get<int64_t>();
@@ -234,6 +242,19 @@ Checkpoint extract_model(const Checkpoint& c, int64_t b) {
   return one;
 }
 
+ModelSpec model_spec(const Checkpoint& c, int64_t batch_size) {
+  Shape sample;
+  for (int64_t d : c.sample_shape) sample.push_back(d);
+  ModelSpec spec{.B = c.B,
+                 .batch_size = batch_size,
+                 .seed = c.seed,
+                 .model_ids = c.model_ids,
+                 .sample_shape = sample,
+                 .num_classes = c.num_classes};
+  if (c.dropout >= 0) spec.dropout = static_cast<float>(c.dropout);
+  return spec;
+}
+
 std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {
   std::vector<CheckpointTensor> out;
   const auto names = param_names(model);
@@ -241,6 +262,9 @@ std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimize
     const TensorView& v = model.params()[i].value;
     out.push_back({names[i], v.shape, std::vector<float>(v.data, v.data + v.numel())});
   }
+  for (const ModelBuffer& b : model.buffers())
+    out.push_back({b.name, b.value.shape,
+                   std::vector<float>(b.value.data, b.value.data + b.value.numel())});
   if (optimizer == nullptr) return out;
   for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
     const float* base = optimizer->state_buffer(s);
@@ -259,20 +283,25 @@ void restore_tensors(const Checkpoint& c, Model& model, Optimizer* optimizer) {
              "the checkpoint holds {} {} models, the run builds {} {} models", c.B, c.model,
              model.B(), model.name());
   std::vector<CheckpointTensor> live = capture_tensors(model, optimizer);
-  const size_t wanted = optimizer ? live.size() : model.params().size();
+  const size_t P = model.params().size(), Q = model.buffers().size();
+  const size_t wanted = optimizer ? live.size() : P + Q;
   HFTA_CHECK(c.tensors.size() >= wanted, "the checkpoint has {} tensors, the run needs {}{}",
              c.tensors.size(), wanted, optimizer ? " (is it from another optimizer?)" : "");
   for (size_t i = 0; i < wanted; ++i)
     HFTA_CHECK(c.tensors[i].name == live[i].name && c.tensors[i].shape == live[i].shape,
                "checkpoint tensor {} {} does not match the model's {} {}", c.tensors[i].name,
                c.tensors[i].shape.str(), live[i].name, live[i].shape.str());
-  const size_t P = model.params().size();
   for (size_t i = 0; i < P; ++i)
     std::copy(c.tensors[i].values.begin(), c.tensors[i].values.end(), model.params()[i].value.data);
+  for (size_t i = 0; i < Q; ++i)
+    std::copy(c.tensors[P + i].values.begin(), c.tensors[P + i].values.end(),
+              model.buffers()[i].value.data);
+  // Dropout masks depend on the count of training forwards: one per optimizer step.
+  model.net().set_training_forwards(c.step);
   if (optimizer == nullptr) return;
   for (int s = 0; s < optimizer->num_state_buffers(); ++s)
     for (size_t i = 0; i < P; ++i) {
-      const auto& values = c.tensors[P * static_cast<size_t>(s + 1) + i].values;
+      const auto& values = c.tensors[P + Q + P * static_cast<size_t>(s) + i].values;
       std::copy(values.begin(), values.end(),
                 optimizer->state_buffer(s) + arena_offset(model, model.params()[i]));
     }

@@ -1,13 +1,15 @@
 // Checkpoints of a model array with its optimizer: to resume an interrupted `hfta train`, to pull
 // one model out of an array (`hfta extract`), and to evaluate a saved model (`hfta eval`).
 //
-// File format (version 1), little-endian:
+// File format (version 2), little-endian:
 //   "HFTACKPT"  uint32 version  uint64 header_bytes  header (JSON)  float32 data  uint32
 //   crc32(data)
-// The JSON header holds the architecture, B, seed, model ids, optimizer and per-model
-// hyperparameters, training progress, and the list of tensors (name, shape [B, ...], offset into
-// the data). Tensors are the parameters in layer order, then for each optimizer state buffer i
-// the same list again, named "<param>#state<i>". Every tensor is replica-major, so replica b of a
+// The JSON header holds the architecture (name, sample shape, classes, dropout), B, seed, model
+// ids, optimizer and per-model hyperparameters, training progress, and the list of tensors (name,
+// shape [B, ...], offset into the data). Tensors are the parameters in recording order, named
+// "<index>.<state_dict name>", then the persistent buffers (BatchNorm running statistics) by
+// their state_dict names, then for each optimizer state buffer i the parameters again, named
+// "<param>#state<i>". Every tensor is replica-major, so replica b of a
 // checkpoint is the b-th slice of each tensor: extract_model() builds a B = 1 checkpoint from it,
 // which trains on exactly as replica b would have.
 #pragma once
@@ -18,10 +20,10 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "models/model.h"
 
 namespace hfta {
 
-class Model;
 class Optimizer;
 
 struct CheckpointTensor {
@@ -33,6 +35,10 @@ struct CheckpointTensor {
 struct Checkpoint {
   // What was trained.
   std::string model;  // architecture, as make_model() knows it
+  std::vector<int64_t> sample_shape;  // one sample, as the data gave it (e.g. [3, 32, 32])
+  int64_t num_classes = 0;
+  double dropout = -1.0;  // --dropout, or negative for the architecture's own
+  bool no_decay_norm_bias = false;
   int64_t B = 0;
   uint64_t seed = 0;
   int64_t batch_size = 0;
@@ -63,6 +69,9 @@ Checkpoint load_checkpoint(const std::string& path);
 
 // Replica b alone, as a B = 1 checkpoint.
 Checkpoint extract_model(const Checkpoint& checkpoint, int64_t b);
+// The spec that rebuilds the checkpoint's models (architecture, sample shape, classes, dropout)
+// for `batch_size` rows.
+ModelSpec model_spec(const Checkpoint& checkpoint, int64_t batch_size);
 
 // The tensors of a live array: parameters, then the optimizer's state buffers (if `optimizer`).
 std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer);

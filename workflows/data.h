@@ -18,7 +18,8 @@ struct Data {
   Dataset train, test;
 };
 
-// `dataset` is "fashion-mnist" (from `dir`, empty = Debian's directory) or "synthetic"
+// `dataset` is "fashion-mnist" (from `dir`, empty = Debian's directory), "cifar10" (the binary
+// batches in `dir`) or "synthetic"
 // (train_size and test_size samples of `sample_shape` in `num_classes` classes, from `seed`).
 // Throws hfta::Error naming an unknown dataset or a missing file.
 Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,

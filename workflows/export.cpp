@@ -2,10 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <cmath>
+#include <map>
+#include <memory>
 
 #include "core/error.h"
 #include "models/model.h"
+#include "workflows/checkpoint.h"
+#include "workflows/cli.h"
+#include "workflows/resume.h"
 
 namespace hfta {
 
@@ -40,6 +47,94 @@ std::vector<SafeTensor> state_dict(const Model& model, int64_t b) {
     out.push_back(std::move(t));
   }
   return out;
+}
+
+}  // namespace hfta
+
+namespace hfta {
+
+namespace {
+
+std::map<std::string, std::string> export_metadata(const Model& model, const std::string& source) {
+  return {{"format", "pt"},
+          {"hfta_model", model.name()},
+          {"sample_shape", model.sample_shape().str()},
+          {"num_classes", std::to_string(model.num_classes())},
+          {"source", source}};
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app) {
+  struct Args {
+    std::string run, checkpoint, out, arch;
+    std::vector<int64_t> sample_shape;
+    int64_t model = -1, classes = 10;
+    uint64_t seed = 1;
+    bool init = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "export",
+      "Write one model as safetensors with PyTorch's state_dict names and layouts (for "
+      "torchvision's resnet18 / mobilenet_v2 or benchmarks/torch_models.py)");
+  auto* run = cmd->add_option("--run", args->run, "The --out directory of `hfta train`");
+  auto* checkpoint =
+      cmd->add_option("--checkpoint", args->checkpoint, "A checkpoint file (e.g. from extract)");
+  cmd->add_option("--model", args->model,
+                  "Model index: its number in the run (--run), or its index in the checkpoint "
+                  "(default 0)")
+      ->check(integer_at_least(0));
+  auto* init = cmd->add_flag("--init", args->init,
+                             "Export freshly initialized weights (--arch, --seed, --sample-shape, "
+                             "--classes): the starting point of benchmarks/torch_golden.py");
+  cmd->add_option("--arch", args->arch, "With --init: the architecture")
+      ->check(CLI::IsMember(model_names()));
+  cmd->add_option("--seed", args->seed, "With --init: the seed (model 0's weights)");
+  cmd->add_option("--sample-shape", args->sample_shape,
+                  "With --init: one sample's shape, e.g. 3,32,32 (default: the architecture's)")
+      ->delimiter(',')
+      ->check(integer_at_least(1));
+  cmd->add_option("--classes", args->classes, "With --init: classes")->check(integer_at_least(2));
+  cmd->add_option("--out", args->out, "The .safetensors file to write")->required();
+  run->excludes(checkpoint)->excludes(init);
+  checkpoint->excludes(init);
+  cmd->callback([args] {
+    std::unique_ptr<Model> model;
+    std::string source;
+    if (args->init) {
+      HFTA_CHECK(!args->arch.empty(), "--init needs --arch (one of {})",
+                 fmt::join(model_names(), ", "));
+      Shape sample;
+      for (int64_t d : args->sample_shape) sample.push_back(d);
+      model = make_model(args->arch, {.B = 1,
+                                      .batch_size = 1,
+                                      .seed = args->seed,
+                                      .sample_shape = sample,
+                                      .num_classes = args->classes});
+      source = fmt::format("initial weights, seed {}", args->seed);
+    } else {
+      HFTA_CHECK(!args->run.empty() || !args->checkpoint.empty(),
+                 "give --run DIR --model N, --checkpoint FILE, or --init");
+      Checkpoint c;
+      if (!args->run.empty()) {
+        HFTA_CHECK(args->model >= 0, "--run needs --model N: the model's index in the run");
+        c = model_from_run(args->run, args->model);
+        source = fmt::format("model {} of {}, step {}", args->model, args->run, c.step);
+      } else {
+        c = load_checkpoint(args->checkpoint);
+        const int64_t index = std::max<int64_t>(args->model, 0);
+        c = extract_model(c, index);
+        source = fmt::format("model {} of {}, step {}", index, args->checkpoint, c.step);
+      }
+      model = make_model(c.model, model_spec(c, 1));
+      restore_tensors(c, *model, nullptr);
+    }
+    write_safetensors(args->out, state_dict(*model, 0), export_metadata(*model, source));
+    fmt::print("{} ({}; samples {}, {} classes) written to {}: {} parameter and {} buffer values\n",
+               model->name(), source, model->sample_shape().str(), model->num_classes(), args->out,
+               model->params_per_model(), model->net().buffers_per_model());
+  });
 }
 
 }  // namespace hfta

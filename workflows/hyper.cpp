@@ -10,7 +10,9 @@
 
 #include "core/error.h"
 #include "models/model.h"
+#include "optim/adadelta.h"
 #include "optim/adam.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 
 namespace hfta {
@@ -70,6 +72,22 @@ const std::vector<OptimizerEntry>& optimizers() {
                                         .weight_decay = get(v, "weight_decay"),
                                         .nesterov = switches(get(v, "nesterov"))};
                       }),
+      entry<FusedAdadelta>("adadelta",
+                           [](const HyperValues& v) {
+                             return AdadeltaHyper{.lr = get(v, "lr"),
+                                                  .rho = get(v, "rho"),
+                                                  .eps = get(v, "eps"),
+                                                  .weight_decay = get(v, "weight_decay")};
+                           }),
+      entry<FusedRmsprop>("rmsprop",
+                          [](const HyperValues& v) {
+                            return RmspropHyper{.lr = get(v, "lr"),
+                                                .alpha = get(v, "alpha"),
+                                                .eps = get(v, "eps"),
+                                                .weight_decay = get(v, "weight_decay"),
+                                                .momentum = get(v, "momentum"),
+                                                .centered = switches(get(v, "centered"))};
+                          }),
   };
   return list;
 }
@@ -84,13 +102,20 @@ const OptimizerEntry& optimizer_entry(std::string_view name) {
 
 const std::vector<HyperRow>& hyper_table() {
   static const std::vector<HyperRow> rows = {
-      {"lr", "Learning rate", false, plus(adams(1e-3f), {{"sgd", 1e-3f}})},
+      {"lr", "Learning rate", false,
+       plus(adams(1e-3f), {{"sgd", 1e-3f}, {"adadelta", 1.0f}, {"rmsprop", 1e-2f}})},
       {"beta1", "Adam beta1", false, adams(0.9f)},
       {"beta2", "Adam beta2", false, adams(0.999f)},
-      {"eps", "Term added to the denominator", false, adams(1e-8f)},
-      {"weight_decay", "Weight decay", false, plus(adams(0.0f), {{"sgd", 0.0f}})},
-      {"momentum", "SGD momentum", false, {{"sgd", 0.0f}}},
+      {"rho", "Adadelta's decay of its running averages", false, {{"adadelta", 0.9f}}},
+      {"alpha", "RMSprop's decay of its squared-gradient average", false, {{"rmsprop", 0.99f}}},
+      {"eps", "Term added to the denominator", false,
+       plus(adams(1e-8f), {{"adadelta", 1e-6f}, {"rmsprop", 1e-8f}})},
+      {"weight_decay", "Weight decay", false,
+       plus(adams(0.0f), {{"sgd", 0.0f}, {"adadelta", 0.0f}, {"rmsprop", 0.0f}})},
+      {"momentum", "SGD / RMSprop momentum", false, {{"sgd", 0.0f}, {"rmsprop", 0.0f}}},
       {"nesterov", "SGD Nesterov momentum (0 or 1)", true, {{"sgd", 0.0f}}},
+      {"centered", "RMSprop centered (0 or 1): normalize by the gradient's variance", true,
+       {{"rmsprop", 0.0f}}},
   };
   return rows;
 }
@@ -195,10 +220,15 @@ HyperValues pick_models(const HyperValues& values, const std::vector<int64_t>& i
 }
 
 std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const Model& model,
-                                          const HyperValues& values) {
+                                          const HyperValues& values, bool no_decay_norm_bias) {
   std::vector<TensorView> views;
-  for (const Param& p : model.params()) views.push_back(p.value);
-  return optimizer_entry(name).make(ParamTable::from_arena(model.param_arena(), views), values);
+  std::vector<uint8_t> decay;
+  for (const Param& p : model.params()) {
+    views.push_back(p.value);
+    decay.push_back(!no_decay_norm_bias || p.kind == ParamKind::kWeight);
+  }
+  return optimizer_entry(name).make(ParamTable::from_arena(model.param_arena(), views, decay),
+                                    values);
 }
 
 std::map<std::string, std::vector<double>> hyper_record(const HyperValues& values) {

@@ -70,8 +70,10 @@ HyperValues pick_models(const HyperValues& values, const std::vector<int64_t>& i
 
 // The optimizer `name` over `model`'s parameters with per-model `values` (resolved for the
 // model's B models).
+// With `no_decay_norm_bias`, norm parameters and biases get no weight decay.
 std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const Model& model,
-                                          const HyperValues& values);
+                                          const HyperValues& values,
+                                          bool no_decay_norm_bias = false);
 
 // The values as a checkpoint records them.
 std::map<std::string, std::vector<double>> hyper_record(const HyperValues& values);

@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "backend/cpu/runtime.h"
+#include "workflows/export.h"
 #include "workflows/sweep.h"
 #include "workflows/train.h"
 
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   hfta::add_train_command(app);
   hfta::add_extract_command(app);
   hfta::add_eval_command(app);
+  hfta::add_export_command(app);
   hfta::add_sweep_command(app);
   try {
     app.parse(argc, argv);

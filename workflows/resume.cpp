@@ -14,10 +14,15 @@ std::string checkpoint_path(const std::string& out, bool serial, const std::vect
   return serial ? fmt::format("{}/checkpoint-model{}.bin", out, ids[0]) : out + "/checkpoint.bin";
 }
 
-Checkpoint make_checkpoint(const TrainOptions& o, const HyperValues& values, const ArrayProgress& p,
+Checkpoint make_checkpoint(const TrainOptions& o, const ModelConfig& config,
+                           const HyperValues& values, const ArrayProgress& p,
                            const ModelArray& array) {
   Checkpoint c;
-  c.model = o.model;
+  c.model = config.name;
+  c.sample_shape.assign(config.sample_shape.begin(), config.sample_shape.end());
+  c.num_classes = config.num_classes;
+  c.dropout = config.dropout.value_or(-1.0f);
+  c.no_decay_norm_bias = config.no_decay_norm_bias;
   c.B = static_cast<int64_t>(array.ids.size());
   c.seed = o.seed;
   c.batch_size = o.batch_size;
@@ -46,8 +51,9 @@ ArrayProgress restore_checkpoint(const Checkpoint& c, ModelArray& array) {
           .skipped = c.skipped_steps};
 }
 
-void check_resumable(const Checkpoint& c, const TrainOptions& o, const HyperValues& values,
-                     const std::vector<int64_t>& ids, const std::string& path) {
+void check_resumable(const Checkpoint& c, const TrainOptions& o, const ModelConfig& config,
+                     const HyperValues& values, const std::vector<int64_t>& ids,
+                     const std::string& path) {
   auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
     fail(
         "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
@@ -56,6 +62,17 @@ void check_resumable(const Checkpoint& c, const TrainOptions& o, const HyperValu
   };
   if (c.model != o.model) differs("--model", c.model, o.model);
   if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
+  const std::vector<int64_t> sample(config.sample_shape.begin(), config.sample_shape.end());
+  if (c.sample_shape != sample || c.num_classes != config.num_classes)
+    differs("--dataset", fmt::format("samples [{}] in {} classes", fmt::join(c.sample_shape, ", "),
+                                     c.num_classes),
+            fmt::format("[{}] in {}", fmt::join(sample, ", "), config.num_classes));
+  if (c.dropout != config.dropout.value_or(-1.0f))
+    differs("--dropout", c.dropout < 0 ? "the model's own" : fmt::format("{:g}", c.dropout),
+            config.dropout ? fmt::format("{:g}", *config.dropout) : "the model's own");
+  if (c.no_decay_norm_bias != config.no_decay_norm_bias)
+    differs("--no-decay-norm-bias", c.no_decay_norm_bias ? "on" : "off",
+            config.no_decay_norm_bias ? "on" : "off");
   if (c.seed != o.seed) differs("--seed", std::to_string(c.seed), std::to_string(o.seed));
   if (c.batch_size != o.batch_size)
     differs("--batch-size", std::to_string(c.batch_size), std::to_string(o.batch_size));

@@ -30,16 +30,17 @@ struct ArrayProgress {
 
 // The array, its optimizer state and its progress, as a checkpoint. `values`: the array's own
 // hyperparameters (pick_models of the run's).
-Checkpoint make_checkpoint(const TrainOptions& options, const HyperValues& values,
-                           const ArrayProgress& progress, const ModelArray& array);
+Checkpoint make_checkpoint(const TrainOptions& options, const ModelConfig& config,
+                           const HyperValues& values, const ArrayProgress& progress,
+                           const ModelArray& array);
 // Copies the checkpoint's tensors and optimizer state into `array`; returns its progress.
 ArrayProgress restore_checkpoint(const Checkpoint& checkpoint, ModelArray& array);
 
 // Throws hfta::Error naming the first flag whose value differs between the checkpoint at `path`
 // and this run (`values`: the array's own hyperparameters).
 void check_resumable(const Checkpoint& checkpoint, const TrainOptions& options,
-                     const HyperValues& values, const std::vector<int64_t>& ids,
-                     const std::string& path);
+                     const ModelConfig& config, const HyperValues& values,
+                     const std::vector<int64_t>& ids, const std::string& path);
 
 // Keeps the rows of <metrics> a resumed run does not redo: those of models resuming from a
 // checkpoint, up to its step (model -> step). Rows of models that start over are dropped.

@@ -32,9 +32,12 @@ TrainResult run_train(const TrainOptions& o) {
   const int64_t B = array_size(o.hyper);
   const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
   if (o.threads > 0) cpu::set_num_threads(o.threads);
-  auto probe = make_model(o.model, {.B = 1, .batch_size = 1, .seed = o.seed, .model_ids = {}});
-  Data data = load_data(o.dataset, o.data_dir, probe->sample_shape(), probe->num_classes(),
+  const ModelInfo& info = model_info(o.model);
+  Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
                         o.synthetic_train_size, o.synthetic_test_size, o.seed);
+  const ModelConfig config = model_config(o.model, data, o.dropout, o.no_decay_norm_bias);
+  // Builds one model now, so that data the architecture cannot take fails before training.
+  make_model(config.name, config.spec({0}, o.batch_size, o.seed));
 
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
@@ -55,7 +58,7 @@ TrainResult run_train(const TrainOptions& o) {
       const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
       if (!std::filesystem::exists(path)) continue;
       resume[g] = load_checkpoint(path);
-      check_resumable(*resume[g], o, pick_models(h, groups[g]), groups[g], path);
+      check_resumable(*resume[g], o, config, pick_models(h, groups[g]), groups[g], path);
       for (int64_t id : groups[g]) resumed_step[id] = resume[g]->step;
     }
     HFTA_CHECK(!resumed_step.empty(),
@@ -79,7 +82,8 @@ TrainResult run_train(const TrainOptions& o) {
   result.models.resize(static_cast<size_t>(B));
   InterruptGuard interrupt_guard;
   for (size_t g = 0; g < groups.size(); ++g)
-    train_array(o, h, groups[g], data, resume[g] ? &*resume[g] : nullptr, metrics, result.models);
+    train_array(o, config, h, groups[g], data, resume[g] ? &*resume[g] : nullptr, metrics,
+                result.models);
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

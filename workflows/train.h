@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct TrainOptions {
   std::string dataset = "fashion-mnist";  // or "synthetic"
   std::string data_dir;                   // empty = Debian's /usr/share/datasets/fashion-mnist
   std::string optimizer = "adam";         // a name from optimizer_names()
+  std::optional<float> dropout;           // overrides the architecture's dropout probabilities
+  bool no_decay_norm_bias = false;        // no weight decay on norm parameters and biases
   // Per-model hyperparameter lists by name (hyper_table()): one value (shared) or B values; the
   // optimizer's defaults for the rest. B = the longest list.
   HyperValues hyper;

@@ -53,7 +53,15 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember(dataset_names()))
       ->capture_default_str();
   cmd->add_option("--data-dir", opts->data_dir,
-                  fmt::format("Fashion-MNIST directory (default {})", kFashionMnistDefaultDir));
+                  fmt::format("Data directory: Fashion-MNIST's IDX files (default {}) or "
+                              "CIFAR-10's binary batches (cifar-10-batches-bin)",
+                              kFashionMnistDefaultDir));
+  cmd->add_option("--dropout", opts->dropout,
+                  "Dropout probability for every dropout of the model (default: the "
+                  "architecture's own, e.g. 0.2 in MobileNetV2's classifier; 0 turns it off)")
+      ->check(CLI::Range(0.0, 0.999));
+  cmd->add_flag("--no-decay-norm-bias", opts->no_decay_norm_bias,
+                "No weight decay on BatchNorm parameters and biases");
   cmd->add_option("--optimizer", opts->optimizer, "Optimizer")
       ->check(CLI::IsMember(optimizer_names()))
       ->capture_default_str();
@@ -144,19 +152,21 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--dataset", args->dataset, "Dataset")
       ->check(CLI::IsMember(dataset_names()))
       ->capture_default_str();
-  cmd->add_option("--data-dir", args->data_dir, "Fashion-MNIST directory");
+  cmd->add_option("--data-dir", args->data_dir, "Fashion-MNIST or CIFAR-10 directory");
   cmd->callback([args] {
     Checkpoint c = load_checkpoint(args->checkpoint);
-    auto model = make_model(c.model, {.B = c.B,
-                                      .batch_size = std::max<int64_t>(c.batch_size, 1),
-                                      .seed = c.seed,
-                                      .model_ids = c.model_ids});
+    auto model = make_model(c.model, model_spec(c, std::max<int64_t>(c.batch_size, 1)));
     restore_tensors(c, *model, nullptr);
     // Synthetic data is drawn from the seed: the sizes `hfta train` uses by default.
     const TrainOptions defaults;
     Data data =
         load_data(args->dataset, args->data_dir, model->sample_shape(), model->num_classes(),
                   defaults.synthetic_train_size, defaults.synthetic_test_size, c.seed);
+    HFTA_CHECK(data.test.sample_shape == model->sample_shape() &&
+                   data.test.num_classes == model->num_classes(),
+               "{} holds models for samples of shape {} in {} classes; --dataset {} has {} in {}",
+               args->checkpoint, model->sample_shape().str(), model->num_classes(), args->dataset,
+               data.test.sample_shape.str(), data.test.num_classes);
     Evaluation e = evaluate(*model, data.test);
     fmt::print("{}: {} {} model{} after {} steps, on {} test samples of {}\n", args->checkpoint,
                c.B, c.model, c.B == 1 ? "" : "s", c.step, data.test.size, args->dataset);

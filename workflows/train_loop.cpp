@@ -29,15 +29,34 @@ std::string format_losses(const std::vector<float>& losses) {
 
 }  // namespace
 
-ModelArray make_array(const std::string& model, const std::vector<int64_t>& ids, int64_t batch_size,
-                      uint64_t seed, std::string_view optimizer, const HyperValues& all_values) {
+ModelSpec ModelConfig::spec(const std::vector<int64_t>& ids, int64_t batch_size,
+                            uint64_t seed) const {
+  return {.B = static_cast<int64_t>(ids.size()),
+          .batch_size = batch_size,
+          .seed = seed,
+          .model_ids = ids,
+          .sample_shape = sample_shape,
+          .num_classes = num_classes,
+          .dropout = dropout};
+}
+
+ModelConfig model_config(const std::string& name, const Data& data, std::optional<float> dropout,
+                         bool no_decay_norm_bias) {
+  return {.name = model_info(name).name,
+          .sample_shape = data.train.sample_shape,
+          .num_classes = data.train.num_classes,
+          .dropout = dropout,
+          .no_decay_norm_bias = no_decay_norm_bias};
+}
+
+ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,
+                      int64_t batch_size, uint64_t seed, std::string_view optimizer,
+                      const HyperValues& all_values) {
   ModelArray a;
   a.ids = ids;
-  a.model = make_model(model, {.B = static_cast<int64_t>(ids.size()),
-                               .batch_size = batch_size,
-                               .seed = seed,
-                               .model_ids = ids});
-  a.optimizer = make_optimizer(optimizer, *a.model, pick_models(all_values, ids));
+  a.model = make_model(config.name, config.spec(ids, batch_size, seed));
+  a.optimizer = make_optimizer(optimizer, *a.model, pick_models(all_values, ids),
+                               config.no_decay_norm_bias);
   return a;
 }
 
@@ -59,14 +78,14 @@ int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max
   return steps;
 }
 
-void train_array(const TrainOptions& o, const HyperValues& all_values,
+void train_array(const TrainOptions& o, const ModelConfig& config, const HyperValues& all_values,
                  const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
                  CsvWriter& metrics, std::vector<ModelResult>& results) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t B = static_cast<int64_t>(ids.size());
   const size_t nB = static_cast<size_t>(B);
   const HyperValues values = pick_models(all_values, ids);
-  ModelArray array = make_array(o.model, ids, o.batch_size, o.seed, o.optimizer, all_values);
+  ModelArray array = make_array(config, ids, o.batch_size, o.seed, o.optimizer, all_values);
   Model& model = *array.model;
   Loader loader(data.train, {.batch_size = o.batch_size,
                              .shuffle = true,
@@ -86,7 +105,7 @@ void train_array(const TrainOptions& o, const HyperValues& all_values,
   }
   const std::string path = checkpoint_path(o.out, o.serial, ids);
   auto save = [&] {
-    if (o.checkpoint) save_checkpoint(path, make_checkpoint(o, values, p, array));
+    if (o.checkpoint) save_checkpoint(path, make_checkpoint(o, config, values, p, array));
   };
 
   Evaluation eval;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,21 @@ namespace hfta {
 class CsvWriter;
 struct Checkpoint;
 
+// What the models of a run are: the architecture and what the data and flags fix about it.
+struct ModelConfig {
+  std::string name;                 // a name from model_names()
+  Shape sample_shape;               // one sample of the data
+  int64_t num_classes = 10;         // classes of the data
+  std::optional<float> dropout;     // --dropout: overrides the architecture's probabilities
+  bool no_decay_norm_bias = false;  // --no-decay-norm-bias
+  // The spec of an array of models `ids`.
+  ModelSpec spec(const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed) const;
+};
+// The architecture `name` on `data` (its sample shape and classes). Throws hfta::Error naming an
+// unknown model.
+ModelConfig model_config(const std::string& name, const Data& data,
+                         std::optional<float> dropout = {}, bool no_decay_norm_bias = false);
+
 // Models `ids` of a run (global indices: model b draws the initial weights of stream (seed, b))
 // built as one array, with their optimizer.
 struct ModelArray {
@@ -29,8 +45,9 @@ struct ModelArray {
   std::unique_ptr<Optimizer> optimizer;
 };
 // `all_values`: the resolved hyperparameters of every model of the run (resolve_hyper).
-ModelArray make_array(const std::string& model, const std::vector<int64_t>& ids, int64_t batch_size,
-                      uint64_t seed, std::string_view optimizer, const HyperValues& all_values);
+ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,
+                      int64_t batch_size, uint64_t seed, std::string_view optimizer,
+                      const HyperValues& all_values);
 
 // Runs optimizer steps (forward, backward, update) on the loader's batches: `max_steps` steps
 // (going on into the next epoch when one ends), or with kUntilEpochEnds the rest of the loader's
@@ -43,7 +60,8 @@ int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max
 // `hfta train` for one array: trains models `ids` for the options' epochs, from `resume_from`
 // when given, writing a metrics row per model per step and saving a checkpoint after every epoch
 // and on Ctrl-C (then throws hfta::Error saying how to resume). Fills results[ids[i]].
-void train_array(const TrainOptions& options, const HyperValues& all_values,
+void train_array(const TrainOptions& options, const ModelConfig& config,
+                 const HyperValues& all_values,
                  const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
                  CsvWriter& metrics, std::vector<ModelResult>& results);
 

@@ -31,10 +31,11 @@ TrialResult run_trial(const TrialOptions& o) {
   }
   const HyperValues h = resolve_hyper("adam", {{"lr", lr}}, o.B);
 
-  auto probe = make_model(o.model, {.B = 1, .batch_size = 1, .seed = 0, .model_ids = {}});
+  const ModelInfo& info = model_info(o.model);
   // Enough samples for a few distinct batches; real data is the full training split.
-  Data data = load_data(o.dataset, o.data_dir, probe->sample_shape(), probe->num_classes(),
+  Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
                         8 * o.batch_size, o.batch_size, o.seed);
+  const ModelConfig config = model_config(o.model, data);
   std::vector<std::vector<int64_t>> groups;
   if (o.serial) {
     for (int64_t b = 0; b < o.B; ++b) groups.push_back({b});
@@ -45,7 +46,7 @@ TrialResult run_trial(const TrialOptions& o) {
 
   TrialResult r{};
   for (const auto& ids : groups) {
-    ModelArray array = make_array(o.model, ids, o.batch_size, o.seed, "adam", h);
+    ModelArray array = make_array(config, ids, o.batch_size, o.seed, "adam", h);
     Loader loader(data.train, {.batch_size = o.batch_size, .seed = o.seed});
     Batch batch = loader.make_batch();
     train_steps(array, loader, batch, o.warmup_steps);

@@ -17,6 +17,7 @@
 #include "datasets/synthetic.h"
 #include "models/model.h"
 #include "optim/adam.h"
+#include "optim/sgd.h"
 #include "test_util.h"
 
 namespace hfta {
@@ -49,18 +50,22 @@ struct TrainedArray {
   std::vector<std::vector<float>> params;  // [model][params_per_model]
 };
 
+ParamTable table_of(const Model& model) {
+  std::vector<TensorView> values;
+  for (const Param& p : model.params()) values.push_back(p.value);
+  return ParamTable::from_arena(model.param_arena(), values);
+}
+
 // Trains models `ids` as one array for `steps` Adam steps on a shared synthetic loader.
 TrainedArray train(const std::string& name, const std::vector<int64_t>& ids,
-                   const std::vector<float>& lr, int steps, uint64_t seed) {
+                   const std::vector<float>& lr, int steps, uint64_t seed,
+                   int64_t samples = 64) {
   const int64_t B = static_cast<int64_t>(ids.size());
   auto model = make_model(name, {.B = B, .batch_size = 16, .seed = seed, .model_ids = ids});
-  std::vector<TensorView> values;
-  for (const Param& p : model->params()) values.push_back(p.value);
   std::vector<float> my_lr;
   for (int64_t id : ids) my_lr.push_back(lr[static_cast<size_t>(id)]);
-  FusedAdam adam(ParamTable::from_arena(model->param_arena(), values),
-                 AdamHyper{.lr = my_lr, .weight_decay = {1e-4f}});
-  Dataset data = make_synthetic(model->sample_shape(), 10, 64, seed);
+  FusedAdam optimizer(table_of(*model), AdamHyper{.lr = my_lr, .weight_decay = {1e-4f}});
+  Dataset data = make_synthetic(model->sample_shape(), 10, samples, seed);
   Loader loader(data, {.batch_size = 16, .seed = seed});
   Batch batch = loader.make_batch();
   TrainedArray run;
@@ -69,7 +74,7 @@ TrainedArray train(const std::string& name, const std::vector<int64_t>& ids,
     model->forward(batch.images(), batch.labels(), true);
     run.losses.push_back(model->losses());
     model->backward();
-    adam.step(model->param_arena(), model->grad_arena());
+    optimizer.step(model->param_arena(), model->grad_arena());
   }
   for (int64_t b = 0; b < B; ++b) run.params.push_back(model->extract(b));
   return run;
@@ -88,7 +93,15 @@ TEST_P(ModelArray, InitialWeightsOfReplicaBEqualModelBAlone) {
   EXPECT_NE(array->extract(0), array->extract(1)) << "replicas must start from different weights";
 }
 
+// Whole trajectories: 4 Adam steps of an array of 4 against 4 single runs. Not for MobileNetV2,
+// whose trajectories at these settings are chaotic in fp32 whatever computes them: the bias of
+// each block's projection BatchNorm has a gradient at rounding level (~1e-7; the next
+// BatchNorm removes any per-channel shift), which Adam's first step turns into a full +-lr step
+// in a direction set by rounding, and its 1x1 BatchNorms over 16 values amplify such
+// differences (in PyTorch alone, weights perturbed by 1e-6 change the third loss by 1e-2 at
+// batch 16: docs/benchmarks.md). StepLockedFusedEqualsSingle checks it step by step instead.
 TEST_P(ModelArray, FusedTrainingOfFourEqualsFourSingleRuns) {
+  if (GetParam() == "mobilenetv2") GTEST_SKIP() << "chaotic trajectories: see the comment above";
   const uint64_t seed = test::seed_for_test();
   HFTA_SEEDED_TRACE(seed);
   const std::vector<float> lr = {1e-3f, 3e-3f, 1e-4f, 4e-3f};
@@ -106,8 +119,64 @@ TEST_P(ModelArray, FusedTrainingOfFourEqualsFourSingleRuns) {
   EXPECT_NE(fused.params[0], fused.params[1]);
 }
 
+// Each step from the same weights: model b of an array of 3 and model b alone see the same
+// batch; their losses, every parameter gradient and the SGD-with-momentum update agree to
+// rounding (gradients within 1e-4 of the tensor's largest gradient, plus 1e-6). Then the
+// array's model b continues from the single model's weights, so rounding cannot compound into
+// chaos and every step is checked on its own.
+TEST_P(ModelArray, StepLockedFusedEqualsSingle) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  const int64_t B = 3, batch = 16;
+  const std::vector<float> lr = {0.01f, 0.03f, 0.002f};
+  auto array = make_model(GetParam(), {.B = B, .batch_size = batch, .seed = seed});
+  FusedSgd array_sgd(table_of(*array), SgdHyper{.lr = lr, .momentum = {0.9f}});
+  std::vector<std::unique_ptr<Model>> alone;
+  std::vector<std::unique_ptr<FusedSgd>> alone_sgd;
+  for (int64_t b = 0; b < B; ++b) {
+    alone.push_back(make_model(GetParam(), {.B = 1, .batch_size = batch, .seed = seed,
+                                            .model_ids = {b}}));
+    alone_sgd.push_back(std::make_unique<FusedSgd>(
+        table_of(*alone.back()),
+        SgdHyper{.lr = {lr[static_cast<size_t>(b)]}, .momentum = {0.9f}}));
+  }
+  Dataset data = make_synthetic(array->sample_shape(), 10, 64, seed);
+  Loader loader(data, {.batch_size = batch, .seed = seed});
+  Batch batch_data = loader.make_batch();
+  for (int step = 0; step < 3; ++step) {
+    loader.next(batch_data);
+    array->forward(batch_data.images(), batch_data.labels(), true);
+    array->backward();
+    for (int64_t b = 0; b < B; ++b) {
+      SCOPED_TRACE(fmt::format("model {} step {}", b, step));
+      Model& one = *alone[static_cast<size_t>(b)];
+      one.forward(batch_data.images(), batch_data.labels(), true);
+      one.backward();
+      EXPECT_NEAR(array->losses()[b], one.losses()[0], kLossRtol * one.losses()[0]);
+      for (size_t i = 0; i < one.params().size(); ++i) {
+        const TensorView fused = array->params()[i].grad.replica(b), single = one.params()[i].grad;
+        double largest = 0, worst = 0;
+        for (int64_t k = 0; k < single.numel(); ++k) {
+          largest = std::max(largest, std::fabs(static_cast<double>(single[k])));
+          worst = std::max(worst, std::fabs(static_cast<double>(fused[k]) - single[k]));
+        }
+        EXPECT_LE(worst, 1e-4 * largest + 1e-6) << one.params()[i].name << " gradient";
+      }
+    }
+    array_sgd.step(array->param_arena(), array->grad_arena());
+    for (int64_t b = 0; b < B; ++b) {
+      Model& one = *alone[static_cast<size_t>(b)];
+      alone_sgd[static_cast<size_t>(b)]->step(one.param_arena(), one.grad_arena());
+      expect_same_parameters(array->extract(b), one.extract(0), lr[static_cast<size_t>(b)],
+                             fmt::format("model {} after step {}", b, step));
+      array->insert(b, one.extract(0));
+    }
+  }
+}
+
+// Twelve steps on one batch of 16 (memorizing it) must lower every model's loss.
 TEST_P(ModelArray, TrainingLowersTheLoss) {
-  TrainedArray run = train(GetParam(), {0, 1}, {1e-3f, 3e-3f}, 12, 5);
+  TrainedArray run = train(GetParam(), {0, 1}, {1e-3f, 3e-3f}, 12, 5, /*samples=*/16);
   for (int b = 0; b < 2; ++b) EXPECT_LT(run.losses.back()[b], run.losses.front()[b]);
 }
 

@@ -138,7 +138,11 @@ TEST(HyperTable, EveryRowHasAFlagAndADefaultPerOptimizerThatReadsIt) {
           << row.name << " names an unknown optimizer " << d.optimizer;
     }
   }
-  EXPECT_EQ(hyper_table()[4].flag(), "--weight-decay");
+  auto row = [](std::string_view name) {
+    return *std::find_if(hyper_table().begin(), hyper_table().end(),
+                         [&](const HyperRow& r) { return r.name == name; });
+  };
+  EXPECT_EQ(row("weight_decay").flag(), "--weight-decay");
   // Every optimizer builds from its defaults alone.
   for (const std::string& name : optimizer_names())
     EXPECT_NO_THROW(resolve_hyper(name, {}, 2)) << name;
@@ -146,6 +150,18 @@ TEST(HyperTable, EveryRowHasAFlagAndADefaultPerOptimizerThatReadsIt) {
   EXPECT_EQ(sgd.at("lr"), (std::vector<float>{0.1f, 0.2f}));
   EXPECT_EQ(sgd.at("momentum"), (std::vector<float>{0.0f, 0.0f}));
   EXPECT_EQ(sgd.count("beta1"), 0u);
+  // torch.optim's defaults: Adadelta(lr=1.0, rho=0.9, eps=1e-6), RMSprop(lr=0.01, alpha=0.99,
+  // eps=1e-8, centered=False).
+  HyperValues adadelta = resolve_hyper("adadelta", {}, 1);
+  EXPECT_EQ(adadelta.at("lr")[0], 1.0f);
+  EXPECT_EQ(adadelta.at("rho")[0], 0.9f);
+  EXPECT_EQ(adadelta.at("eps")[0], 1e-6f);
+  HyperValues rmsprop = resolve_hyper("rmsprop", {}, 1);
+  EXPECT_EQ(rmsprop.at("lr")[0], 0.01f);
+  EXPECT_EQ(rmsprop.at("alpha")[0], 0.99f);
+  EXPECT_EQ(rmsprop.at("eps")[0], 1e-8f);
+  EXPECT_EQ(rmsprop.at("centered")[0], 0.0f);
+  EXPECT_EQ(rmsprop.count("rho"), 0u);
 }
 
 TEST(HyperTable, ArraySizeIsTheLongestListAndOtherLengthsAreErrors) {

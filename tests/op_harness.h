@@ -79,6 +79,7 @@ struct OpCase {
   int threads = 2;
   cpu::GemmBackend gemm = cpu::GemmBackend::kOneDnn;
   cpu::Conv2dStrategy strategy = cpu::Conv2dStrategy::kAuto;
+  cpu::ModelParallelism parallelism = cpu::ModelParallelism::kAuto;
   bool accumulate_dx = false;
   bool no_dx = false;  // no input gradient wanted (a first layer)
   bool fd = false;     // also check the reference against finite differences
@@ -175,7 +176,9 @@ struct Settings {
   int threads = num_threads();
   cpu::GemmBackend gemm = cpu::gemm_backend();
   cpu::Conv2dStrategy strategy = cpu::conv2d_strategy();
+  cpu::ModelParallelism parallelism = cpu::model_parallelism();
   ~Settings() {
+    cpu::set_model_parallelism(parallelism);
     cpu::set_num_threads(threads);
     cpu::set_gemm_backend(gemm);
     cpu::set_conv2d_strategy(strategy);
@@ -248,6 +251,7 @@ void run_case(const OpCase<typename Op::Params>& c) {
   cpu::set_num_threads(c.threads);
   cpu::set_gemm_backend(c.gemm);
   cpu::set_conv2d_strategy(c.strategy);
+  cpu::set_model_parallelism(c.parallelism);
 
   const std::vector<TensorSpec> fused_specs = Op::tensors(fused_p, c);
   const std::vector<TensorSpec> one_specs = Op::tensors(one_p, c);

@@ -434,6 +434,62 @@ TEST(Conv2d, PrimitiveCacheIsKeyedByTheWholeProblem) {
   EXPECT_NE(p, params_for(2, a));
 }
 
+// The cache is bounded: every last-batch size N is a problem of its own, and the least
+// recently used problem is evicted beyond the capacity; a problem evicted and built again (and
+// one still cached while others come and go) gives the right results.
+TEST(Conv2d, PrimitiveCacheEvictsTheLeastRecentlyUsedProblem) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  EXPECT_EQ(cpu::conv2d_cache_capacity(), 32);
+  const ConvCase base{2, 16, 16, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false};
+  for (int64_t n = 1; n <= 40; ++n) {  // 40 last-batch sizes
+    ConvCase c = base;
+    c.N = n;
+    Problem f(params_for(2, c), seed);
+    conv2d_forward(f.p,
+                   {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
+    EXPECT_LE(cpu::conv2d_cached_problems(), 32);
+  }
+  EXPECT_EQ(cpu::conv2d_cached_problems(), 32);
+
+  struct CapacityScope {
+    int64_t saved = cpu::conv2d_cache_capacity();
+    ~CapacityScope() { cpu::set_conv2d_cache_capacity(saved); }
+  } restore;
+  cpu::set_conv2d_cache_capacity(2);
+  EXPECT_EQ(cpu::conv2d_cached_problems(), 2);
+  ConvCase a = base, b = base, d = base;
+  b.H = 9;
+  d.N = 3;
+  // a, b cached; a used again (b is now the oldest); d evicts b; b evicts a; a evicts d.
+  for (const ConvCase* c : {&a, &b, &a, &d, &b, &a, &d, &a}) {
+    Problem f(params_for(2, *c), seed), r(params_for(2, *c), seed);
+    conv2d_forward(f.p,
+                   {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
+    conv2d_backward(f.p, {.x = f.x.view(),
+                          .weight = f.w.view(),
+                          .dy = f.dy.view(),
+                          .dx = f.dx.view(),
+                          .dweight = f.dw.view(),
+                          .dbias = f.db.view()});
+    ref::conv2d_forward(
+        r.p, {.x = r.x.view(), .weight = r.w.view(), .bias = r.bias.view(), .y = r.y.view()});
+    ref::conv2d_backward(r.p, {.x = r.x.view(),
+                               .weight = r.w.view(),
+                               .dy = r.dy.view(),
+                               .dx = r.dx.view(),
+                               .dweight = r.dw.view(),
+                               .dbias = r.db.view()});
+    EXPECT_LE(cpu::conv2d_cached_problems(), 2);
+    const SumTolerance tol(c->N * c->H * c->W * c->cin * 9);
+    const std::string what = fmt::format("N={} H={}", c->N, c->H);
+    expect_close(f.y, r.y, tol.atol, tol.rtol, what + " forward");
+    expect_close(f.dx, r.dx, tol.atol, tol.rtol, what + " dx");
+    expect_close(f.dw, r.dw, tol.atol, tol.rtol, what + " dweight");
+    expect_close(f.db, r.db, tol.atol, tol.rtol, what + " dbias");
+  }
+}
+
 // Two threads running the same problem share one cache entry (its blocked copies and scratch):
 // the entry's mutex must serialize them.
 TEST(Conv2d, ConcurrentCallsOnOneProblem) {

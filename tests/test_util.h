@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,21 @@ inline void expect_gradient_matches_finite_differences(const std::function<void(
   }
   forward();
   expect_close(analytic, numeric, atol, rtol, what + " vs finite differences");
+}
+
+// accumulate_dx: `backward(dx, accumulate)` runs an op's backward into dx. With accumulate =
+// false into a NaN-filled dx it gives the gradient g (every element written); with accumulate =
+// true into random starting values s it must give s + g (within a few ulps of rounding).
+inline void expect_dx_accumulates(const std::function<void(TensorView, bool)>& backward,
+                                  const Shape& dx_shape, uint64_t seed, const std::string& what) {
+  RngStream rng(seed, 99);
+  Buffer g(dx_shape, std::numeric_limits<float>::quiet_NaN());
+  backward(g.view(), false);
+  Buffer start = random_buffer(dx_shape, rng), acc = start;
+  backward(acc.view(), true);
+  Buffer want(dx_shape);
+  for (int64_t i = 0; i < want.numel(); ++i) want.values[i] = start.values[i] + g.values[i];
+  expect_close(acc, want, 1e-6, 1e-6, what + ": accumulate_dx gives start + gradient");
 }
 
 inline const std::vector<int64_t>& model_counts() {

@@ -161,10 +161,10 @@ struct ChannelBlocking {
 template <bool Add>
 inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t dst_ld) {
   __m512 r[16], t[16], u[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_ld);
+  for (int64_t i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_ld);
   // Within each 128-bit lane: 4 x 4 transposes of rows 4g..4g+3; u[4g+j] holds column j (+4k in
   // lane k) of those rows.
-  for (int g = 0; g < 4; ++g) {
+  for (int64_t g = 0; g < 4; ++g) {
     t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
     t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
     t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
@@ -180,7 +180,7 @@ inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t
     _mm512_storeu_ps(at, v);
   };
   // Gather lane k of u[j] from the four row groups: output row 4k + j.
-  for (int j = 0; j < 4; ++j) {
+  for (int64_t j = 0; j < 4; ++j) {
     const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of groups 0, 1
     const __m512 w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);  // lanes 1, 3
     const __m512 x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
@@ -237,7 +237,10 @@ void convert_channel_blocks(const ChannelBlocking& b, float* plain, float* block
 
 // When `user` is a plain [N, C, H, W] (channel slice) and `inner` a dense nChw16c / nChw8c
 // tensor of the same size: the geometry for convert_channel_blocks; otherwise blk = 0.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 ChannelBlocking channel_blocking(const memory::desc& user, const memory::desc& inner) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   ChannelBlocking b;
   const Dims dims = user.dims();
   if (dims.size() != 4 || user.data.format_kind != dnnl_blocked) return b;

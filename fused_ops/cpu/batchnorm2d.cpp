@@ -140,7 +140,7 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
       const float* xr = xk + n * row_stride;
       const float* dyr = dyk + n * row_stride;
       float* dxr = dxk + n * row_stride;
-      // NOLINTNEXTLINE(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
+      // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
       // body of an `omp simd` loop.
       if (a.accumulate_dx) {
 #pragma omp simd
@@ -149,6 +149,7 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
 #pragma omp simd
         for (int64_t i = 0; i < hw; ++i) dxr[i] = af * dyr[i] + k1 * (xr[i] - mean) + k0;
       }
+      // NOLINTEND(bugprone-branch-clone)
     }
   });
 }

@@ -89,7 +89,7 @@ void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
   }
   const float* mask = saved.mask.data;
   for_each_chunk(dy.numel(), [&](int64_t begin, int64_t end) {
-    // NOLINTNEXTLINE(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
+    // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
     // body of an `omp simd` loop.
     if (a.accumulate_dx) {
 #pragma omp simd
@@ -98,6 +98,7 @@ void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
 #pragma omp simd
       for (int64_t i = begin; i < end; ++i) out[i] = mask[i] * g[i];
     }
+    // NOLINTEND(bugprone-branch-clone)
   });
 }
 

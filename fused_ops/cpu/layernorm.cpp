@@ -90,7 +90,7 @@ void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a
       // dx = rstd * gdy + k1 * (x - mean) + k0
       const float k1 = -rstd * rstd * rstd * sum_gdy_xmu / static_cast<float>(F);
       const float k0 = -rstd * sum_gdy / static_cast<float>(F);
-      // NOLINTNEXTLINE(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
+      // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
       // body of an `omp simd` loop.
       if (g && a.accumulate_dx) {
 #pragma omp simd
@@ -98,7 +98,6 @@ void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a
       } else if (g) {
 #pragma omp simd
         for (int64_t f = 0; f < F; ++f) dxr[f] = rstd * (dyr[f] * g[f]) + k1 * (xr[f] - mean) + k0;
-        // NOLINTNEXTLINE(bugprone-branch-clone): differs from the branch above (no gamma).
       } else if (a.accumulate_dx) {
 #pragma omp simd
         for (int64_t f = 0; f < F; ++f) dxr[f] += rstd * dyr[f] + k1 * (xr[f] - mean) + k0;
@@ -106,6 +105,7 @@ void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a
 #pragma omp simd
         for (int64_t f = 0; f < F; ++f) dxr[f] = rstd * dyr[f] + k1 * (xr[f] - mean) + k0;
       }
+      // NOLINTEND(bugprone-branch-clone)
     });
 
   const bool want_dgamma = p.affine && !dgamma.empty(), want_dbeta = p.affine && !dbeta.empty();

@@ -7,8 +7,11 @@ namespace hfta {
 namespace {
 
 // One spatial axis: the dilated kernel must fit in the padded input, or there is no output.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 void check_conv2d_axis(const char* axis, int64_t size, int64_t kernel, int64_t stride, int64_t pad,
                        int64_t dilation) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   HFTA_CHECK(kernel > 0 && stride > 0 && dilation > 0,
              "conv2d kernel_{0}={1}, stride_{0}={2} and dilation_{0}={3} must be positive (a "
              "dense kernel has dilation 1)",

@@ -1,6 +1,14 @@
-// Shared test helpers: owned buffers, seeded fills, tolerant comparisons, finite differences.
-// Every test takes its seed from seed_for_test() and prints it through SCOPED_TRACE, so a failure
-// can be reproduced with HFTA_TEST_SEED=<seed>.
+// Shared test helpers: owned buffers, seeded fills, tolerant comparisons, finite differences,
+// reproducible per-case seeds.
+//
+// Seeds and reproducing a failure:
+// - HFTA_TEST_SEED sets the base seed (default 20261122). A test with one seed takes
+//   seed_for_test() and prints it through HFTA_SEEDED_TRACE.
+// - A table-driven case (tests/op_harness.h) is its own gtest test named after the case, and its
+//   seed is case_seed(name): the base seed mixed with a hash of the case's name, so it does not
+//   depend on which other cases exist or run. On failure it prints
+//     reproduce: HFTA_TEST_SEED=<base> ./build/<test> --gtest_filter='<suite>.<test>/<case>'
+//   and that command runs exactly that case, alone, with exactly the same numbers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -23,6 +32,30 @@ inline uint64_t seed_for_test() {
 
 #define HFTA_SEEDED_TRACE(seed) \
   SCOPED_TRACE(::fmt::format("reproduce with HFTA_TEST_SEED={}", seed))
+
+// The seed of the case `name`: seed_for_test() mixed with the name's FNV-1a hash (splitmix64).
+inline uint64_t case_seed(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  uint64_t z = seed_for_test() ^ h;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The command that re-runs the current gtest test alone with the current base seed.
+inline std::string reproduce_command() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string full =
+      info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("*");
+  const std::vector<std::string> argv = ::testing::internal::GetArgvs();
+  const std::string argv0 = argv.empty() ? "<test>" : argv[0];
+  return ::fmt::format("reproduce: HFTA_TEST_SEED={} {} --gtest_filter='{}'", seed_for_test(),
+                       argv0, full);
+}
+
+#define HFTA_CASE_TRACE(case_seed) \
+  SCOPED_TRACE(::fmt::format("{} (case seed {})", ::hfta::test::reproduce_command(), case_seed))
 
 // An owned float buffer with a view of a given shape.
 struct Buffer {
@@ -63,8 +96,8 @@ inline void expect_close(const float* actual, const float* expected, int64_t n, 
   }
   EXPECT_EQ(misses, 0) << what << ": " << misses << " of " << n << " elements differ; worst at "
                        << worst << ": actual " << (worst >= 0 ? actual[worst] : 0.0f)
-                       << " expected " << (worst >= 0 ? expected[worst] : 0.0f) << " (atol "
-                       << atol << ", rtol " << rtol << ")";
+                       << " expected " << (worst >= 0 ? expected[worst] : 0.0f) << " (atol " << atol
+                       << ", rtol " << rtol << ")";
 }
 
 inline void expect_close(const Buffer& actual, const Buffer& expected, double atol, double rtol,
@@ -78,10 +111,12 @@ inline void expect_close(const Buffer& actual, const Buffer& expected, double at
 // current `input`. The ops accumulate in double and round once to float, so the difference
 // quotient carries about |L| * 2^-24 / eps of rounding error plus O(eps^2) truncation error;
 // callers pass a tolerance that covers both for their shapes.
-inline void expect_gradient_matches_finite_differences(
-    const std::function<void()>& forward, Buffer& input, const Buffer& output,
-    const Buffer& output_weights, const Buffer& analytic, double eps, double atol, double rtol,
-    const std::string& what) {
+inline void expect_gradient_matches_finite_differences(const std::function<void()>& forward,
+                                                       Buffer& input, const Buffer& output,
+                                                       const Buffer& output_weights,
+                                                       const Buffer& analytic, double eps,
+                                                       double atol, double rtol,
+                                                       const std::string& what) {
   auto loss = [&] {
     forward();
     double l = 0.0;
@@ -101,6 +136,21 @@ inline void expect_gradient_matches_finite_differences(
   }
   forward();
   expect_close(analytic, numeric, atol, rtol, what + " vs finite differences");
+}
+
+// accumulate_dx: `backward(dx, accumulate)` runs an op's backward into dx. With accumulate =
+// false into a NaN-filled dx it gives the gradient g (every element written); with accumulate =
+// true into random starting values s it must give s + g (within a few ulps of rounding).
+inline void expect_dx_accumulates(const std::function<void(TensorView, bool)>& backward,
+                                  const Shape& dx_shape, uint64_t seed, const std::string& what) {
+  RngStream rng(seed, 99);
+  Buffer g(dx_shape, std::numeric_limits<float>::quiet_NaN());
+  backward(g.view(), false);
+  Buffer start = random_buffer(dx_shape, rng), acc = start;
+  backward(acc.view(), true);
+  Buffer want(dx_shape);
+  for (int64_t i = 0; i < want.numel(); ++i) want.values[i] = start.values[i] + g.values[i];
+  expect_close(acc, want, 1e-6, 1e-6, what + ": accumulate_dx gives start + gradient");
 }
 
 inline const std::vector<int64_t>& model_counts() {

@@ -44,7 +44,10 @@ inline float row_sum(const float* x, int64_t hw) {
   return s;
 }
 
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 inline float row_sq_dev(const float* x, int64_t hw, float mean) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < hw; ++i) {
@@ -137,6 +140,8 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
       const float* xr = xk + n * row_stride;
       const float* dyr = dyk + n * row_stride;
       float* dxr = dxk + n * row_stride;
+      // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
+      // body of an `omp simd` loop.
       if (a.accumulate_dx) {
 #pragma omp simd
         for (int64_t i = 0; i < hw; ++i) dxr[i] += af * dyr[i] + k1 * (xr[i] - mean) + k0;
@@ -144,6 +149,7 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
 #pragma omp simd
         for (int64_t i = 0; i < hw; ++i) dxr[i] = af * dyr[i] + k1 * (xr[i] - mean) + k0;
       }
+      // NOLINTEND(bugprone-branch-clone)
     }
   });
 }

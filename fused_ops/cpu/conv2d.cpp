@@ -37,9 +37,12 @@
 // refills what it reads. Per lane, the blocked copies of x/dx share one buffer and those of
 // y/dy another (about 2 activation-sized buffers per conv shape, per model-sized for a
 // per-model lane); backward converts each run's dy once for both of its primitives, running
-// backward-data and backward-weights model by model. Entries are never evicted (a network has a
-// handful of conv shapes). A global mutex guards the map and a per-entry mutex the entry's
-// memories, so concurrent calls are safe (and serialized per problem).
+// backward-data and backward-weights model by model. The cache holds at most
+// conv2d_cache_capacity() problems (32 by default: a network has a handful of conv shapes, but
+// every distinct last-batch size N is a problem of its own) and evicts the least recently used
+// one. A global mutex guards the map and a per-entry mutex the entry's memories, so concurrent
+// calls are safe (and serialized per problem); callers hold an entry by shared_ptr, so one
+// evicted while in use lives until its call returns.
 #include "fused_ops/conv2d.h"
 
 #if defined(__AVX512F__)
@@ -50,6 +53,7 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -161,10 +165,10 @@ struct ChannelBlocking {
 template <bool Add>
 inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t dst_ld) {
   __m512 r[16], t[16], u[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_ld);
+  for (int64_t i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_ld);
   // Within each 128-bit lane: 4 x 4 transposes of rows 4g..4g+3; u[4g+j] holds column j (+4k in
   // lane k) of those rows.
-  for (int g = 0; g < 4; ++g) {
+  for (int64_t g = 0; g < 4; ++g) {
     t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
     t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
     t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
@@ -180,7 +184,7 @@ inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t
     _mm512_storeu_ps(at, v);
   };
   // Gather lane k of u[j] from the four row groups: output row 4k + j.
-  for (int j = 0; j < 4; ++j) {
+  for (int64_t j = 0; j < 4; ++j) {
     const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of groups 0, 1
     const __m512 w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);  // lanes 1, 3
     const __m512 x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
@@ -237,7 +241,10 @@ void convert_channel_blocks(const ChannelBlocking& b, float* plain, float* block
 
 // When `user` is a plain [N, C, H, W] (channel slice) and `inner` a dense nChw16c / nChw8c
 // tensor of the same size: the geometry for convert_channel_blocks; otherwise blk = 0.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 ChannelBlocking channel_blocking(const memory::desc& user, const memory::desc& inner) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   ChannelBlocking b;
   const Dims dims = user.dims();
   if (dims.size() != 4 || user.data.format_kind != dnnl_blocked) return b;
@@ -391,6 +398,7 @@ struct Lane {
 // oneDNN, and, for per-model problems run across models, one single-threaded lane per thread.
 struct Entry {
   std::mutex mutex;
+  uint64_t last_used = 0;  // g_tick at the last lookup; guarded by g_cache_mutex
   Conv2dParams p;
   bool per_model = false;
   Geometry g;
@@ -410,7 +418,19 @@ Conv2dStrategy initial_strategy() {
 std::mutex g_cache_mutex;
 Conv2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_mutex
 // Keyed by the problem and the strategy asked for, so a strategy change builds new entries.
-std::map<std::pair<Conv2dParams, Conv2dStrategy>, std::unique_ptr<Entry>> g_cache;
+std::map<std::pair<Conv2dParams, Conv2dStrategy>, std::shared_ptr<Entry>> g_cache;
+int64_t g_capacity = 32;  // guarded by g_cache_mutex
+uint64_t g_tick = 0;      // guarded by g_cache_mutex
+
+// Drops least recently used entries until at most `keep` remain; g_cache_mutex held.
+void evict_down_to(int64_t keep) {
+  while (static_cast<int64_t>(g_cache.size()) > keep) {
+    auto oldest = g_cache.begin();
+    for (auto it = g_cache.begin(); it != g_cache.end(); ++it)
+      if (it->second->last_used < oldest->second->last_used) oldest = it;
+    g_cache.erase(oldest);
+  }
+}
 
 // kGrouped: grouped, unless that is impossible (a shared input with groups > 1). kPerModel: per
 // model for B > 1. kAuto: per model for B > 1 (run across the threads when B is a multiple of
@@ -440,16 +460,19 @@ void choose_strategy(Entry& e, Conv2dStrategy asked) {
   e.inside.fwd_pd = grouped_pd;
 }
 
-Entry& cached_entry(const Conv2dParams& p) {
+std::shared_ptr<Entry> cached_entry(const Conv2dParams& p) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
-  std::unique_ptr<Entry>& slot = g_cache[{p, g_strategy}];
-  if (!slot) {
-    auto e = std::make_unique<Entry>();
+  const auto key = std::make_pair(p, g_strategy);
+  auto it = g_cache.find(key);
+  if (it == g_cache.end()) {
+    auto e = std::make_shared<Entry>();
     e->p = p;
     choose_strategy(*e, g_strategy);
-    slot = std::move(e);
+    evict_down_to(g_capacity - 1);
+    it = g_cache.emplace(key, std::move(e)).first;
   }
-  return *slot;
+  it->second->last_used = ++g_tick;
+  return it->second;
 }
 
 Forward& forward_part(const Entry& e, Lane& lane) {
@@ -604,7 +627,8 @@ void for_each_run(Entry& e, bool sums_dx, F&& run) {
 void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   const TensorView &x = a.x, &weight = a.weight, &dy = a.dy, &dx = a.dx, &dweight = a.dweight,
                    &dbias = a.dbias;
-  Entry& e = cached_entry(p);
+  const std::shared_ptr<Entry> entry = cached_entry(p);
+  Entry& e = *entry;
   std::lock_guard<std::mutex> lock(e.mutex);
   const Geometry& g = e.g;
   const bool want_db = p.bias && !dbias.empty();
@@ -698,7 +722,8 @@ void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   if (uses_depthwise(p))
     return depthwise_conv2d_forward(p, x.data, weight.data, p.bias ? bias.data : nullptr, y.data);
   if (uses_direct(p)) return conv2d_direct_forward(p, x, weight, bias, y);
-  Entry& e = cached_entry(p);
+  const std::shared_ptr<Entry> entry = cached_entry(p);
+  Entry& e = *entry;
   std::lock_guard<std::mutex> lock(e.mutex);
   const Geometry& g = e.g;
   for_each_run(e, /*sums_dx=*/false, [&](Lane& lane, int64_t r, bool first) {
@@ -738,6 +763,17 @@ int64_t conv2d_cached_problems() {
   return static_cast<int64_t>(g_cache.size());
 }
 
+void set_conv2d_cache_capacity(int64_t problems) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_capacity = std::max<int64_t>(1, problems);
+  evict_down_to(g_capacity);
+}
+
+int64_t conv2d_cache_capacity() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  return g_capacity;
+}
+
 void set_conv2d_strategy(Conv2dStrategy strategy) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   g_strategy = strategy;
@@ -752,7 +788,7 @@ Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p) {
   check_conv2d_params(p);
   if (uses_depthwise(p)) return Conv2dStrategy::kDepthwise;
   if (uses_direct(p)) return Conv2dStrategy::kDirect;
-  return cached_entry(p).per_model ? Conv2dStrategy::kPerModel : Conv2dStrategy::kGrouped;
+  return cached_entry(p)->per_model ? Conv2dStrategy::kPerModel : Conv2dStrategy::kGrouped;
 }
 
 }  // namespace hfta::cpu

@@ -117,8 +117,11 @@ const float* padded_input(const Geometry& g, const float* x) {
 // y rows of output channels [oc0, oc0 + OCB) of one image. xp_n: the image's padded input;
 // y_n: the image's [BC, OH, OW] output; w: [BC, taps]; bias: [BC] or null.
 template <int V, int OCB>
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 void forward_block(const Geometry& g, const float* xp_n, const float* w, const float* bias,
                    float* y_n, int64_t oc0) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   const int64_t taps = g.taps();
   const float* wb = w + oc0 * taps;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -154,7 +157,10 @@ constexpr int kForwardBlock = V == 1   ? 16
                                        : 4;
 
 template <int V>
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 void forward_all(const Geometry& g, const float* xp, const float* w, const float* bias, float* y) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   constexpr int OCB = kForwardBlock<V>;
   const int64_t full_blocks = g.BC / OCB, blocks = full_blocks + (g.BC % OCB != 0);
   parallel_for(g.N * blocks, [&](int64_t i) {
@@ -192,8 +198,11 @@ void build_columns(const Geometry& g, const float* xp_n, float* cols) {
 // dy_n: the image's [BC, K] planes from channel oc on; cols: rows r.. of the image's columns.
 // Every column vector is loaded once for OCB channels, and every dy vector once for TB rows.
 template <int OCB, int TB>
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 void weight_grad_tile(const Geometry& g, const float* dy_n, const float* cols, __m512* acc_out,
                       int64_t slots) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   __m512 acc[OCB][TB];
 #pragma GCC unroll 8
   for (int o = 0; o < OCB; ++o)

@@ -90,6 +90,8 @@ void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a
       // dx = rstd * gdy + k1 * (x - mean) + k0
       const float k1 = -rstd * rstd * rstd * sum_gdy_xmu / static_cast<float>(F);
       const float k0 = -rstd * sum_gdy / static_cast<float>(F);
+      // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
+      // body of an `omp simd` loop.
       if (g && a.accumulate_dx) {
 #pragma omp simd
         for (int64_t f = 0; f < F; ++f) dxr[f] += rstd * (dyr[f] * g[f]) + k1 * (xr[f] - mean) + k0;
@@ -103,6 +105,7 @@ void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a
 #pragma omp simd
         for (int64_t f = 0; f < F; ++f) dxr[f] = rstd * dyr[f] + k1 * (xr[f] - mean) + k0;
       }
+      // NOLINTEND(bugprone-branch-clone)
     });
 
   const bool want_dgamma = p.affine && !dgamma.empty(), want_dbeta = p.affine && !dbeta.empty();
@@ -111,7 +114,7 @@ void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a
   // per thread), so a task walks long contiguous row segments; the sums over n run in the same
   // order whatever the split, so the result does not depend on it.
   const int64_t min_blocks = std::max<int64_t>((F + kMaxColumnBlock - 1) / kMaxColumnBlock,
-                                               (2 * num_threads() + p.B - 1) / p.B);
+                                               (2 * int64_t{num_threads()} + p.B - 1) / p.B);
   const int64_t width = std::min(kMaxColumnBlock, round_up((F + min_blocks - 1) / min_blocks, 16));
   const int64_t blocks = (F + width - 1) / width;
   parallel_for(p.B * blocks, [&](int64_t task) {

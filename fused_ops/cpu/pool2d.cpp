@@ -133,7 +133,10 @@ struct Window {
   int64_t start, end, padded_size;
 };
 
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 inline Window window(int64_t o, int64_t size, int64_t kernel, int64_t stride, int64_t pad) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   int64_t start = o * stride - pad;
   int64_t end = std::min(start + kernel, size + pad);
   int64_t padded_size = end - start;
@@ -286,8 +289,11 @@ void avg_pool_plane(const Geometry& g, bool count_include_pad, const float* padd
 // Average pooling backward of one plane: each dy / divisor spreads over its window in the padded
 // accumulator (zeroed here), whose interior is then written to dx (or added, `accumulate`).
 template <int kStride>
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 void avg_pool_backward_plane(const Geometry& g, bool count_include_pad, const float* dy,
                              float* padded, float* dx, bool accumulate) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   const int64_t s = g.sw;
   const Ints lanes = lane_offsets(static_cast<int32_t>(s));
   std::fill(padded, padded + g.H * g.Wp, 0.0f);

@@ -15,7 +15,10 @@ struct ModelConv {
   int64_t cout_g() const { return p.out_channels / p.groups; }
   int64_t x_channels() const { return p.shared_input ? p.in_channels : p.B * p.in_channels; }
   // Index of x[n, c, h, w] of model b (c is the model's own channel).
+  // NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in
+  // this file, at a few call sites that pass locals named like its parameters.
   int64_t x_index(int64_t n, int64_t c, int64_t h, int64_t w) const {
+    // NOLINTEND(bugprone-easily-swappable-parameters)
     const int64_t channel = (p.shared_input ? 0 : b * p.in_channels) + c;
     return ((n * x_channels() + channel) * p.H + h) * p.W + w;
   }

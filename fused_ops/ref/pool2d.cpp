@@ -24,7 +24,10 @@ struct Window {
   int64_t start, end, padded_size;
 };
 
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
+// file, at a few call sites that pass locals named like its parameters.
 Window window(int64_t o, int64_t size, int64_t kernel, int64_t stride, int64_t pad) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   int64_t start = o * stride - pad;
   int64_t end = std::min(start + kernel, size + pad);
   int64_t padded_size = end - start;

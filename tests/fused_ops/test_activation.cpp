@@ -221,5 +221,27 @@ TEST(Activation, BadInputsRaiseClearErrors) {
   EXPECT_THROW(activation_forward(bad_slope, {.x = x.view(), .y = y.view()}), Error);
 }
 
+TEST(Activation, AccumulateDxAddsToDx) {
+  const uint64_t seed = test::case_seed("Activation.AccumulateDxAddsToDx");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  for (auto kind : {ActivationKind::kRelu, ActivationKind::kLeakyRelu, ActivationKind::kGelu,
+                    ActivationKind::kTanh, ActivationKind::kSigmoid})
+    for (bool fast : {true, false}) {
+      const ActivationParams p{.kind = kind};
+      const Shape shape{3, 5, 37};
+      Buffer x = test::random_buffer(shape, rng, -3.0f, 3.0f), y(shape);
+      Buffer dy = test::random_buffer(shape, rng);
+      activation_forward(p, {.x = x.view(), .y = y.view()});
+      test::expect_dx_accumulates(
+          [&](TensorView dx, bool acc) {
+            const ActivationBackwardArgs a{
+                .x = x.view(), .y = y.view(), .dy = dy.view(), .dx = dx, .accumulate_dx = acc};
+            fast ? activation_backward(p, a) : ref::activation_backward(p, a);
+          },
+          shape, seed, fmt::format("{} fast={}", activation_name(kind), fast));
+    }
+}
+
 }  // namespace
 }  // namespace hfta

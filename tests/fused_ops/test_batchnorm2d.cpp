@@ -99,11 +99,13 @@ void check_fused_equals_serial(int64_t B, const BnCase& c, uint64_t seed) {
   // Two consecutive calls: running statistics must follow each model's own updates.
   Buffer x1 = random_buffer(p.x_shape(), rng, c.offset - 1.0f, c.offset + 1.0f);
   Buffer x2 = random_buffer(p.x_shape(), rng, c.offset - 1.0f, c.offset + 1.0f);
-  Buffer gamma = random_buffer(p.param_shape(), rng), beta = random_buffer(p.param_shape(), rng);
-  Buffer rmean = random_buffer(p.param_shape(), rng, c.offset - 0.5f, c.offset + 0.5f);
-  Buffer rvar = random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-  Buffer dy = random_buffer(p.y_shape(), rng);
-  Buffer dgamma = random_buffer(p.param_shape(), rng), dbeta = random_buffer(p.param_shape(), rng);
+  Buffer gamma = test::random_buffer(p.param_shape(), rng),
+         beta = random_buffer(p.param_shape(), rng);
+  Buffer rmean = test::random_buffer(p.param_shape(), rng, c.offset - 0.5f, c.offset + 0.5f);
+  Buffer rvar = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
+  Buffer dy = test::random_buffer(p.y_shape(), rng);
+  Buffer dgamma = test::random_buffer(p.param_shape(), rng),
+         dbeta = random_buffer(p.param_shape(), rng);
   const Buffer rmean0 = rmean, rvar0 = rvar, dgamma0 = dgamma, dbeta0 = dbeta;
   Buffer mean(p.param_shape()), rstd(p.param_shape()), y(p.y_shape()), dx(p.x_shape());
   BatchNorm2dSaved saved{mean.view(), rstd.view()};
@@ -198,8 +200,9 @@ TEST(BatchNorm2d, EmptyGradientsAreSkipped) {
   HFTA_SEEDED_TRACE(seed);
   RngStream rng(seed, 2);
   BatchNorm2dParams p{3, 4, 5, 3, 3};
-  Buffer x = random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
-  Buffer beta = random_buffer(p.param_shape(), rng), dy = random_buffer(p.y_shape(), rng);
+  Buffer x = test::random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
+  Buffer beta = test::random_buffer(p.param_shape(), rng),
+         dy = test::random_buffer(p.y_shape(), rng);
   Buffer mean(p.param_shape()), rstd(p.param_shape()), y(p.y_shape());
   BatchNorm2dSaved saved{mean.view(), rstd.view()};
   batchnorm2d_forward(p, {.x = x.view(),
@@ -313,11 +316,11 @@ TEST(BatchNorm2d, ReferenceGradientsMatchFiniteDifferences) {
     RngStream rng(seed, 1);
     BatchNorm2dParams p{2, 2, 2, 2, 3};
     p.training = training;
-    Buffer x = random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
-    Buffer gamma = random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-    Buffer beta = random_buffer(p.param_shape(), rng);
-    Buffer rmean = random_buffer(p.param_shape(), rng, -0.5f, 0.5f);
-    Buffer rvar = random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
+    Buffer x = test::random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
+    Buffer gamma = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
+    Buffer beta = test::random_buffer(p.param_shape(), rng);
+    Buffer rmean = test::random_buffer(p.param_shape(), rng, -0.5f, 0.5f);
+    Buffer rvar = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
     Buffer y(p.y_shape()), mean(p.param_shape()), rstd(p.param_shape());
     Buffer dx(p.x_shape()), dgamma(p.param_shape()), dbeta(p.param_shape());
     BatchNorm2dSaved saved{mean.view(), rstd.view()};
@@ -434,6 +437,80 @@ TEST(BatchNorm2d, BadShapesAndHyperparametersRaiseClearErrors) {
                                         .dgamma = gamma.view(),
                                         .dbeta = beta.view()}),
                Error);
+}
+
+// accumulate_dx adds the input gradient into dx, in training and eval, fast and reference.
+TEST(BatchNorm2d, AccumulateDxAddsToDx) {
+  const uint64_t seed = test::case_seed("BatchNorm2d.AccumulateDxAddsToDx");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  for (bool training : {true, false})
+    for (bool fast : {true, false}) {
+      BatchNorm2dParams p{3, 4, 5, 3, 7};
+      p.training = training;
+      Buffer x = test::random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
+      Buffer beta = test::random_buffer(p.param_shape(), rng),
+             dy = test::random_buffer(p.y_shape(), rng);
+      Buffer rm = test::random_buffer(p.param_shape(), rng),
+             rv = random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
+      Buffer mean(p.param_shape()), rstd(p.param_shape()), y(p.y_shape());
+      const BatchNorm2dSaved saved{mean.view(), rstd.view()};
+      batchnorm2d_forward(p, {.x = x.view(),
+                              .gamma = gamma.view(),
+                              .beta = beta.view(),
+                              .running_mean = rm.view(),
+                              .running_var = rv.view(),
+                              .saved = saved,
+                              .y = y.view()});
+      test::expect_dx_accumulates(
+          [&](TensorView dx, bool acc) {
+            const BatchNorm2dBackwardArgs a{.x = x.view(),
+                                            .gamma = gamma.view(),
+                                            .saved = saved,
+                                            .dy = dy.view(),
+                                            .dx = dx,
+                                            .accumulate_dx = acc};
+            fast ? batchnorm2d_backward(p, a) : ref::batchnorm2d_backward(p, a);
+          },
+          p.x_shape(), seed, fmt::format("training={} fast={}", training, fast));
+    }
+}
+
+// Running statistics over k = 3 training steps, worked out by hand (momentum 0.1, PyTorch's
+// running = 0.9 * running + 0.1 * batch statistic, UNBIASED variance for running_var). One
+// model, two channels, N = 2, H*W = 2; channel 0 holds {1, 2, 3, 4} shifted by the step,
+// channel 1 the constant-ish {5, 5, 5, 7}.
+//   channel 0, step s (s = 0, 1, 2): values {1+s, 2+s, 3+s, 4+s}: mean 2.5 + s, unbiased var 5/3
+//     running_mean: 0 -> 0.25 -> 0.25*0.9 + 0.35 = 0.575 -> 0.575*0.9 + 0.45 = 0.9675
+//     running_var:  1 -> 0.9 + 1/6 = 1.0666667 -> 0.96 + 1/6 = 1.1266667 -> 1.014 + 1/6 = 1.1806667
+//   channel 1, every step: {5, 5, 5, 7}: mean 5.5, squared deviations 0.25*3 + 2.25 = 3,
+//     unbiased var 3/3 = 1 (biased would be 0.75)
+//     running_mean: 0 -> 0.55 -> 1.045 -> 1.4905
+//     running_var:  1 -> 1 -> 1 -> 1            (a biased update would drift to 0.927)
+TEST(BatchNorm2d, RunningStatisticsOverThreeStepsByHand) {
+  for (bool fast : {true, false}) {
+    SCOPED_TRACE(fast ? "fast" : "reference");
+    BatchNorm2dParams p{1, 2, 2, 1, 2};  // B=1, N=2, C=2, H=1, W=2
+    p.momentum = 0.1;
+    p.affine = false;
+    Buffer rmean(p.param_shape(), 0.0f), rvar(p.param_shape(), 1.0f);
+    Buffer x(p.x_shape()), y(p.y_shape()), mean(p.param_shape()), rstd(p.param_shape());
+    for (int s = 0; s < 3; ++s) {
+      const float f = static_cast<float>(s);
+      // [N, C, H, W]: n=0: c0 {1, 2}, c1 {5, 5}; n=1: c0 {3, 4}, c1 {5, 7}.
+      x.values = {1 + f, 2 + f, 5, 5, 3 + f, 4 + f, 5, 7};
+      const BatchNorm2dForwardArgs a{.x = x.view(),
+                                     .running_mean = rmean.view(),
+                                     .running_var = rvar.view(),
+                                     .saved = {.mean = mean.view(), .rstd = rstd.view()},
+                                     .y = y.view()};
+      fast ? batchnorm2d_forward(p, a) : ref::batchnorm2d_forward(p, a);
+    }
+    EXPECT_NEAR(rmean.values[0], 0.9675, 1e-6);
+    EXPECT_NEAR(rvar.values[0], 1.0140 + 1.0 / 6.0, 1e-6);
+    EXPECT_NEAR(rmean.values[1], 1.4905, 1e-6);
+    EXPECT_NEAR(rvar.values[1], 1.0, 1e-6);
+  }
 }
 
 }  // namespace

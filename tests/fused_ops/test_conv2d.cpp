@@ -11,7 +11,7 @@
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
 #include "fused_ops/conv2d.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
@@ -54,22 +54,6 @@ Conv2dParams params_for(int64_t B, const ConvCase& c) {
   return p;
 }
 
-// Model b's channels [b*C, (b+1)*C) of a fused [N, B*C, H, W] tensor, as its own [N, C, H, W].
-Buffer channel_slice(const Buffer& t, int64_t b, int64_t C) {
-  const int64_t N = t.shape[0], BC = t.shape[1], HW = t.shape[2] * t.shape[3];
-  Buffer out(Shape{N, C, t.shape[2], t.shape[3]});
-  for (int64_t n = 0; n < N; ++n)
-    std::copy_n(t.values.data() + (n * BC + b * C) * HW, C * HW, out.data() + n * C * HW);
-  return out;
-}
-
-// Model b's slice of a replica-major [B, ...] parameter, as a B=1 buffer.
-Buffer replica_slice(const Buffer& t, int64_t b, Shape single) {
-  Buffer out(single);
-  std::copy_n(t.values.data() + b * single.numel_from(1), out.numel(), out.data());
-  return out;
-}
-
 // Everything of one fused problem, filled from one seed.
 struct Problem {
   Conv2dParams p;
@@ -86,163 +70,220 @@ struct Problem {
   TensorView bias_view() { return p.bias ? bias.view() : TensorView(); }
 };
 
-// Each model is run alone through the reference (B=1) and compared with its slice of the fused
-// CPU result: the "fused equals serial" contract, literally. want_dx = false asks for no input
-// gradient, as training asks of a first layer.
-void check_fused_equals_serial(int64_t B, const ConvCase& c, uint64_t seed, bool want_dx = true) {
-  HFTA_SEEDED_TRACE(seed);
-  Problem f(params_for(B, c), seed);
-  const Conv2dParams& p = f.p;
-  const cpu::Conv2dStrategy chosen = cpu::conv2d_strategy_for(p);
-  SCOPED_TRACE(std::string(chosen == cpu::Conv2dStrategy::kPerModel ? "per-model "
-                           : chosen == cpu::Conv2dStrategy::kDirect ? "direct "
-                                                                    : "grouped ") +
-               fmt::format("B={} N={} C={}->{} {}x{} k={}x{} s={}x{} pad={}x{} dil={}x{} g={} "
-                           "bias={} shared={}",
-                           B, c.N, c.cin, c.cout, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw,
-                           c.dh, c.dw, c.groups, c.bias, c.shared));
-  conv2d_forward(p,
-                 {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias_view(), .y = f.y.view()});
-  const Buffer dx_before = f.dx;
-  conv2d_backward(p, {.x = f.x.view(),
-                      .weight = f.w.view(),
-                      .dy = f.dy.view(),
-                      .dx = want_dx ? f.dx.view() : TensorView(),
-                      .dweight = f.dw.view(),
-                      .dbias = c.bias ? f.db.view() : TensorView()});
+using test::Layout;
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
 
-  Conv2dParams one = p;
-  one.B = 1;
-  const SumTolerance fwd_tol(c.cin / c.groups * c.kh * c.kw + 1);
-  const SumTolerance dx_tol((c.shared ? B : 1) * c.cout / c.groups * c.kh * c.kw);
-  const SumTolerance param_tol(c.N * p.out_h() * p.out_w());
-  Buffer dx_sum(p.x_shape());
-  for (int64_t b = 0; b < B; ++b) {
-    Buffer xb = c.shared ? f.x : channel_slice(f.x, b, c.cin);
-    Buffer wb = replica_slice(f.w, b, one.weight_shape());
-    Buffer biasb = replica_slice(f.bias, b, one.bias_shape());
-    Buffer dyb = channel_slice(f.dy, b, c.cout);
-    Buffer dwb = replica_slice(f.dw0, b, one.weight_shape());
-    Buffer dbb = replica_slice(f.db0, b, one.bias_shape());
-    Buffer yb(one.y_shape()), dxb(one.x_shape());
-    ref::conv2d_forward(one, {.x = xb.view(),
-                              .weight = wb.view(),
-                              .bias = c.bias ? biasb.view() : TensorView(),
-                              .y = yb.view()});
-    ref::conv2d_backward(one, {.x = xb.view(),
-                               .weight = wb.view(),
-                               .dy = dyb.view(),
-                               .dx = dxb.view(),
-                               .dweight = dwb.view(),
-                               .dbias = c.bias ? dbb.view() : TensorView()});
-    SCOPED_TRACE(fmt::format("model b={}", b));
-    expect_close(channel_slice(f.y, b, c.cout), yb, fwd_tol.atol, fwd_tol.rtol, "forward");
-    expect_close(replica_slice(f.dw, b, one.weight_shape()), dwb, param_tol.atol, param_tol.rtol,
-                 "weight grad (accumulated)");
-    if (c.bias)
-      expect_close(replica_slice(f.db, b, one.bias_shape()), dbb, param_tol.atol, param_tol.rtol,
-                   "bias grad (accumulated)");
-    else
-      expect_close(replica_slice(f.db, b, one.bias_shape()),
-                   replica_slice(f.db0, b, one.bias_shape()), 0.0, 0.0,
-                   "bias grad untouched when bias=false");
-    if (!want_dx) continue;
-    if (c.shared)
-      for (int64_t i = 0; i < dxb.numel(); ++i) dx_sum.values[i] += dxb.values[i];
-    else
-      expect_close(channel_slice(f.dx, b, c.cin), dxb, dx_tol.atol, dx_tol.rtol, "input grad");
+struct Conv2dOp {
+  using Params = Conv2dParams;
+  static std::string describe(const Conv2dParams& p) {
+    const cpu::Conv2dStrategy chosen = cpu::conv2d_strategy_for(p);
+    return fmt::format(
+        "{} N={} C={}->{} {}x{} k={}x{} s={}x{} pad={}x{} dil={}x{} g={} bias={} "
+        "shared={}",
+        chosen == cpu::Conv2dStrategy::kPerModel ? "per-model"
+        : chosen == cpu::Conv2dStrategy::kDirect ? "direct"
+                                                 : "grouped",
+        p.N, p.in_channels, p.out_channels, p.H, p.W, p.kernel_h, p.kernel_w, p.stride_h,
+        p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups, p.bias, p.shared_input);
   }
-  if (!want_dx)
-    expect_close(f.dx, dx_before, 0.0, 0.0, "skipped input grad untouched");
-  else if (c.shared)
-    expect_close(f.dx, dx_sum, dx_tol.atol, dx_tol.rtol, "shared input grad (sum)");
+  static std::vector<TensorSpec> tensors(const Conv2dParams& p, const OpCase<Conv2dParams>& c) {
+    const int64_t taps = p.kernel_h * p.kernel_w;
+    const SumTolerance fwd(p.in_channels / p.groups * taps + 1);
+    const SumTolerance dx(p.out_channels / p.groups * taps);
+    const SumTolerance param(p.N * p.out_h() * p.out_w());
+    const Layout xl = p.shared_input ? Layout::kShared : Layout::kChannels;
+    std::vector<TensorSpec> t = {
+        {.name = "x", .shape = p.x_shape(), .layout = xl, .channels = p.in_channels},
+        {.name = "weight", .shape = p.weight_shape()},
+        {.name = "dy",
+         .shape = p.y_shape(),
+         .layout = Layout::kChannels,
+         .channels = p.out_channels},
+        {.name = "y",
+         .shape = p.y_shape(),
+         .layout = Layout::kChannels,
+         .role = Role::kOutput,
+         .atol = fwd.atol,
+         .rtol = fwd.rtol,
+         .channels = p.out_channels},
+        {.name = "dweight",
+         .shape = p.weight_shape(),
+         .role = Role::kParamGrad,
+         .atol = param.atol,
+         .rtol = param.rtol},
+    };
+    if (p.bias) {
+      t.push_back({.name = "bias", .shape = p.bias_shape()});
+      t.push_back({.name = "dbias",
+                   .shape = p.bias_shape(),
+                   .role = Role::kParamGrad,
+                   .atol = param.atol,
+                   .rtol = param.rtol});
+    }
+    if (!c.no_dx)
+      t.push_back({.name = "dx",
+                   .shape = p.x_shape(),
+                   .layout = xl,
+                   .role = Role::kInputGrad,
+                   .atol = dx.atol,
+                   .rtol = dx.rtol,
+                   .channels = p.in_channels});
+    return t;
+  }
+  static void run(const Conv2dParams& p, const test::Views& v, const test::RunContext& ctx) {
+    const Conv2dForwardArgs f{.x = v("x"), .weight = v("weight"), .bias = v("bias"), .y = v("y")};
+    const Conv2dBackwardArgs b{.x = v("x"),
+                               .weight = v("weight"),
+                               .dy = v("dy"),
+                               .dx = v("dx"),
+                               .dweight = v("dweight"),
+                               .dbias = v("dbias"),
+                               .accumulate_dx = ctx.accumulate_dx};
+    if (ctx.ref) {
+      ref::conv2d_forward(p, f);
+      if (!ctx.forward_only) ref::conv2d_backward(p, b);
+    } else {
+      conv2d_forward(p, f);
+      conv2d_backward(p, b);
+    }
+  }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() {
+    return {{"x", "dx"}, {"weight", "dweight"}, {"bias", "dbias"}};
+  }
+  // Linear in every input: no truncation error; the rounding of the few outputs a perturbed
+  // element touches (|y| <~ 10, u|y| ~ 1e-6 each) over 2*eps.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 1e-3, 1e-3}; }
+};
+
+const char* strategy_name(cpu::Conv2dStrategy s) {
+  switch (s) {
+    case cpu::Conv2dStrategy::kGrouped:
+      return "grouped";
+    case cpu::Conv2dStrategy::kPerModel:
+      return "permodel";
+    case cpu::Conv2dStrategy::kDirect:
+      return "direct";
+    default:
+      return "auto";
+  }
 }
 
-TEST(Conv2d, FusedEqualsSerial) {
+OpCase<Conv2dParams> conv_case(const ConvCase& cc, int64_t B, cpu::Conv2dStrategy strategy,
+                               bool accumulate, bool no_dx, const std::string& suffix = "") {
+  OpCase<Conv2dParams> c;
+  c.p = params_for(B, cc);
+  c.B = B;
+  c.strategy = strategy;
+  c.accumulate_dx = accumulate && !no_dx;
+  c.no_dx = no_dx;
+  c.name = fmt::format("N{}_c{}to{}_{}x{}_k{}x{}_s{}x{}_p{}x{}_d{}x{}_g{}{}{}_B{}_{}{}{}{}", cc.N,
+                       cc.cin, cc.cout, cc.H, cc.W, cc.kh, cc.kw, cc.sh, cc.sw, cc.ph, cc.pw, cc.dh,
+                       cc.dw, cc.groups, cc.bias ? "" : "_nobias", cc.shared ? "_shared" : "", B,
+                       strategy_name(strategy), c.accumulate_dx ? "_acc" : "", no_dx ? "_nodx" : "",
+                       suffix);
+  return c;
+}
+
+// Every geometry under each way the CPU kernel maps the models onto oneDNN (its own choice,
+// grouped, per model), B below / equal to / above the 2 threads; half of them accumulate dx
+// (the blocked layouts' add-transposes, the plain layouts' sum reorders, a shared input's sum).
+std::vector<OpCase<Conv2dParams>> geometry_cases() {
   // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
   const ConvCase cases[] = {
-      {2, 3, 4, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // 3x3 pad 1, odd H/W
-      {3, 4, 6, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},    // stride 2
-      {2, 3, 5, 8, 7, 3, 2, 2, 1, 0, 1, 1, 1, 1, true, false},    // non-square kernel/stride/pad
-      {2, 3, 5, 9, 7, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false},    // dilation 2
-      {2, 2, 3, 9, 8, 3, 3, 2, 3, 1, 0, 2, 1, 1, true, false},    // dilation with stride
-      {2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},    // groups 2
-      {2, 6, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 6, true, false},    // depthwise, stride 2
-      {2, 6, 12, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 6, false, false},  // depthwise x2, no bias
-      {2, 3, 5, 7, 5, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, false},   // 5x5, bias off
-      {3, 16, 32, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},  // 1x1, blocked channels
-      {2, 16, 32, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // blocked 3x3
-      {1, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},  // blocked groups
-      {2, 2, 3, 8, 8, 3, 3, 3, 3, 2, 2, 1, 1, 1, true, false},    // stride leaves a remainder
-      {2, 2, 3, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // kernel larger than input
-      {2, 2, 3, 4, 5, 3, 3, 1, 2, 4, 3, 1, 1, 1, true, false},    // padding wider than kernel
-      {2, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // shared input
-      {2, 16, 16, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true},  // shared, stride, no bias
-      {2, 4, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, true},     // shared, groups 2
-      {2, 4, 4, 7, 5, 3, 3, 1, 1, 2, 2, 2, 2, 4, false, true},    // shared depthwise, dilation
+      {2, 3, 4, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},     // 3x3 pad 1, odd H/W
+      {3, 4, 6, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},     // stride 2
+      {2, 3, 5, 8, 7, 3, 2, 2, 1, 0, 1, 1, 1, 1, true, false},     // non-square kernel/stride/pad
+      {2, 3, 5, 9, 7, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false},     // dilation 2
+      {2, 2, 3, 9, 8, 3, 3, 2, 3, 1, 0, 2, 1, 1, true, false},     // dilation with stride
+      {2, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},     // groups 2
+      {2, 6, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 6, true, false},     // depthwise, stride 2
+      {2, 6, 12, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 6, false, false},   // depthwise x2, no bias
+      {2, 3, 5, 7, 5, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, false},    // 5x5, bias off
+      {3, 16, 32, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 1x1, blocked channels
+      {2, 16, 32, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},   // blocked 3x3, 64 pixels
+      {2, 16, 16, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},   // 16 pixels: one tile
+      {2, 16, 16, 3, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},   // 15 pixels: below a tile
+      {2, 16, 16, 1, 17, 1, 3, 1, 1, 0, 1, 1, 1, 1, true, false},  // 17 pixels: tile + 1
+      {1, 32, 32, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},   // blocked groups
+      {2, 2, 3, 8, 8, 3, 3, 3, 3, 2, 2, 1, 1, 1, true, false},     // stride leaves a remainder
+      {2, 2, 3, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},     // kernel larger than input
+      {2, 2, 3, 4, 5, 3, 3, 1, 2, 4, 3, 1, 1, 1, true, false},     // padding wider than kernel
+      {2, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},      // shared input
+      {2, 16, 16, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true},   // shared, stride, no bias
+      {2, 4, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, true},      // shared, groups 2
+      {2, 4, 4, 7, 5, 3, 3, 1, 1, 2, 2, 2, 2, 4, false, true},     // shared depthwise, dilation
   };
-  // Every case under both ways the CPU kernel maps the models onto oneDNN, and its own choice.
-  for (auto strategy : {cpu::Conv2dStrategy::kAuto, cpu::Conv2dStrategy::kGrouped,
-                        cpu::Conv2dStrategy::kPerModel}) {
-    StrategyScope scope(strategy);
-    uint64_t seed = test::seed_for_test();
-    for (int64_t B : test::model_counts())
-      for (const auto& c : cases) check_fused_equals_serial(B, c, seed++);
-  }
+  std::vector<OpCase<Conv2dParams>> out;
+  int64_t k = 0;
+  for (const ConvCase& cc : cases)
+    for (auto strategy : {cpu::Conv2dStrategy::kAuto, cpu::Conv2dStrategy::kGrouped,
+                          cpu::Conv2dStrategy::kPerModel})
+      for (int64_t B : {1, 2, 3}) {
+        OpCase<Conv2dParams> c = conv_case(cc, B, strategy, (k++ % 2) == 0, false);
+        c.fd =
+            B == 1 && strategy == cpu::Conv2dStrategy::kAuto && cc.N * cc.cin * cc.H * cc.W <= 64;
+        out.push_back(c);
+      }
+  return out;
 }
 
 // Per-model runs spread over the threads (each thread its own single-threaded primitives and
-// blocked copies) or one after another with every thread inside oneDNN: both equal the
-// reference, with two threads whatever the machine has, and B not a multiple of the threads.
-TEST(Conv2d, PerModelRunsAcrossThreads) {
+// blocked copies) or one after another with every thread inside oneDNN, B not always a multiple
+// of the threads.
+std::vector<OpCase<Conv2dParams>> parallelism_cases() {
   const ConvCase cases[] = {
       {2, 16, 32, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // blocked, our conversion
       {2, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // plain channels
       {2, 16, 16, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true},  // shared: dx sums the models
       {2, 4, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, true},     // shared, groups 2
   };
-  const int saved_threads = num_threads();
-  const cpu::ModelParallelism saved_mode = cpu::model_parallelism();
-  StrategyScope scope(cpu::Conv2dStrategy::kPerModel);
-  cpu::set_num_threads(2);
-  uint64_t seed = test::seed_for_test();
-  for (auto mode : {cpu::ModelParallelism::kAcrossModels, cpu::ModelParallelism::kInsideOp,
-                    cpu::ModelParallelism::kAuto}) {
-    cpu::set_model_parallelism(mode);
-    SCOPED_TRACE(fmt::format("model parallelism {}", static_cast<int>(mode)));
+  const std::pair<cpu::ModelParallelism, const char*> modes[] = {
+      {cpu::ModelParallelism::kAcrossModels, "_across"},
+      {cpu::ModelParallelism::kInsideOp, "_inside"},
+      {cpu::ModelParallelism::kAuto, "_autopar"}};
+  std::vector<OpCase<Conv2dParams>> out;
+  for (const auto& [mode, name] : modes)
     for (int64_t B : {2, 3, 8})
-      for (const auto& c : cases) check_fused_equals_serial(B, c, seed++);
-  }
-  cpu::set_model_parallelism(saved_mode);
-  cpu::set_num_threads(saved_threads);
+      for (const ConvCase& cc : cases) {
+        OpCase<Conv2dParams> c =
+            conv_case(cc, B, cpu::Conv2dStrategy::kPerModel, B != 3, false, name);
+        c.parallelism = mode;
+        out.push_back(c);
+      }
+  return out;
 }
 
-// The direct kernel (a shared input with few channels, stride 1): row widths of 1 to 4 vectors
-// with and without a partial last vector, output channels over all models not a multiple of the
-// kernel's channel block, more taps than one backward chunk holds (2 x 5x5, 7x7), no bias, no
-// padding; with and without the input gradient (training's first layer asks for none), and the
-// same cases forced onto oneDNN.
-TEST(Conv2d, DirectKernelForASharedInput) {
-  // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
-  const ConvCase cases[] = {
-      {3, 1, 32, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},  // LeNet's conv1, 2 vectors
-      {2, 1, 5, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // one full vector, 5 channels
-      {2, 1, 3, 4, 1, 3, 1, 1, 1, 1, 0, 1, 1, 1, false, true},    // 1 pixel wide, no bias
-      {2, 2, 6, 7, 40, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},    // 3 vectors, 50 taps
-      {1, 3, 4, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 4 full vectors
-      {2, 1, 7, 9, 11, 7, 7, 1, 1, 3, 3, 1, 1, 1, true, true},    // 7x7: 49 taps
-      {2, 4, 8, 6, 20, 3, 2, 1, 1, 0, 0, 1, 1, 1, true, true},    // 4 channels, no padding
-  };
-  uint64_t seed = test::seed_for_test();
-  for (const ConvCase& c : cases)
-    EXPECT_EQ(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kDirect)
-        << fmt::format("cin={} W={} k={}x{}", c.cin, c.W, c.kh, c.kw);
-  for (auto strategy : {cpu::Conv2dStrategy::kDirect, cpu::Conv2dStrategy::kPerModel}) {
-    StrategyScope scope(strategy);
-    for (int64_t B : test::model_counts())
-      for (const auto& c : cases)
-        for (bool want_dx : {false, true}) check_fused_equals_serial(B, c, seed++, want_dx);
-  }
+// The direct kernel (a shared input with few channels, stride 1): output rows of 1 to 4 vectors
+// of 16 with and without a partial last vector (15, 16, 17, 32, 33, 63, 64 pixels), output
+// channels over all models not a multiple of the kernel's channel block, more taps than one
+// backward chunk holds (2 x 5x5, 7x7), no bias, no padding; with and without the input
+// gradient (training's first layer asks for none), and the same cases forced onto oneDNN.
+const ConvCase kDirectCases[] = {
+    // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
+    {3, 1, 32, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},  // LeNet's conv1, 2 vectors
+    {2, 1, 5, 6, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // one full vector, 5 channels
+    {2, 1, 4, 5, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 15: one partial vector
+    {2, 1, 4, 5, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 17: a vector and one
+    {2, 1, 3, 4, 1, 3, 1, 1, 1, 1, 0, 1, 1, 1, false, true},    // 1 pixel wide, no bias
+    {2, 1, 3, 3, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 2 full vectors
+    {2, 1, 3, 3, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 2 vectors and one
+    {2, 2, 6, 7, 40, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},    // 3 vectors, 50 taps
+    {1, 1, 2, 3, 63, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 63: 4 vectors, last partial
+    {1, 3, 4, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},    // 4 full vectors
+    {2, 1, 7, 9, 11, 7, 7, 1, 1, 3, 3, 1, 1, 1, true, true},    // 7x7: 49 taps
+    {2, 4, 8, 6, 20, 3, 2, 1, 1, 0, 0, 1, 1, 1, true, true},    // 4 channels, no padding
+};
+
+std::vector<OpCase<Conv2dParams>> direct_cases() {
+  std::vector<OpCase<Conv2dParams>> out;
+  int64_t k = 0;
+  for (auto strategy : {cpu::Conv2dStrategy::kDirect, cpu::Conv2dStrategy::kPerModel})
+    for (const ConvCase& cc : kDirectCases)
+      for (int64_t B : {1, 2, 3})
+        for (bool no_dx : {true, false}) out.push_back(conv_case(cc, B, strategy, k++ % 2, no_dx));
   // Not for it: stride 2, 5 input channels, groups, a fused (unshared) input, rows wider than 64.
   const ConvCase others[] = {
       {2, 1, 4, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true},
@@ -251,13 +292,37 @@ TEST(Conv2d, DirectKernelForASharedInput) {
       {2, 1, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},
       {1, 1, 2, 3, 66, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},
   };
+  for (const ConvCase& cc : others)
+    out.push_back(conv_case(cc, 2, cpu::Conv2dStrategy::kDirect, false, true, "_notdirect"));
+  return out;
+}
+
+class Conv2dHarness : public ::testing::TestWithParam<OpCase<Conv2dParams>> {};
+TEST_P(Conv2dHarness, FusedEqualsSerial) { test::run_case<Conv2dOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Geometry, Conv2dHarness, ::testing::ValuesIn(geometry_cases()),
+                         test::CaseName());
+INSTANTIATE_TEST_SUITE_P(Parallelism, Conv2dHarness, ::testing::ValuesIn(parallelism_cases()),
+                         test::CaseName());
+INSTANTIATE_TEST_SUITE_P(Direct, Conv2dHarness, ::testing::ValuesIn(direct_cases()),
+                         test::CaseName());
+
+// The direct kernel is chosen exactly where it applies.
+TEST(Conv2d, DirectKernelAppliesToASharedInputWithFewChannels) {
+  for (const ConvCase& c : kDirectCases)
+    EXPECT_EQ(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kDirect)
+        << fmt::format("cin={} W={} k={}x{}", c.cin, c.W, c.kh, c.kw);
+  const ConvCase others[] = {
+      {2, 1, 4, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true},
+      {2, 5, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {2, 4, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, true},
+      {2, 1, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {1, 1, 2, 3, 66, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},
+  };
   StrategyScope scope(cpu::Conv2dStrategy::kDirect);
-  for (const ConvCase& c : others) {
+  for (const ConvCase& c : others)
     EXPECT_NE(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kDirect)
         << fmt::format("cin={} W={} stride={} groups={} shared={}", c.cin, c.W, c.sh, c.groups,
                        c.shared);
-    check_fused_equals_serial(2, c, seed++, /*want_dx=*/false);
-  }
 }
 
 TEST(Conv2d, StrategyChoice) {
@@ -367,6 +432,62 @@ TEST(Conv2d, PrimitiveCacheIsKeyedByTheWholeProblem) {
   EXPECT_EQ(p, params_for(2, a));
   p.dilation_w = 2;
   EXPECT_NE(p, params_for(2, a));
+}
+
+// The cache is bounded: every last-batch size N is a problem of its own, and the least
+// recently used problem is evicted beyond the capacity; a problem evicted and built again (and
+// one still cached while others come and go) gives the right results.
+TEST(Conv2d, PrimitiveCacheEvictsTheLeastRecentlyUsedProblem) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  EXPECT_EQ(cpu::conv2d_cache_capacity(), 32);
+  const ConvCase base{2, 16, 16, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false};
+  for (int64_t n = 1; n <= 40; ++n) {  // 40 last-batch sizes
+    ConvCase c = base;
+    c.N = n;
+    Problem f(params_for(2, c), seed);
+    conv2d_forward(f.p,
+                   {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
+    EXPECT_LE(cpu::conv2d_cached_problems(), 32);
+  }
+  EXPECT_EQ(cpu::conv2d_cached_problems(), 32);
+
+  struct CapacityScope {
+    int64_t saved = cpu::conv2d_cache_capacity();
+    ~CapacityScope() { cpu::set_conv2d_cache_capacity(saved); }
+  } restore;
+  cpu::set_conv2d_cache_capacity(2);
+  EXPECT_EQ(cpu::conv2d_cached_problems(), 2);
+  ConvCase a = base, b = base, d = base;
+  b.H = 9;
+  d.N = 3;
+  // a, b cached; a used again (b is now the oldest); d evicts b; b evicts a; a evicts d.
+  for (const ConvCase* c : {&a, &b, &a, &d, &b, &a, &d, &a}) {
+    Problem f(params_for(2, *c), seed), r(params_for(2, *c), seed);
+    conv2d_forward(f.p,
+                   {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
+    conv2d_backward(f.p, {.x = f.x.view(),
+                          .weight = f.w.view(),
+                          .dy = f.dy.view(),
+                          .dx = f.dx.view(),
+                          .dweight = f.dw.view(),
+                          .dbias = f.db.view()});
+    ref::conv2d_forward(
+        r.p, {.x = r.x.view(), .weight = r.w.view(), .bias = r.bias.view(), .y = r.y.view()});
+    ref::conv2d_backward(r.p, {.x = r.x.view(),
+                               .weight = r.w.view(),
+                               .dy = r.dy.view(),
+                               .dx = r.dx.view(),
+                               .dweight = r.dw.view(),
+                               .dbias = r.db.view()});
+    EXPECT_LE(cpu::conv2d_cached_problems(), 2);
+    const SumTolerance tol(c->N * c->H * c->W * c->cin * 9);
+    const std::string what = fmt::format("N={} H={}", c->N, c->H);
+    expect_close(f.y, r.y, tol.atol, tol.rtol, what + " forward");
+    expect_close(f.dx, r.dx, tol.atol, tol.rtol, what + " dx");
+    expect_close(f.dw, r.dw, tol.atol, tol.rtol, what + " dweight");
+    expect_close(f.db, r.db, tol.atol, tol.rtol, what + " dbias");
+  }
 }
 
 // Two threads running the same problem share one cache entry (its blocked copies and scratch):

@@ -243,5 +243,69 @@ TEST(Dropout, BadParametersRaiseClearErrors) {
       Error);
 }
 
+TEST(Dropout, AccumulateDxAddsToDx) {
+  const uint64_t seed = test::case_seed("Dropout.AccumulateDxAddsToDx");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  for (bool training : {true, false})
+    for (bool fast : {true, false}) {
+      const DropoutParams p = DropoutParams::model_major(3, 1000, 0.25f, training);
+      const Shape shape{3, 1000};
+      Buffer x = test::random_buffer(shape, rng), y(shape), mask(shape),
+             dy = test::random_buffer(shape, rng);
+      std::vector<RngStream> streams;
+      for (int64_t b = 0; b < 3; ++b) streams.push_back(RngStream::for_model(seed, b, kRngDropout));
+      dropout_forward(
+          p, {.x = x.view(), .streams = streams, .saved = {.mask = mask.view()}, .y = y.view()});
+      test::expect_dx_accumulates(
+          [&](TensorView dx, bool acc) {
+            const DropoutBackwardArgs a{
+                .saved = {.mask = mask.view()}, .dy = dy.view(), .dx = dx, .accumulate_dx = acc};
+            fast ? dropout_backward(p, a) : ref::dropout_backward(p, a);
+          },
+          shape, seed, fmt::format("training={} fast={}", training, fast));
+    }
+}
+
+// The keep scale and kept fraction written out by hand at p = 0.25, where the plausible mistakes
+// differ: kept elements are exactly x * 4/3 (not x * 0.75, x / 0.25 or x), dropped ones exactly
+// 0. Over M = 3 * 40000 draws the kept count is Binomial(M, 0.75): mean 90000, standard deviation
+// sqrt(M * 0.75 * 0.25) = 150; 6 standard deviations (+-900) fail once in 10^9 runs, while
+// keeping with probability p (a flipped comparison: 30000) or 0.5 is far outside.
+TEST(Dropout, KeepScaleAndFractionByHand) {
+  const uint64_t seed = test::case_seed("Dropout.KeepScaleAndFractionByHand");
+  HFTA_SEEDED_TRACE(seed);
+  for (bool fast : {true, false})
+    for (auto layout : {DropoutLayout::kModelMajor, DropoutLayout::kConvChannels}) {
+      SCOPED_TRACE(
+          fmt::format("fast={} conv_layout={}", fast, layout == DropoutLayout::kConvChannels));
+      const int64_t B = 3, N = 8, C = 5, HW = 1000;  // 40000 elements per model
+      const DropoutParams p = layout == DropoutLayout::kModelMajor
+                                  ? DropoutParams::model_major(B, N * C * HW, 0.25f, true)
+                                  : DropoutParams::conv_channels(B, N, C, HW, 0.25f, true);
+      const Shape shape =
+          layout == DropoutLayout::kModelMajor ? Shape{B, N * C * HW} : Shape{N, B * C, HW};
+      RngStream rng(seed, 0);
+      Buffer x = test::random_buffer(shape, rng, 0.5f, 2.0f), y(shape, 1e30f), mask(shape, 1e30f);
+      std::vector<RngStream> streams;
+      for (int64_t b = 0; b < B; ++b) streams.push_back(RngStream::for_model(seed, b, kRngDropout));
+      const DropoutForwardArgs a{
+          .x = x.view(), .streams = streams, .saved = {.mask = mask.view()}, .y = y.view()};
+      fast ? dropout_forward(p, a) : ref::dropout_forward(p, a);
+      const float four_thirds = 4.0f / 3.0f;  // 1 / (1 - 0.25), rounded once to float
+      int64_t kept = 0, wrong = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        if (mask.values[i] == 0.0f) {
+          wrong += y.values[i] != 0.0f;
+        } else {
+          ++kept;
+          wrong += mask.values[i] != four_thirds || y.values[i] != x.values[i] * four_thirds;
+        }
+      }
+      EXPECT_EQ(wrong, 0) << "kept elements must be exactly x * 4/3 and dropped ones 0";
+      EXPECT_NEAR(static_cast<double>(kept), 90000.0, 900.0) << "kept count";
+    }
+}
+
 }  // namespace
 }  // namespace hfta

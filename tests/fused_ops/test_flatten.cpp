@@ -43,9 +43,9 @@ void check_fused_equals_serial(int64_t B, const FlattenCase& c, uint64_t seed) {
   SCOPED_TRACE(fmt::format("B={} N={} C={} H={} W={}", B, c.N, c.C, c.H, c.W));
   const FlattenParams p{B, c.N, c.C, c.H, c.W};
   RngStream rng(seed, 0);
-  Buffer x = random_buffer(p.x_shape(), rng), dy = random_buffer(p.y_shape(), rng);
-  Buffer y = random_buffer(p.y_shape(), rng);   // garbage: forward must overwrite it
-  Buffer dx = random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
+  Buffer x = test::random_buffer(p.x_shape(), rng), dy = test::random_buffer(p.y_shape(), rng);
+  Buffer y = test::random_buffer(p.y_shape(), rng);   // garbage: forward must overwrite it
+  Buffer dx = test::random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
   flatten_forward(p, {.x = x.view(), .y = y.view()});
   flatten_backward(p, {.dy = dy.view(), .dx = dx.view()});
 
@@ -101,7 +101,7 @@ TEST(Flatten, ReferenceGradientMatchesFiniteDifferences) {
   HFTA_SEEDED_TRACE(seed);
   RngStream rng(seed, 1);
   const FlattenParams p{3, 2, 2, 3, 2};
-  Buffer x = random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
+  Buffer x = test::random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
   Buffer y(p.y_shape()), dx(p.x_shape());
   auto forward = [&] { ref::flatten_forward(p, {.x = x.view(), .y = y.view()}); };
   forward();
@@ -138,6 +138,23 @@ TEST(Flatten, BadShapesRaiseClearErrors) {
   bad.H = 0;
   expect_error_containing([&] { flatten_forward(bad, {.x = x.view(), .y = y.view()}); },
                           "flatten sizes must be positive, got B=2 N=3 C=4 H=0 W=6");
+}
+
+TEST(Flatten, AccumulateDxAddsToDx) {
+  const uint64_t seed = test::case_seed("Flatten.AccumulateDxAddsToDx");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  for (int64_t B : {1, 3})
+    for (bool fast : {true, false}) {
+      const FlattenParams p{B, 4, 3, 5, 7};
+      Buffer dy = test::random_buffer(p.y_shape(), rng);
+      test::expect_dx_accumulates(
+          [&](TensorView dx, bool acc) {
+            const FlattenBackwardArgs a{.dy = dy.view(), .dx = dx, .accumulate_dx = acc};
+            fast ? flatten_backward(p, a) : ref::flatten_backward(p, a);
+          },
+          p.x_shape(), seed, fmt::format("B={} fast={}", B, fast));
+    }
 }
 
 }  // namespace

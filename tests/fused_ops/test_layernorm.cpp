@@ -64,10 +64,12 @@ void check_fused_equals_serial(int64_t B, const LnCase& c, uint64_t seed) {
                            c.offset, c.eps));
   RngStream rng(seed, 0);
   LayerNormParams p{B, c.N, c.F, c.eps, c.affine};
-  Buffer x = random_buffer(p.x_shape(), rng, c.offset - 1.0f, c.offset + 1.0f);
-  Buffer gamma = random_buffer(p.param_shape(), rng), beta = random_buffer(p.param_shape(), rng);
-  Buffer dy = random_buffer(p.y_shape(), rng);
-  Buffer dgamma = random_buffer(p.param_shape(), rng), dbeta = random_buffer(p.param_shape(), rng);
+  Buffer x = test::random_buffer(p.x_shape(), rng, c.offset - 1.0f, c.offset + 1.0f);
+  Buffer gamma = test::random_buffer(p.param_shape(), rng),
+         beta = random_buffer(p.param_shape(), rng);
+  Buffer dy = test::random_buffer(p.y_shape(), rng);
+  Buffer dgamma = test::random_buffer(p.param_shape(), rng),
+         dbeta = random_buffer(p.param_shape(), rng);
   const Buffer dgamma0 = dgamma, dbeta0 = dbeta;  // accumulate semantics: nonzero start
   Buffer mean(p.saved_shape()), rstd(p.saved_shape()), y(p.y_shape()), dx(p.x_shape());
   LayerNormSaved saved{mean.view(), rstd.view()};
@@ -159,8 +161,9 @@ TEST(LayerNorm, EmptyGradientsAreSkipped) {
   HFTA_SEEDED_TRACE(seed);
   RngStream rng(seed, 2);
   LayerNormParams p{3, 5, 70};
-  Buffer x = random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
-  Buffer beta = random_buffer(p.param_shape(), rng), dy = random_buffer(p.y_shape(), rng);
+  Buffer x = test::random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
+  Buffer beta = test::random_buffer(p.param_shape(), rng),
+         dy = test::random_buffer(p.y_shape(), rng);
   Buffer mean(p.saved_shape()), rstd(p.saved_shape()), y(p.y_shape());
   LayerNormSaved saved{mean.view(), rstd.view()};
   layernorm_forward(
@@ -237,9 +240,9 @@ TEST(LayerNorm, ReferenceGradientsMatchFiniteDifferences) {
     RngStream rng(seed, 1);
     LayerNormParams p{2, 3, 5};
     p.affine = affine;
-    Buffer x = random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
-    Buffer gamma = random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-    Buffer beta = random_buffer(p.param_shape(), rng);
+    Buffer x = test::random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
+    Buffer gamma = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
+    Buffer beta = test::random_buffer(p.param_shape(), rng);
     Buffer y(p.y_shape()), mean(p.saved_shape()), rstd(p.saved_shape());
     Buffer dx(p.x_shape()), dgamma(p.param_shape()), dbeta(p.param_shape());
     LayerNormSaved saved{mean.view(), rstd.view()};
@@ -321,6 +324,39 @@ TEST(LayerNorm, BadShapesAndEpsRaiseClearErrors) {
                                       .dgamma = gamma.view(),
                                       .dbeta = beta.view()}),
                Error);
+}
+
+TEST(LayerNorm, AccumulateDxAddsToDx) {
+  const uint64_t seed = test::case_seed("LayerNorm.AccumulateDxAddsToDx");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  for (bool affine : {true, false})
+    for (bool fast : {true, false}) {
+      LayerNormParams p{3, 5, 37};
+      p.affine = affine;
+      Buffer x = test::random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
+      Buffer beta = test::random_buffer(p.param_shape(), rng),
+             dy = test::random_buffer(p.y_shape(), rng);
+      Buffer mean(p.saved_shape()), rstd(p.saved_shape()), y(p.y_shape());
+      const LayerNormSaved saved{mean.view(), rstd.view()};
+      const TensorView g = affine ? gamma.view() : TensorView();
+      layernorm_forward(p, {.x = x.view(),
+                            .gamma = g,
+                            .beta = affine ? beta.view() : TensorView(),
+                            .saved = saved,
+                            .y = y.view()});
+      test::expect_dx_accumulates(
+          [&](TensorView dx, bool acc) {
+            const LayerNormBackwardArgs a{.x = x.view(),
+                                          .gamma = g,
+                                          .saved = saved,
+                                          .dy = dy.view(),
+                                          .dx = dx,
+                                          .accumulate_dx = acc};
+            fast ? layernorm_backward(p, a) : ref::layernorm_backward(p, a);
+          },
+          p.x_shape(), seed, fmt::format("affine={} fast={}", affine, fast));
+    }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Fused linear: fused(B) equals B reference single-model runs; reference gradients equal finite
 // differences; bad shapes raise hfta::Error.
 #include "fused_ops/linear.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
@@ -10,82 +10,124 @@ using test::Buffer;
 using test::expect_close;
 using test::random_buffer;
 
-struct LinearCase {
-  int64_t N, fi, fo;
-  bool bias, shared;
-};
+using test::Layout;
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
 
-// Each model is run alone through the reference (B=1 views of its slices) and compared with its
-// slice of the fused CPU result: this is the "fused equals serial" contract, literally.
-void check_fused_equals_serial(int64_t B, const LinearCase& c, uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  SCOPED_TRACE(
-      fmt::format("B={} N={} fi={} fo={} bias={} shared={}", B, c.N, c.fi, c.fo, c.bias, c.shared));
-  RngStream rng(seed, 0);
-  LinearParams p{B, c.N, c.fi, c.fo, c.bias, c.shared};
-  Buffer x = random_buffer(p.x_shape(), rng), w = random_buffer(p.weight_shape(), rng);
-  Buffer bias = random_buffer(p.bias_shape(), rng), dy = random_buffer(p.y_shape(), rng);
-  Buffer y(p.y_shape()), dx(p.x_shape()), dw = random_buffer(p.weight_shape(), rng);
-  Buffer db = random_buffer(p.bias_shape(), rng);
-  Buffer dw0 = dw, db0 = db;  // accumulate semantics: start from nonzero gradients
-  linear_forward(p, {.x = x.view(), .weight = w.view(), .bias = bias.view(), .y = y.view()});
-  linear_backward(p, {.x = x.view(),
-                      .weight = w.view(),
-                      .dy = dy.view(),
-                      .dx = dx.view(),
-                      .dweight = dw.view(),
-                      .dbias = db.view()});
-
-  LinearParams one = p;
-  one.B = 1;
-  Buffer dx_sum(p.x_shape());
-  for (int64_t b = 0; b < B; ++b) {
-    auto slice = [&](Buffer& buf, Shape single, bool per_model = true) {
-      return TensorView(buf.data() + (per_model ? b * single.numel() : 0), single);
+struct LinearOp {
+  using Params = LinearParams;
+  static std::string describe(const LinearParams& p) {
+    return fmt::format("N={} fi={} fo={} bias={} shared={}", p.N, p.in_features, p.out_features,
+                       p.bias, p.shared_input);
+  }
+  static std::vector<TensorSpec> tensors(const LinearParams& p, const OpCase<LinearParams>& c) {
+    // fp32 GEMM vs the double-accumulated reference: error grows like sqrt(K) * 2^-24 * |terms|.
+    const double tol = 1e-5 * std::sqrt(double(std::max({p.in_features, p.out_features, p.N})));
+    const Layout xl = p.shared_input ? Layout::kShared : Layout::kModelMajor;
+    std::vector<TensorSpec> t = {
+        {.name = "x", .shape = p.x_shape(), .layout = xl},
+        {.name = "weight", .shape = p.weight_shape()},
+        {.name = "dy", .shape = p.y_shape()},
+        {.name = "y", .shape = p.y_shape(), .role = Role::kOutput, .atol = tol, .rtol = tol},
+        {.name = "dweight",
+         .shape = p.weight_shape(),
+         .role = Role::kParamGrad,
+         .atol = tol,
+         .rtol = tol},
     };
-    Buffer yb(one.y_shape()), dxb(one.x_shape());
-    Buffer dwb(one.weight_shape()), dbb(one.bias_shape());
-    std::copy_n(dw0.data() + b * dwb.numel(), dwb.numel(), dwb.data());
-    std::copy_n(db0.data() + b * dbb.numel(), dbb.numel(), dbb.data());
-    TensorView xb = slice(x, one.x_shape(), !c.shared);
-    ref::linear_forward(one, {.x = xb,
-                              .weight = slice(w, one.weight_shape()),
-                              .bias = slice(bias, one.bias_shape()),
-                              .y = yb.view()});
-    ref::linear_backward(one, {.x = xb,
-                               .weight = slice(w, one.weight_shape()),
-                               .dy = slice(dy, one.y_shape()),
-                               .dx = dxb.view(),
-                               .dweight = dwb.view(),
-                               .dbias = dbb.view()});
-    // fp32 GEMM vs double-accumulated reference: error grows like sqrt(K) * 2^-24 * |terms|.
-    const double tol = 1e-5 * std::sqrt(double(std::max({c.fi, c.fo, c.N})));
-    expect_close(y.data() + b * yb.numel(), yb.data(), yb.numel(), tol, tol, "forward");
-    expect_close(dw.data() + b * dwb.numel(), dwb.data(), dwb.numel(), tol, tol, "weight grad");
-    if (c.bias)
-      expect_close(db.data() + b * dbb.numel(), dbb.data(), dbb.numel(), tol, tol, "bias grad");
-    if (c.shared) {
-      for (int64_t i = 0; i < dxb.numel(); ++i) dx_sum.values[i] += dxb.values[i];
+    if (p.bias) {
+      t.push_back({.name = "bias", .shape = p.bias_shape()});
+      t.push_back({.name = "dbias",
+                   .shape = p.bias_shape(),
+                   .role = Role::kParamGrad,
+                   .atol = tol,
+                   .rtol = tol});
+    }
+    if (!c.no_dx)
+      t.push_back({.name = "dx",
+                   .shape = p.x_shape(),
+                   .layout = xl,
+                   .role = Role::kInputGrad,
+                   .atol = tol,
+                   .rtol = tol});
+    return t;
+  }
+  static void run(const LinearParams& p, const test::Views& v, const test::RunContext& ctx) {
+    const LinearForwardArgs f{.x = v("x"), .weight = v("weight"), .bias = v("bias"), .y = v("y")};
+    const LinearBackwardArgs b{.x = v("x"),
+                               .weight = v("weight"),
+                               .dy = v("dy"),
+                               .dx = v("dx"),
+                               .dweight = v("dweight"),
+                               .dbias = v("dbias"),
+                               .accumulate_dx = ctx.accumulate_dx};
+    if (ctx.ref) {
+      ref::linear_forward(p, f);
+      if (!ctx.forward_only) ref::linear_backward(p, b);
     } else {
-      expect_close(dx.data() + b * dxb.numel(), dxb.data(), dxb.numel(), tol, tol, "input grad");
+      linear_forward(p, f);
+      linear_backward(p, b);
     }
   }
-  if (c.shared) {
-    const double tol = 1e-5 * std::sqrt(double(B * c.fo));
-    expect_close(dx, dx_sum, tol, tol, "shared input grad (sum over models)");
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() {
+    return {{"x", "dx"}, {"weight", "dweight"}, {"bias", "dbias"}};
   }
+  // Linear in every input: no truncation error, rounding ~1e-7/eps.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 2e-4, 2e-4}; }
+};
+
+// Sizes on both sides of cpu/linear.cpp's switches: the column split (B < threads and
+// out_features >= 128: blocks of ceil(fo/splits) rounded up to 16 columns), SIMD width 16, B
+// below / equal to / above the thread count (2), both GEMM libraries.
+std::vector<OpCase<LinearParams>> linear_cases() {
+  struct Size {
+    int64_t N, fi, fo;
+  };
+  const Size sizes[] = {{1, 1, 1},    {5, 7, 3},    {4, 13, 15},  {3, 16, 16}, {6, 17, 17},
+                        {9, 31, 127}, {8, 33, 128}, {7, 20, 129}, {5, 9, 144}, {64, 784, 32}};
+  std::vector<OpCase<LinearParams>> cases;
+  for (const Size& s : sizes)
+    for (int64_t B : {1, 2, 3})
+      for (bool shared : {false, true}) {
+        for (auto gemm : {cpu::GemmBackend::kOneDnn, cpu::GemmBackend::kOpenBlas}) {
+          OpCase<LinearParams> c;
+          c.p = LinearParams{.N = s.N,
+                             .in_features = s.fi,
+                             .out_features = s.fo,
+                             .bias = (s.fo % 2) == 1,
+                             .shared_input = shared};
+          c.B = B;
+          c.gemm = gemm;
+          c.accumulate_dx = (s.fi + B) % 2 == 0;
+          c.no_dx = shared && s.fo == 32;  // the first layer of an MLP: no dx
+          c.fd = s.N * s.fi * s.fo <= 256 && B == 1;
+          c.name = fmt::format("N{}_fi{}_fo{}_B{}{}{}{}{}", s.N, s.fi, s.fo, B,
+                               shared ? "_shared" : "", c.p.bias ? "" : "_nobias",
+                               gemm == cpu::GemmBackend::kOneDnn ? "_onednn" : "_openblas",
+                               c.accumulate_dx ? "_acc" : "") +
+                   (c.no_dx ? "_nodx" : "");
+          cases.push_back(c);
+        }
+      }
+  // One thread (every B is >= threads) and forced parallelism modes go through the same runner.
+  for (int64_t B : {1, 3}) {
+    OpCase<LinearParams> c;
+    c.p = LinearParams{.N = 6, .in_features = 17, .out_features = 130, .bias = true};
+    c.B = B;
+    c.threads = 1;
+    c.accumulate_dx = B == 3;
+    c.name = fmt::format("N6_fi17_fo130_B{}_threads1{}", B, c.accumulate_dx ? "_acc" : "");
+    cases.push_back(c);
+  }
+  return cases;
 }
 
-TEST(Linear, FusedEqualsSerial) {
-  const LinearCase cases[] = {
-      {1, 1, 1, true, false},    {5, 7, 3, true, false}, {4, 13, 9, false, false},
-      {17, 33, 65, true, false}, {6, 5, 4, true, true},  {9, 31, 17, false, true},
-      {64, 784, 32, true, true},
-  };
-  uint64_t seed = test::seed_for_test();
-  for (int64_t B : test::model_counts())
-    for (const auto& c : cases) check_fused_equals_serial(B, c, seed++);
-}
+class LinearHarness : public ::testing::TestWithParam<OpCase<LinearParams>> {};
+TEST_P(LinearHarness, FusedEqualsSerial) { test::run_case<LinearOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, LinearHarness, ::testing::ValuesIn(linear_cases()),
+                         test::CaseName());
 
 TEST(Linear, ReferenceGradientsMatchFiniteDifferences) {
   for (bool shared : {false, true}) {

@@ -111,11 +111,11 @@ void check_fused_equals_serial(PoolKind kind, int64_t B, const PoolCase& c, uint
                   kind == PoolKind::kMax ? "max" : "avg", B, c.N, c.C, c.H, c.W, c.kh, c.kw, c.sh,
                   c.sw, c.ph, c.pw, c.ceil_mode, c.count_include_pad, p.out_h(), p.out_w()));
   RngStream rng(seed, 0);
-  Buffer x = random_buffer(p.x_shape(), rng), dy = random_buffer(p.y_shape(), rng);
+  Buffer x = test::random_buffer(p.x_shape(), rng), dy = test::random_buffer(p.y_shape(), rng);
   // Quantize some inputs so max windows hold ties (the first maximum must win).
   for (size_t i = 0; i < x.values.size(); i += 3) x.values[i] = std::round(x.values[i] * 2) / 2;
-  Buffer y = random_buffer(p.y_shape(), rng);   // garbage: forward must overwrite it
-  Buffer dx = random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
+  Buffer y = test::random_buffer(p.y_shape(), rng);   // garbage: forward must overwrite it
+  Buffer dx = test::random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
   IndexBuffer argmax(p.argmax_shape());
   const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
   pool2d_forward(p, {.x = x.view(), .saved = saved, .y = y.view()});
@@ -264,7 +264,7 @@ TEST(Pool2d, MaxForwardWithoutArgmax) {
   HFTA_SEEDED_TRACE(seed);
   RngStream rng(seed, 2);
   const Pool2dParams p = params_for(PoolKind::kMax, 3, {2, 3, 9, 7, 3, 2, 1, 2, 1, 1, true, true});
-  Buffer x = random_buffer(p.x_shape(), rng), y(p.y_shape()), y_eval(p.y_shape());
+  Buffer x = test::random_buffer(p.x_shape(), rng), y(p.y_shape()), y_eval(p.y_shape());
   IndexBuffer argmax(p.argmax_shape());
   pool2d_forward(p, {.x = x.view(), .saved = {argmax.view()}, .y = y.view()});
   pool2d_forward(p, {.x = x.view(), .saved = {}, .y = y_eval.view()});
@@ -289,7 +289,7 @@ TEST(Pool2d, ReferenceGradientsMatchFiniteDifferences) {
       for (int64_t i = 0; i < x.numel(); ++i) x.values[i] = 0.05f * float(i) - 1.0f;
       for (int64_t i = x.numel() - 1; i > 0; --i)
         std::swap(x.values[i], x.values[rng.below(static_cast<uint64_t>(i + 1))]);
-      Buffer g = random_buffer(p.y_shape(), rng), y(p.y_shape()), dx(p.x_shape());
+      Buffer g = test::random_buffer(p.y_shape(), rng), y(p.y_shape()), dx(p.x_shape());
       IndexBuffer argmax(p.argmax_shape());
       const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
       auto forward = [&] {
@@ -371,8 +371,8 @@ void check_adaptive_fused_equals_serial(int64_t B, const AdaptiveCase& c, uint64
                            c.out_w));
   const AdaptiveAvgPool2dParams p = adaptive_params(B, c);
   RngStream rng(seed, 4);
-  Buffer x = random_buffer(p.x_shape(), rng), dy = random_buffer(p.y_shape(), rng);
-  Buffer y = random_buffer(p.y_shape(), rng), dx = random_buffer(p.x_shape(), rng);
+  Buffer x = test::random_buffer(p.x_shape(), rng), dy = test::random_buffer(p.y_shape(), rng);
+  Buffer y = test::random_buffer(p.y_shape(), rng), dx = random_buffer(p.x_shape(), rng);
   adaptive_avg_pool2d_forward(p, {.x = x.view(), .y = y.view()});
   adaptive_avg_pool2d_backward(p, {.dy = dy.view(), .dx = dx.view()});
   // Bins span at most ceil(H/out_h)+1 rows, so K elements; an input element lies in at most
@@ -430,7 +430,7 @@ TEST(AdaptiveAvgPool2d, ReferenceGradientsMatchFiniteDifferences) {
     HFTA_SEEDED_TRACE(seed);
     RngStream rng(seed++, 5);
     const AdaptiveAvgPool2dParams p = adaptive_params(2, c);
-    Buffer x = random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
+    Buffer x = test::random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
     Buffer y(p.y_shape()), dx(p.x_shape());
     auto forward = [&] { ref::adaptive_avg_pool2d_forward(p, {.x = x.view(), .y = y.view()}); };
     forward();
@@ -454,6 +454,51 @@ TEST(AdaptiveAvgPool2d, BadShapesAndSizesRaiseClearErrors) {
   expect_error_containing(
       [&] { adaptive_avg_pool2d_backward(p, {.dy = y.view(), .dx = y.view()}); },
       "adaptive_avg_pool2d input gradient has shape");
+}
+
+TEST(Pool2d, AccumulateDxAddsToDx) {
+  const uint64_t seed = test::case_seed("Pool2d.AccumulateDxAddsToDx");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg})
+    for (int64_t stride : {1, 2})
+      for (bool fast : {true, false}) {
+        Pool2dParams p{.kind = kind,
+                       .B = 3,
+                       .N = 2,
+                       .C = 3,
+                       .H = 9,
+                       .W = 19,
+                       .kernel_h = 3,
+                       .kernel_w = 3,
+                       .stride_h = stride,
+                       .stride_w = stride,
+                       .pad_h = 1,
+                       .pad_w = 1};
+        Buffer x = test::random_buffer(p.x_shape(), rng), y(p.y_shape()),
+               dy = test::random_buffer(p.y_shape(), rng);
+        std::vector<int32_t> argmax(static_cast<size_t>(p.argmax_shape().numel()));
+        const Pool2dSaved saved{IndexView(argmax.data(), p.argmax_shape())};
+        pool2d_forward(p, {.x = x.view(), .saved = saved, .y = y.view()});
+        test::expect_dx_accumulates(
+            [&](TensorView dx, bool acc) {
+              const Pool2dBackwardArgs a{
+                  .saved = saved, .dy = dy.view(), .dx = dx, .accumulate_dx = acc};
+              fast ? pool2d_backward(p, a) : ref::pool2d_backward(p, a);
+            },
+            p.x_shape(), seed,
+            fmt::format("max={} stride={} fast={}", kind == PoolKind::kMax, stride, fast));
+      }
+  for (bool fast : {true, false}) {
+    AdaptiveAvgPool2dParams p{3, 2, 3, 7, 5, 3, 2};
+    Buffer dy = test::random_buffer(p.y_shape(), rng);
+    test::expect_dx_accumulates(
+        [&](TensorView dx, bool acc) {
+          const AdaptiveAvgPool2dBackwardArgs a{.dy = dy.view(), .dx = dx, .accumulate_dx = acc};
+          fast ? adaptive_avg_pool2d_backward(p, a) : ref::adaptive_avg_pool2d_backward(p, a);
+        },
+        p.x_shape(), seed, fmt::format("adaptive fast={}", fast));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,342 @@
+// One table-driven harness for every op family (in the spirit of ggml's test-backend-ops).
+//
+// A test file describes its op once, as an adapter (struct with Params, tensors(), run(),
+// describe(); see LinearOp in tests/fused_ops/test_linear.cpp), and lists cases: params, B,
+// threads, GEMM backend, conv strategy, accumulate_dx, no dx, finite differences. Each case is
+// its own gtest test (value-parameterized, named after the case), and run_case() checks:
+//   1. fast(B) == B reference single-model runs: every output, saved tensor, running state,
+//      parameter gradient and input gradient, model by model;
+//   2. outputs start as garbage (NaN and +-1e30, int -7), so an element a kernel forgets to
+//      write, or reads before writing, shows up; parameter gradients start random and must end
+//      at start + gradient (+=); input gradients start as garbage, or random with accumulate_dx
+//      (then they must end at start + gradient);
+//   3. with fd: the reference's gradients against central finite differences (model 0, B = 1).
+// Seeds: see tests/test_util.h (a case's seed depends only on HFTA_TEST_SEED and its name).
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/runtime.h"
+#include "core/parallel.h"
+#include "fused_ops/conv2d.h"
+#include "test_util.h"
+
+namespace hfta::test {
+
+// How a tensor holds the B models: [B, ...] (model b's block contiguous), [N, B*C, ...] (the
+// conv family's channels), or one tensor shared by every model (the minibatch, labels).
+enum class Layout { kModelMajor, kChannels, kShared };
+
+// kInput: random in [lo, hi]. kState: random in [lo, hi], updated in place (running stats).
+// kOutput / kSaved: written by the op (start as garbage). kParamGrad: accumulates (+=) onto a
+// random start. kInputGrad: written (garbage start), or accumulated onto a random start with
+// accumulate_dx; a kShared input gradient gets the sum over models.
+enum class Role { kInput, kState, kOutput, kSaved, kParamGrad, kInputGrad };
+
+struct TensorSpec {
+  std::string name;
+  Shape shape;  // for the params passed to tensors() (fused B, or B = 1)
+  Layout layout = Layout::kModelMajor;
+  Role role = Role::kInput;
+  double atol = 1e-5, rtol = 1e-5;
+  float lo = -1.0f, hi = 1.0f;  // kInput / kState values
+  bool is_index = false;        // int32 (argmax, labels): inputs draw integers in [lo, hi)
+  int64_t channels = 0;         // kChannels: channels per model (shape[1] = B * channels)
+};
+
+// The tensors of one run, by name; a name that is absent is an empty view.
+struct Views {
+  std::map<std::string, TensorView> f;
+  std::map<std::string, IndexView> i;
+  TensorView operator()(const std::string& name) const {
+    auto it = f.find(name);
+    return it == f.end() ? TensorView() : it->second;
+  }
+  IndexView index(const std::string& name) const {
+    auto it = i.find(name);
+    return it == i.end() ? IndexView() : it->second;
+  }
+};
+
+struct RunContext {
+  bool ref = false;         // run ref:: (else the dispatching fast path)
+  int64_t first_model = 0;  // model index of the first model in this run (for RNG streams)
+  bool accumulate_dx = false;
+  bool forward_only = false;  // finite differences re-run the forward alone
+  uint64_t seed = 0;          // the case's seed (dropout streams derive from it)
+};
+
+template <typename P>
+struct OpCase {
+  std::string name;  // [A-Za-z0-9_] only: it is the gtest name
+  P p{};             // p.B is overwritten by B
+  int64_t B = 1;
+  int threads = 2;
+  cpu::GemmBackend gemm = cpu::GemmBackend::kOneDnn;
+  cpu::Conv2dStrategy strategy = cpu::Conv2dStrategy::kAuto;
+  cpu::ModelParallelism parallelism = cpu::ModelParallelism::kAuto;
+  bool accumulate_dx = false;
+  bool no_dx = false;  // no input gradient wanted (a first layer)
+  bool fd = false;     // also check the reference against finite differences
+};
+
+template <typename P>
+void PrintTo(const OpCase<P>& c, std::ostream* os) {
+  *os << c.name;
+}
+
+// gtest's name generator for INSTANTIATE_TEST_SUITE_P.
+struct CaseName {
+  template <typename T>
+  std::string operator()(const ::testing::TestParamInfo<T>& info) const {
+    return info.param.name;
+  }
+};
+
+namespace detail {
+
+struct HBuf {
+  TensorSpec spec;
+  std::vector<float> f;
+  std::vector<int32_t> i;
+  int64_t numel() const { return spec.shape.numel(); }
+};
+
+inline void fill_garbage(HBuf& b) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float pattern[] = {nan, 1e30f, nan, -1e30f, nan, 3e29f};
+  for (size_t k = 0; k < b.f.size(); ++k) b.f[k] = pattern[k % 6];
+  for (auto& v : b.i) v = -7;
+}
+
+inline void fill_random(HBuf& b, RngStream& rng) {
+  for (auto& v : b.f) v = rng.uniform(b.spec.lo, b.spec.hi);
+  const int64_t range = std::max<int64_t>(1, int64_t(b.spec.hi) - int64_t(b.spec.lo));
+  for (auto& v : b.i) v = static_cast<int32_t>(int64_t(b.spec.lo) + int64_t(rng.below(range)));
+}
+
+inline HBuf make(const TensorSpec& s) {
+  HBuf b{s, {}, {}};
+  if (s.is_index)
+    b.i.assign(static_cast<size_t>(s.shape.numel()), 0);
+  else
+    b.f.assign(static_cast<size_t>(s.shape.numel()), 0.0f);
+  return b;
+}
+
+// Calls f(fused_offset, single_offset, count) for the runs of model b's slice.
+template <typename F>
+void for_each_run(const TensorSpec& fused, const TensorSpec& one, int64_t B, int64_t b, F&& f) {
+  switch (fused.layout) {
+    case Layout::kShared:
+      f(0, 0, one.shape.numel());
+      return;
+    case Layout::kModelMajor: {
+      const int64_t per = one.shape.numel();
+      f(b * per, 0, per);
+      return;
+    }
+    case Layout::kChannels: {
+      const int64_t N = fused.shape[0], run = one.shape.numel() / N;
+      for (int64_t n = 0; n < N; ++n) f((n * B + b) * run, n * run, run);
+      return;
+    }
+  }
+}
+
+template <typename T>
+void copy_slice(const std::vector<T>& from, std::vector<T>& to, const TensorSpec& fused,
+                const TensorSpec& one, int64_t B, int64_t b, bool to_single) {
+  for_each_run(fused, one, B, b, [&](int64_t fo, int64_t so, int64_t count) {
+    if (to_single)
+      std::copy_n(from.begin() + fo, count, to.begin() + so);
+    else
+      std::copy_n(from.begin() + so, count, to.begin() + fo);
+  });
+}
+
+inline Views views_of(std::map<std::string, HBuf>& bufs) {
+  Views v;
+  for (auto& [name, b] : bufs) {
+    if (b.spec.is_index)
+      v.i[name] = IndexView(b.i.data(), b.spec.shape);
+    else
+      v.f[name] = TensorView(b.f.data(), b.spec.shape);
+  }
+  return v;
+}
+
+// Restores the thread count, GEMM backend and conv strategy a case changed.
+struct Settings {
+  int threads = num_threads();
+  cpu::GemmBackend gemm = cpu::gemm_backend();
+  cpu::Conv2dStrategy strategy = cpu::conv2d_strategy();
+  cpu::ModelParallelism parallelism = cpu::model_parallelism();
+  ~Settings() {
+    cpu::set_model_parallelism(parallelism);
+    cpu::set_num_threads(threads);
+    cpu::set_gemm_backend(gemm);
+    cpu::set_conv2d_strategy(strategy);
+  }
+};
+
+}  // namespace detail
+
+// The reference's gradients (B = 1, from zero) against central finite differences of
+// L = sum over Op::loss_pairs() of output * output_gradient, for every Op::grad_pairs() entry.
+template <typename Op>
+void check_finite_differences(const typename Op::Params& p, const std::vector<TensorSpec>& specs,
+                              uint64_t seed) {
+  SCOPED_TRACE("reference vs finite differences");
+  RngStream rng(seed, 1);
+  std::map<std::string, detail::HBuf> bufs;
+  for (const TensorSpec& s : specs) {
+    detail::HBuf b = detail::make(s);
+    if (s.role == Role::kInput || s.role == Role::kState) detail::fill_random(b, rng);
+    bufs.emplace(s.name, std::move(b));
+  }
+  Views v = detail::views_of(bufs);
+  const RunContext full{.ref = true, .seed = seed};
+  Op::run(p, v, full);
+  RunContext fwd = full;
+  fwd.forward_only = true;
+  auto loss = [&] {
+    Op::run(p, v, fwd);
+    double l = 0.0;
+    for (const auto& [out, dout] : Op::loss_pairs()) {
+      const auto &o = bufs.at(out).f, &g = bufs.at(dout).f;
+      for (size_t e = 0; e < o.size(); ++e) l += double(o[e]) * g[e];
+    }
+    return l;
+  };
+  const auto [eps, atol, rtol] = Op::fd_tolerance();
+  for (const auto& [in, din] : Op::grad_pairs()) {
+    if (!bufs.count(in) || !bufs.count(din)) continue;
+    auto& x = bufs.at(in).f;
+    std::vector<float> numeric(x.size());
+    for (size_t e = 0; e < x.size(); ++e) {
+      const float saved = x[e];
+      x[e] = saved + static_cast<float>(eps);
+      const double plus = loss();
+      x[e] = saved - static_cast<float>(eps);
+      const double minus = loss();
+      x[e] = saved;
+      numeric[e] = static_cast<float>((plus - minus) / (2.0 * eps));
+    }
+    const auto& analytic = bufs.at(din).f;
+    expect_close(analytic.data(), numeric.data(), static_cast<int64_t>(numeric.size()), atol, rtol,
+                 din + " vs finite differences");
+  }
+}
+
+// Runs one case of adapter Op (see the top of this file).
+template <typename Op>
+void run_case(const OpCase<typename Op::Params>& c) {
+  using detail::HBuf;
+  const uint64_t seed = case_seed(c.name);
+  HFTA_CASE_TRACE(seed);
+  typename Op::Params fused_p = c.p, one_p = c.p;
+  fused_p.B = c.B;
+  one_p.B = 1;
+  SCOPED_TRACE(fmt::format("B={} threads={} gemm={} strategy={} accumulate_dx={} no_dx={} {}", c.B,
+                           c.threads, c.gemm == cpu::GemmBackend::kOneDnn ? "onednn" : "openblas",
+                           static_cast<int>(c.strategy), c.accumulate_dx, c.no_dx,
+                           Op::describe(fused_p)));
+  detail::Settings restore;
+  cpu::set_num_threads(c.threads);
+  cpu::set_gemm_backend(c.gemm);
+  cpu::set_conv2d_strategy(c.strategy);
+  cpu::set_model_parallelism(c.parallelism);
+
+  const std::vector<TensorSpec> fused_specs = Op::tensors(fused_p, c);
+  const std::vector<TensorSpec> one_specs = Op::tensors(one_p, c);
+  ASSERT_EQ(fused_specs.size(), one_specs.size());
+  RngStream rng(seed, 0);
+  std::map<std::string, HBuf> fused, start;
+  for (const TensorSpec& s : fused_specs) {
+    HBuf b = detail::make(s);
+    const bool random = s.role == Role::kInput || s.role == Role::kState ||
+                        s.role == Role::kParamGrad ||
+                        (s.role == Role::kInputGrad && c.accumulate_dx);
+    if (random)
+      detail::fill_random(b, rng);
+    else
+      detail::fill_garbage(b);
+    start.emplace(s.name, b);
+    fused.emplace(s.name, std::move(b));
+  }
+  {
+    Views v = detail::views_of(fused);
+    Op::run(fused_p, v, RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed});
+  }
+
+  // Model by model through the reference, each from its slice of the same starting values.
+  std::map<std::string, std::vector<double>> shared_grad_sum;  // kShared input gradients
+  for (int64_t b = 0; b < c.B; ++b) {
+    SCOPED_TRACE(fmt::format("model b={}", b));
+    std::map<std::string, HBuf> one;
+    for (size_t k = 0; k < one_specs.size(); ++k) {
+      const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
+      HBuf buf = detail::make(os);
+      const HBuf& from = start.at(fs.name);
+      if (os.is_index)
+        detail::copy_slice(from.i, buf.i, fs, os, c.B, b, true);
+      else
+        detail::copy_slice(from.f, buf.f, fs, os, c.B, b, true);
+      if (fs.role == Role::kInputGrad && fs.layout == Layout::kShared && !c.accumulate_dx)
+        std::fill(buf.f.begin(), buf.f.end(), 0.0f);  // written (=): start from zeros to sum
+      one.emplace(os.name, std::move(buf));
+    }
+    Views v = detail::views_of(one);
+    Op::run(
+        one_p, v,
+        RunContext{.ref = true, .first_model = b, .accumulate_dx = c.accumulate_dx, .seed = seed});
+    for (size_t k = 0; k < one_specs.size(); ++k) {
+      const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
+      if (fs.role == Role::kInput) continue;
+      const HBuf& got = fused.at(fs.name);
+      const HBuf& want = one.at(os.name);
+      if (fs.layout == Layout::kShared) {
+        // Summed over models: compare once all models ran.
+        auto& sum = shared_grad_sum[fs.name];
+        if (sum.empty()) sum.assign(want.f.size(), 0.0);
+        const HBuf& s0 = start.at(fs.name);
+        for (size_t e = 0; e < want.f.size(); ++e)
+          sum[e] += double(want.f[e]) - (c.accumulate_dx ? double(s0.f[e]) : 0.0);
+        continue;
+      }
+      if (os.is_index) {
+        std::vector<int32_t> slice(want.i.size());
+        detail::copy_slice(got.i, slice, fs, os, c.B, b, true);
+        int64_t misses = 0;
+        for (size_t e = 0; e < slice.size(); ++e) misses += slice[e] != want.i[e];
+        EXPECT_EQ(misses, 0) << fs.name << ": " << misses << " of " << slice.size()
+                             << " indices differ";
+      } else {
+        std::vector<float> slice(want.f.size());
+        detail::copy_slice(got.f, slice, fs, os, c.B, b, true);
+        expect_close(slice.data(), want.f.data(), static_cast<int64_t>(slice.size()), fs.atol,
+                     fs.rtol, fs.name);
+      }
+    }
+  }
+  for (auto& [name, sum] : shared_grad_sum) {
+    const HBuf& got = fused.at(name);
+    const HBuf& s0 = start.at(name);
+    std::vector<float> want(sum.size());
+    for (size_t e = 0; e < sum.size(); ++e)
+      want[e] = static_cast<float>(sum[e] + (c.accumulate_dx ? double(s0.f[e]) : 0.0));
+    const double scale = std::sqrt(double(c.B));
+    expect_close(got.f.data(), want.data(), static_cast<int64_t>(want.size()),
+                 got.spec.atol * scale, got.spec.rtol * scale, name + " (sum over models)");
+  }
+
+  if (c.fd) check_finite_differences<Op>(one_p, one_specs, seed);
+}
+
+}  // namespace hfta::test

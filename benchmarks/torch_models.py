@@ -87,3 +87,37 @@ def fixed_batch(step, batch, sample_shape, num_classes):
     x = torch.from_numpy(np.stack(rows).astype(np.float32)).reshape(batch, *sample_shape)
     y = torch.tensor([(7 * n + 3 * step) % num_classes for n in range(batch)], dtype=torch.int64)
     return x, y
+
+
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530  # datasets/fashion_mnist.h
+
+
+def fashion_mnist(split, directory=FASHION_MNIST_DIR):
+    """Images [n, 1, 28, 28] normalized as hfta's loader does, and int64 labels."""
+    import gzip
+    import os
+    prefix = "train" if split == "train" else "t10k"
+
+    def read(stem, offset):
+        path = os.path.join(directory, stem)
+        opener = gzip.open if os.path.exists(path + ".gz") else open
+        with opener(path + ".gz" if opener is gzip.open else path, "rb") as f:
+            return np.frombuffer(f.read(), dtype=np.uint8, offset=offset)
+
+    images = read(f"{prefix}-images-idx3-ubyte", 16).reshape(-1, 1, 28, 28)
+    labels = read(f"{prefix}-labels-idx1-ubyte", 8)
+    x = (images.astype(np.float32) / 255.0 - FASHION_MNIST_MEAN) / FASHION_MNIST_STD
+    return torch.from_numpy(x), torch.from_numpy(labels.astype(np.int64))
+
+
+def evaluate(model, x, y, batch=1000):
+    """Mean cross-entropy and accuracy of `model` in eval mode."""
+    model.eval()
+    loss, correct = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            logits = model(x[i:i + batch])
+            loss += F.cross_entropy(logits, y[i:i + batch], reduction="sum").item()
+            correct += (logits.argmax(1) == y[i:i + batch]).sum().item()
+    return loss / len(x), correct / len(x)

@@ -76,6 +76,37 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainCli, ::testing::Values("mlp", "lenet"));
 
+// The deep BatchNorm nets through the command, B = 4 and B = 1: model b's loss column is the same
+// fused and serial. Small learning rates and batches of 32: at large steps their fp32
+// trajectories are chaotic whatever computes them (tests/models/test_torch_golden.cpp).
+class TrainCliDeep : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(TrainCliDeep, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
+  const auto& [model, lrs] = GetParam();
+  const int64_t B = static_cast<int64_t>(std::count(lrs.begin(), lrs.end(), ',')) + 1;
+  const std::string common = "train --model " + model + " --dataset synthetic --lr " + lrs +
+                             " --epochs 2 --iters-per-epoch 2 --batch-size 32 --seed 3 "
+                             "--synthetic-size 256 --no-progress --out ";
+  TempDir fused_tmp(model + "_deep_fused"), serial_tmp(model + "_deep_serial");
+  test::CommandResult fused = run_hfta(common + fused_tmp.str() + " --fused");
+  ASSERT_EQ(fused.exit_code, 0) << fused.output();
+  test::CommandResult serial = run_hfta(common + serial_tmp.str() + " --serial");
+  ASSERT_EQ(serial.exit_code, 0) << serial.output();
+  auto f = losses(fused_tmp.str() + "/metrics.csv"), s = losses(serial_tmp.str() + "/metrics.csv");
+  ASSERT_EQ(f.size(), static_cast<size_t>(B * 4)) << "B models x 2 epochs x 2 steps";
+  for (const auto& [key, loss] : f) {
+    ASSERT_TRUE(s.count(key)) << "serial run lacks model " << key.first << " step " << key.second;
+    EXPECT_NEAR(loss, s[key], 2e-5 * std::fabs(s[key]) + 1e-6)
+        << "model " << key.first << " step " << key.second;
+  }
+  if (B > 1) EXPECT_NE(f[std::make_pair(0, 4)], f[std::make_pair(1, 4)]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, TrainCliDeep,
+    ::testing::Combine(::testing::Values("resnet18", "mobilenetv2"),
+                       ::testing::Values("0.00001", "0.00001,0.00003,0.000003,0.00002")));
+
 TEST(TrainCliErrors, BadFlagsNameTheProblem) {
   TempDir tmp("errors");
   const std::string out =

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Times one training step (forward, backward, Adam) of the same MLP and LeNet at batch 64 in hfta
-(B=1, via `hfta trial`) and in PyTorch on CPU, in one run, and prints PyTorch / hfta.
+"""Times one training step (forward, backward, Adam) of the same MLP, LeNet, ResNet-18 and
+MobileNetV2 at batch 64 in hfta (B=1, via `hfta trial`) and in PyTorch on CPU, in one run, and
+prints PyTorch / hfta.
 
 Needs Debian's python3-torch (`apt-get install python3-torch`); it is a benchmark, not a test.
 Both sides use the same thread count, synthetic data of the same shape, and flush denormals
@@ -10,6 +11,7 @@ alternating rounds so that a noisy neighbour affects both; each side's time is i
   /usr/bin/python3 benchmarks/torch_compare.py [--hfta build/hfta] [--threads 2] [--rounds 5]
 """
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -18,46 +20,27 @@ import time
 
 try:
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 except ImportError:
     sys.exit("torch_compare.py needs PyTorch: apt-get install python3-torch, "
              "and run it with /usr/bin/python3")
 
 
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2, self.fc3 = nn.Linear(784, 256), nn.Linear(256, 256), nn.Linear(256, 10)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models  # noqa: E402
 
-    def forward(self, x):
-        x = x.flatten(1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-
-class LeNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
-        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-        self.fc1, self.fc2 = nn.Linear(3136, 1024), nn.Linear(1024, 10)
-
-    def forward(self, x):
-        # ReLU after the pool, as hfta's LeNet: the same function and gradients as before it
-        # (max commutes with the monotone ReLU), on a quarter of the values.
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2(x), 2))
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
-
-
-MODELS = {"mlp": Mlp, "lenet": LeNet}
+# The sample shape `hfta trial --dataset synthetic` uses for each model (its default).
+SAMPLE_SHAPES = {"mlp": (1, 28, 28), "lenet": (1, 28, 28), "resnet18": (3, 32, 32),
+                 "mobilenetv2": (3, 32, 32)}
 
 
 def torch_step_ms(name, batch, warmup, steps):
     torch.manual_seed(1)
-    model = MODELS[name]()
+    shape = SAMPLE_SHAPES[name]
+    model = torch_models.build(name, shape, 10)
+    model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(batch, 1, 28, 28)
+    x = torch.randn(batch, *shape)
     y = torch.randint(0, 10, (batch,))
 
     def step():
@@ -91,21 +74,21 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--models", default="mlp,lenet")
+    ap.add_argument("--models", default="mlp,lenet,resnet18,mobilenetv2")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     print(f"PyTorch {torch.__version__}, {args.threads} threads; batch {args.batch_size}; "
           f"median of {args.rounds} alternating rounds")
-    print(f"{'model':<6} {'hfta ms':>9} {'torch ms':>9} {'torch/hfta':>10}")
+    print(f"{'model':<12} {'hfta ms':>9} {'torch ms':>9} {'torch/hfta':>10}")
     for name in args.models.split(","):
-        steps = 200 if name == "mlp" else 20
+        steps = {"mlp": 200, "lenet": 20}.get(name, 10)
         ours, theirs = [], []
         for _ in range(args.rounds):
             ours.append(hfta_step_ms(args.hfta, name, args.batch_size, 5, steps, args.threads))
             theirs.append(torch_step_ms(name, args.batch_size, 5, steps))
         o, t = statistics.median(ours), statistics.median(theirs)
-        print(f"{name:<6} {o:9.3f} {t:9.3f} {t / o:10.2f}", flush=True)
+        print(f"{name:<12} {o:9.3f} {t:9.3f} {t / o:10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 // Backward: dx = f'(.) * dy, written (=), or added (dx += f'(.) * dy) with accumulate_dx. dx may be
 // the same buffer as dy (in place) unless accumulating.
 // Backward reads the output y or the input x, never both (ActivationParams::backward_reads_output):
-//   from y: kRelu, kRelu6 (min(max(x, 0), 6): dx = dy where 0 < y < 6), kTanh, kSigmoid, and kLeakyRelu with negative_slope >= 0. x may be an empty
+//   from y: kRelu, kRelu6 (min(max(x, 0), 6): dx = dy where 0 < y < 6), kTanh, kSigmoid, and
+//   kLeakyRelu with negative_slope >= 0. x may be an empty
 //           view, so a model can run the forward in place and keep only y.
 //   from x: kGelu, and kLeakyRelu with negative_slope < 0 (y does not determine the sign of x).
 //           y may be an empty view; do not run the forward in place when backward is needed.

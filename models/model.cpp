@@ -63,9 +63,8 @@ void Model::backward() {
 std::vector<int64_t> Model::correct() const {
   std::vector<int64_t> counts(static_cast<size_t>(spec_.B), 0);
   CrossEntropyParams ce{spec_.B, net_.rows(), spec_.num_classes};
-  count_correct(ce, {.logits = net_.value(logits_),
-                     .labels = net_.index_value(labels_),
-                     .correct = counts});
+  count_correct(
+      ce, {.logits = net_.value(logits_), .labels = net_.index_value(labels_), .correct = counts});
   return counts;
 }
 

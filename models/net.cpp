@@ -17,9 +17,9 @@ struct Net::ValueInfo {
   Layout layout = Layout::kRows;
   bool shared = false;
   bool integer = false;
-  int producer = -1;           // node index; -1 for inputs
-  int last_consumer = -1;      // node index of the last node reading it
-  float* data = nullptr;       // capacity rows (inputs: the caller's batch)
+  int producer = -1;       // node index; -1 for inputs
+  int last_consumer = -1;  // node index of the last node reading it
+  float* data = nullptr;   // capacity rows (inputs: the caller's batch)
   int32_t* index_data = nullptr;
   float* grad_data = nullptr;  // null: no gradient flows into this value
   int64_t grad_offset = -1;    // bytes into the activation-gradient arena, when it has one
@@ -153,8 +153,7 @@ int Net::add_param(const std::string& leaf, const Shape& per_model, Init init, i
   return static_cast<int>(params_.size() - 1);
 }
 
-int Net::add_buffer(const std::string& leaf, const Shape& per_model, float initial,
-                    bool integer) {
+int Net::add_buffer(const std::string& leaf, const Shape& per_model, float initial, bool integer) {
   buffers_.push_back({scoped(leaf), TensorView(), initial, integer});
   buffer_shapes_.push_back(per_model);
   return static_cast<int>(buffers_.size() - 1);
@@ -167,9 +166,9 @@ int Net::add_saved(const Shape& whole, bool integer) {
 
 void Net::add_loss(Value per_model_loss) {
   check_value(per_model_loss, "add_loss");
-  HFTA_CHECK(info(per_model_loss).layout == Layout::kPerModel &&
-                 info(per_model_loss).features.rank() == 0,
-             "a loss must be one value per model");
+  HFTA_CHECK(
+      info(per_model_loss).layout == Layout::kPerModel && info(per_model_loss).features.rank() == 0,
+      "a loss must be one value per model");
   losses_.push_back(per_model_loss);
 }
 
@@ -201,8 +200,8 @@ void Net::plan_gradient_memory(size_t& bytes) {
     const size_t size = Arena::align_up(
         static_cast<size_t>(batch_shape({static_cast<int32_t>(id)}, capacity()).numel()) *
         sizeof(float));
-    intervals.push_back({static_cast<int>(id), is_loss ? -1 : last - vi.last_consumer,
-                         last - vi.producer, size});
+    intervals.push_back(
+        {static_cast<int>(id), is_loss ? -1 : last - vi.last_consumer, last - vi.producer, size});
   }
   std::sort(intervals.begin(), intervals.end(),
             [](const Interval& a, const Interval& b) { return a.birth < b.birth; });
@@ -232,7 +231,8 @@ void Net::plan_gradient_memory(size_t& bytes) {
   }
   size_t offset = 0;
   for (const Slot& s : slots) {
-    for (int id : s.values) values_[static_cast<size_t>(id)].grad_offset = static_cast<int64_t>(offset);
+    for (int id : s.values)
+      values_[static_cast<size_t>(id)].grad_offset = static_cast<int64_t>(offset);
     offset += s.bytes;
   }
   bytes = offset;
@@ -398,9 +398,8 @@ void Net::forward(bool training) {
                  "every input needs a batch of {} rows before forward()", n_);
   if (training) {
     for (int64_t b = 0; b < spec_.B; ++b)
-      dropout_streams_[static_cast<size_t>(b)] =
-          RngStream::for_model(spec_.seed ^ static_cast<uint64_t>(training_forwards_),
-                               spec_.model_ids[b], kRngDropout);
+      dropout_streams_[static_cast<size_t>(b)] = RngStream::for_model(
+          spec_.seed ^ static_cast<uint64_t>(training_forwards_), spec_.model_ids[b], kRngDropout);
     ++training_forwards_;
   }
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -455,9 +454,9 @@ void Net::backward() {
       pending_scratch_ = -1;
     }
     if (profile_)
-      backward_ms_[i] += std::chrono::duration<double, std::milli>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+      backward_ms_[i] +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
   }
 }
 
@@ -489,9 +488,9 @@ size_t Net::arena_bytes() const {
 }
 
 std::string Net::describe() const {
-  std::string out = fmt::format("x{}: {} parameters per model, {:.1f} MiB of arenas per model",
-                                spec_.B, params_per_model(),
-                                static_cast<double>(arena_bytes()) / spec_.B / (1 << 20));
+  std::string out =
+      fmt::format("x{}: {} parameters per model, {:.1f} MiB of arenas per model", spec_.B,
+                  params_per_model(), static_cast<double>(arena_bytes()) / spec_.B / (1 << 20));
   for (const auto& node : nodes_)
     out += fmt::format("\n  {} -> {}", node->describe(), info(node->output).features.str());
   return out;
@@ -504,8 +503,8 @@ void Net::reset_profile() {
 }
 
 std::string Net::profile_report() const {
-  std::string out = fmt::format("x{}: ms per step over {} steps (forward, backward)", spec_.B,
-                                profiled_steps_);
+  std::string out =
+      fmt::format("x{}: ms per step over {} steps (forward, backward)", spec_.B, profiled_steps_);
   const double steps = static_cast<double>(std::max<int64_t>(1, profiled_steps_));
   for (size_t i = 0; i < nodes_.size(); ++i)
     out += fmt::format("\n  {:<56} {:8.3f} {:8.3f}", nodes_[i]->describe(), forward_ms_[i] / steps,

@@ -57,10 +57,10 @@ struct Value {
 
 // How a parameter's initial values are drawn, per model, from its init stream.
 enum class InitRule {
-  kUniformFanIn,          // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv default
-  kKaimingNormalFanOut,   // N(0, 2 / fan_out): kaiming_normal_(mode="fan_out", relu)
-  kNormal,                // N(0, value^2)
-  kConstant,              // value
+  kUniformFanIn,         // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv default
+  kKaimingNormalFanOut,  // N(0, 2 / fan_out): kaiming_normal_(mode="fan_out", relu)
+  kNormal,               // N(0, value^2)
+  kConstant,             // value
 };
 struct Init {
   InitRule rule = InitRule::kUniformFanIn;
@@ -79,7 +79,7 @@ struct Param {
   TensorView value;
   TensorView grad;
   Init init;
-  int64_t fan_in = 1;   // single-model fans, as PyTorch computes them for this tensor
+  int64_t fan_in = 1;  // single-model fans, as PyTorch computes them for this tensor
   int64_t fan_out = 1;
   ParamKind kind = ParamKind::kWeight;
   // Stored [in, out] here and [out, in] in PyTorch (Linear weights): export transposes it.
@@ -294,7 +294,7 @@ class Net {
   std::vector<Value> losses_;
   bool finalized_ = false;
   Arena param_arena_, grad_arena_, buffer_arena_, act_arena_, act_grad_arena_;
-  TensorView scratch_;  // an input gradient for ops that cannot accumulate, then added
+  TensorView scratch_;            // an input gradient for ops that cannot accumulate, then added
   int32_t pending_scratch_ = -1;  // the value whose gradient scratch_ holds during a backward
   std::vector<RngStream> dropout_streams_;
   int64_t training_forwards_ = 0;

@@ -19,6 +19,13 @@ namespace {
 
 std::string no_bias(bool bias) { return bias ? "" : ", no bias"; }
 
+// An op's parameters, recorded for the net's capacity, for the n rows of this forward.
+template <typename Params>
+Params with_rows(Params p, int64_t n) {
+  p.N = n;
+  return p;
+}
+
 class Conv2dNode : public Node {
  public:
   Conv2dNode(std::string name, Conv2dParams p, int weight, int bias)
@@ -30,12 +37,14 @@ class Conv2dNode : public Node {
                        no_bias(p_.bias));
   }
   void forward(Net& net, int64_t n, bool) override {
-    Conv2dParams p = rows(n);
-    conv2d_forward(p, {.x = input(net, p), .weight = net.param(weight_).value,
-                       .bias = bias_value(net), .y = net.value(output)});
+    Conv2dParams p = with_rows(p_, n);
+    conv2d_forward(p, {.x = input(net, p),
+                       .weight = net.param(weight_).value,
+                       .bias = bias_value(net),
+                       .y = net.value(output)});
   }
   void backward(Net& net, int64_t n) override {
-    Conv2dParams p = rows(n);
+    Conv2dParams p = with_rows(p_, n);
     InputGrad dx = net.input_grad(*this, 0);
     conv2d_backward(p, {.x = input(net, p),
                         .weight = net.param(weight_).value,
@@ -57,11 +66,6 @@ class Conv2dNode : public Node {
   }
 
  private:
-  Conv2dParams rows(int64_t n) const {
-    Conv2dParams p = p_;
-    p.N = n;
-    return p;
-  }
   TensorView input(Net& net, const Conv2dParams& p) const {
     return net.value(inputs[0]).reshaped(p.x_shape());
   }
@@ -82,14 +86,14 @@ class LinearNode : public Node {
                        no_bias(p_.bias));
   }
   void forward(Net& net, int64_t n, bool) override {
-    LinearParams p = rows(n);
+    LinearParams p = with_rows(p_, n);
     linear_forward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
                        .weight = net.param(weight_).value,
                        .bias = bias_ >= 0 ? net.param(bias_).value : TensorView(),
                        .y = net.value(output)});
   }
   void backward(Net& net, int64_t n) override {
-    LinearParams p = rows(n);
+    LinearParams p = with_rows(p_, n);
     InputGrad dx = net.input_grad(*this, 0);
     linear_backward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
                         .weight = net.param(weight_).value,
@@ -106,11 +110,6 @@ class LinearNode : public Node {
   }
 
  private:
-  LinearParams rows(int64_t n) const {
-    LinearParams p = p_;
-    p.N = n;
-    return p;
-  }
   std::string name_;
   LinearParams p_;
   int weight_, bias_;
@@ -129,9 +128,7 @@ class BatchNorm2dNode : public Node {
         batches_(batches),
         saved_mean_(saved_mean),
         saved_rstd_(saved_rstd) {}
-  std::string describe() const override {
-    return fmt::format("{}: BatchNorm2d({})", name_, p_.C);
-  }
+  std::string describe() const override { return fmt::format("{}: BatchNorm2d({})", name_, p_.C); }
   void forward(Net& net, int64_t n, bool training) override {
     BatchNorm2dParams p = rows(n, training);
     last_training_ = training;
@@ -163,8 +160,7 @@ class BatchNorm2dNode : public Node {
 
  private:
   BatchNorm2dParams rows(int64_t n, bool training) const {
-    BatchNorm2dParams p = p_;
-    p.N = n;
+    BatchNorm2dParams p = with_rows(p_, n);
     p.training = training;
     return p;
   }
@@ -208,11 +204,11 @@ class Pool2dNode : public Node {
                        p_.effective_stride_h(), p_.pad_h);
   }
   void forward(Net& net, int64_t n, bool) override {
-    Pool2dParams p = rows(n);
+    Pool2dParams p = with_rows(p_, n);
     pool2d_forward(p, {.x = net.value(inputs[0]), .saved = saved(net, p), .y = net.value(output)});
   }
   void backward(Net& net, int64_t n) override {
-    Pool2dParams p = rows(n);
+    Pool2dParams p = with_rows(p_, n);
     InputGrad dx = net.input_grad(*this, 0);
     if (dx.view.empty()) return;
     pool2d_backward(p, {.saved = saved(net, p),
@@ -229,11 +225,6 @@ class Pool2dNode : public Node {
   }
 
  private:
-  Pool2dParams rows(int64_t n) const {
-    Pool2dParams p = p_;
-    p.N = n;
-    return p;
-  }
   Pool2dSaved saved(Net& net, const Pool2dParams& p) const {
     if (argmax_ < 0) return {};
     return {IndexView(net.saved_index(argmax_).data, p.argmax_shape())};
@@ -249,13 +240,11 @@ class AdaptiveAvgPool2dNode : public Node {
     return fmt::format("AdaptiveAvgPool2d({}, {})", p_.out_h, p_.out_w);
   }
   void forward(Net& net, int64_t n, bool) override {
-    AdaptiveAvgPool2dParams p = p_;
-    p.N = n;
+    const AdaptiveAvgPool2dParams p = with_rows(p_, n);
     adaptive_avg_pool2d_forward(p, {.x = net.value(inputs[0]), .y = net.value(output)});
   }
   void backward(Net& net, int64_t n) override {
-    AdaptiveAvgPool2dParams p = p_;
-    p.N = n;
+    const AdaptiveAvgPool2dParams p = with_rows(p_, n);
     InputGrad dx = net.input_grad(*this, 0);
     if (dx.view.empty()) return;
     adaptive_avg_pool2d_backward(
@@ -272,13 +261,11 @@ class FlattenNode : public Node {
   explicit FlattenNode(FlattenParams p) : p_(p) {}
   std::string describe() const override { return "Flatten"; }
   void forward(Net& net, int64_t n, bool) override {
-    FlattenParams p = p_;
-    p.N = n;
+    const FlattenParams p = with_rows(p_, n);
     flatten_forward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()), .y = net.value(output)});
   }
   void backward(Net& net, int64_t n) override {
-    FlattenParams p = p_;
-    p.N = n;
+    const FlattenParams p = with_rows(p_, n);
     InputGrad dx = net.input_grad(*this, 0);
     if (dx.view.empty()) return;
     flatten_backward(p, {.dy = net.grad(output),
@@ -436,8 +423,7 @@ Value Net::linear(Value x, const std::string& name, const LinearSpec& s) {
                  .out_features = s.out_features,
                  .bias = s.bias,
                  .shared_input = shared(x)};
-  HFTA_CHECK(s.out_features > 0, "{}: out_features must be positive, got {}", what,
-             s.out_features);
+  HFTA_CHECK(s.out_features > 0, "{}: out_features must be positive, got {}", what, s.out_features);
   const int weight = add_param(name + ".weight", p.weight_shape().drop_front(), s.weight_init,
                                p.in_features, p.out_features, ParamKind::kWeight,
                                /*torch_transposed=*/true);
@@ -465,8 +451,8 @@ Value Net::batchnorm2d(Value x, const std::string& name, double eps, double mome
     fail("{}: {}", what, e.what());
   }
   const Shape c{f[0]};
-  const int weight = add_param(name + ".weight", c, Init::constant(1.0f), f[0], f[0],
-                               ParamKind::kNorm);
+  const int weight =
+      add_param(name + ".weight", c, Init::constant(1.0f), f[0], f[0], ParamKind::kNorm);
   const int bias = add_param(name + ".bias", c, Init::constant(0.0f), f[0], f[0], ParamKind::kNorm);
   const int mean = add_buffer(name + ".running_mean", c, 0.0f, false);
   const int var = add_buffer(name + ".running_var", c, 1.0f, false);

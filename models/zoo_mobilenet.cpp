@@ -14,8 +14,7 @@ namespace hfta {
 namespace {
 
 // Conv2dNormActivation: conv (no bias) "0", BatchNorm "1", ReLU6 (no parameters) "2".
-Value conv_bn_relu6(Net& n, Value x, int64_t out, int64_t kernel, int64_t stride,
-                    int64_t groups) {
+Value conv_bn_relu6(Net& n, Value x, int64_t out, int64_t kernel, int64_t stride, int64_t groups) {
   Value h = n.conv2d(x, "0",
                      {.out_channels = out,
                       .kernel = kernel,
@@ -55,8 +54,8 @@ Value define_mobilenetv2(Net& n, Value images, int64_t num_classes) {
   struct Stage {
     int64_t expand, channels, repeats, stride;
   };
-  const Stage stages[] = {{1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2},  {6, 64, 4, 2},
-                          {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
+  const Stage stages[] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                          {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
   Value h;
   {
     auto features = n.scope("features");

@@ -263,8 +263,8 @@ std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimize
     out.push_back({names[i], v.shape, std::vector<float>(v.data, v.data + v.numel())});
   }
   for (const ModelBuffer& b : model.buffers())
-    out.push_back({b.name, b.value.shape,
-                   std::vector<float>(b.value.data, b.value.data + b.value.numel())});
+    out.push_back(
+        {b.name, b.value.shape, std::vector<float>(b.value.data, b.value.data + b.value.numel())});
   if (optimizer == nullptr) return out;
   for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
     const float* base = optimizer->state_buffer(s);

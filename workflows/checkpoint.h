@@ -34,7 +34,7 @@ struct CheckpointTensor {
 
 struct Checkpoint {
   // What was trained.
-  std::string model;  // architecture, as make_model() knows it
+  std::string model;                  // architecture, as make_model() knows it
   std::vector<int64_t> sample_shape;  // one sample, as the data gave it (e.g. [3, 32, 32])
   int64_t num_classes = 0;
   double dropout = -1.0;  // --dropout, or negative for the architecture's own

@@ -1,7 +1,6 @@
 #include "workflows/export.h"
 
 #include <fmt/format.h>
-
 #include <fmt/ranges.h>
 
 #include <cmath>
@@ -28,7 +27,8 @@ std::vector<SafeTensor> state_dict(const Model& model, int64_t b) {
       t.shape = {outs, in};
       t.floats.resize(static_cast<size_t>(v.numel()));
       for (int64_t i = 0; i < in; ++i)
-        for (int64_t o = 0; o < outs; ++o) t.floats[static_cast<size_t>(o * in + i)] = v[i * outs + o];
+        for (int64_t o = 0; o < outs; ++o)
+          t.floats[static_cast<size_t>(o * in + i)] = v[i * outs + o];
     } else {
       t.shape.assign(v.shape.begin(), v.shape.end());
       t.floats.assign(v.data, v.data + v.numel());

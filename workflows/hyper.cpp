@@ -114,7 +114,9 @@ const std::vector<HyperRow>& hyper_table() {
        plus(adams(0.0f), {{"sgd", 0.0f}, {"adadelta", 0.0f}, {"rmsprop", 0.0f}})},
       {"momentum", "SGD / RMSprop momentum", false, {{"sgd", 0.0f}, {"rmsprop", 0.0f}}},
       {"nesterov", "SGD Nesterov momentum (0 or 1)", true, {{"sgd", 0.0f}}},
-      {"centered", "RMSprop centered (0 or 1): normalize by the gradient's variance", true,
+      {"centered",
+       "RMSprop centered (0 or 1): normalize by the gradient's variance",
+       true,
        {{"rmsprop", 0.0f}}},
   };
   return rows;

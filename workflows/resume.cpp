@@ -64,9 +64,10 @@ void check_resumable(const Checkpoint& c, const TrainOptions& o, const ModelConf
   if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
   const std::vector<int64_t> sample(config.sample_shape.begin(), config.sample_shape.end());
   if (c.sample_shape != sample || c.num_classes != config.num_classes)
-    differs("--dataset", fmt::format("samples [{}] in {} classes", fmt::join(c.sample_shape, ", "),
-                                     c.num_classes),
-            fmt::format("[{}] in {}", fmt::join(sample, ", "), config.num_classes));
+    differs(
+        "--dataset",
+        fmt::format("samples [{}] in {} classes", fmt::join(c.sample_shape, ", "), c.num_classes),
+        fmt::format("[{}] in {}", fmt::join(sample, ", "), config.num_classes));
   if (c.dropout != config.dropout.value_or(-1.0f))
     differs("--dropout", c.dropout < 0 ? "the model's own" : fmt::format("{:g}", c.dropout),
             config.dropout ? fmt::format("{:g}", *config.dropout) : "the model's own");

@@ -32,7 +32,8 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensor>& t
                "{}: {} values for shape of {} elements", t.name, count, numel(t.shape));
     HFTA_CHECK(!header.contains(t.name), "two tensors named {}", t.name);
     const uint64_t bytes = count * element_bytes(t.dtype);
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -93,13 +94,12 @@ std::vector<SafeTensor> read_safetensors(const std::string& path,
       t.dtype = entry.at("dtype").get<std::string>();
       t.shape = entry.at("shape").get<std::vector<int64_t>>();
       const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      HFTA_CHECK(t.dtype == "F32" || t.dtype == "I64", "{}: tensor {} has dtype {}, expected F32 or I64",
-                 path, name, t.dtype);
+      HFTA_CHECK(t.dtype == "F32" || t.dtype == "I64",
+                 "{}: tensor {} has dtype {}, expected F32 or I64", path, name, t.dtype);
       HFTA_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_bytes &&
                      offsets[1] - offsets[0] ==
                          static_cast<uint64_t>(numel(t.shape)) * element_bytes(t.dtype),
-                 "{}: tensor {} has bad data offsets for its shape (truncated file?)", path,
-                 name);
+                 "{}: tensor {} has bad data offsets for its shape (truncated file?)", path, name);
       const size_t count = static_cast<size_t>(numel(t.shape));
       if (t.dtype == "F32") {
         t.floats.resize(count);

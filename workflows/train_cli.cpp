@@ -133,12 +133,14 @@ void add_extract_command(CLI::App& app) {
     const int64_t b = args->best ? best_model_of_run(args->run) : args->model;
     Checkpoint one = model_from_run(args->run, b);
     save_checkpoint(args->out, one);
-    int64_t params = 0;
+    // Parameters and buffers (optimizer state is named "<param>#state<i>").
+    int64_t values = 0;
     for (const auto& t : one.tensors)
-      if (t.name.find('#') == std::string::npos) params += t.shape.numel();
-    fmt::print("model {} of {} ({} {}, lr {:g}, {} steps) written to {}: {} parameters\n", b,
-               args->run, one.model, one.optimizer, one.hyper.at("lr")[0], one.step, args->out,
-               params);
+      if (t.name.find('#') == std::string::npos) values += t.shape.numel();
+    fmt::print(
+        "model {} of {} ({} {}, lr {:g}, {} steps) written to {}: {} parameter and buffer "
+        "values\n",
+        b, args->run, one.model, one.optimizer, one.hyper.at("lr")[0], one.step, args->out, values);
   });
 }
 

@@ -55,8 +55,8 @@ ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids
   ModelArray a;
   a.ids = ids;
   a.model = make_model(config.name, config.spec(ids, batch_size, seed));
-  a.optimizer = make_optimizer(optimizer, *a.model, pick_models(all_values, ids),
-                               config.no_decay_norm_bias);
+  a.optimizer =
+      make_optimizer(optimizer, *a.model, pick_models(all_values, ids), config.no_decay_norm_bias);
   return a;
 }
 

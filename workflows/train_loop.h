@@ -61,8 +61,8 @@ int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max
 // when given, writing a metrics row per model per step and saving a checkpoint after every epoch
 // and on Ctrl-C (then throws hfta::Error saying how to resume). Fills results[ids[i]].
 void train_array(const TrainOptions& options, const ModelConfig& config,
-                 const HyperValues& all_values,
-                 const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
-                 CsvWriter& metrics, std::vector<ModelResult>& results);
+                 const HyperValues& all_values, const std::vector<int64_t>& ids, const Data& data,
+                 const Checkpoint* resume_from, CsvWriter& metrics,
+                 std::vector<ModelResult>& results);
 
 }  // namespace hfta

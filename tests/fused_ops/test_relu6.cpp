@@ -45,10 +45,11 @@ TEST(Relu6, KernelEqualsReferenceAndAccumulates) {
     for (bool accumulate : {false, true}) {
       Buffer dx = accumulate ? start : Buffer(Shape{n}, kNaN);
       Buffer dx_ref = dx;
-      activation_backward(kRelu6, {.y = y.view(), .dy = dy.view(), .dx = dx.view(),
-                                   .accumulate_dx = accumulate});
-      ref::activation_backward(kRelu6, {.y = y_ref.view(), .dy = dy.view(), .dx = dx_ref.view(),
-                                        .accumulate_dx = accumulate});
+      activation_backward(
+          kRelu6, {.y = y.view(), .dy = dy.view(), .dx = dx.view(), .accumulate_dx = accumulate});
+      ref::activation_backward(
+          kRelu6,
+          {.y = y_ref.view(), .dy = dy.view(), .dx = dx_ref.view(), .accumulate_dx = accumulate});
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(dx.values[i], dx_ref.values[i]) << i;
         const float inside = x.values[i] > 0.0f && x.values[i] < 6.0f ? dy.values[i] : 0.0f;

@@ -85,7 +85,7 @@ TEST(Init, LinearLayersUsePyTorchsDefaultBound) {
 
 TEST(Init, ConvFanInIncludesTheKernelArea) {
   auto lenet = make_model("lenet", {.B = 1, .batch_size = 1, .seed = 11});
-  expect_uniform(*lenet, "conv1.weight", 0.2);          // 1 / sqrt(1 * 5 * 5)
+  expect_uniform(*lenet, "conv1.weight", 0.2);           // 1 / sqrt(1 * 5 * 5)
   expect_uniform(*lenet, "conv2.weight", 0.0353553391);  // 1 / sqrt(32 * 5 * 5)
   expect_uniform(*lenet, "conv2.bias", 0.0353553391);
   expect_uniform(*lenet, "fc1.weight", 0.0178571429);  // 1 / sqrt(3136)
@@ -93,10 +93,10 @@ TEST(Init, ConvFanInIncludesTheKernelArea) {
 
 TEST(Init, ResNetFollowsTorchvision) {
   auto net = make_model("resnet18", {.B = 1, .batch_size = 2, .seed = 11});
-  expect_normal(*net, "conv1.weight", 0.0252538136);            // sqrt(2 / (64 * 7 * 7))
-  expect_normal(*net, "layer1.0.conv1.weight", 0.0589255651);   // sqrt(2 / (64 * 3 * 3))
-  expect_normal(*net, "layer3.0.conv2.weight", 0.0294627825);   // sqrt(2 / (256 * 3 * 3))
-  expect_normal(*net, "layer2.0.downsample.0.weight", 0.125);   // sqrt(2 / (128 * 1 * 1))
+  expect_normal(*net, "conv1.weight", 0.0252538136);           // sqrt(2 / (64 * 7 * 7))
+  expect_normal(*net, "layer1.0.conv1.weight", 0.0589255651);  // sqrt(2 / (64 * 3 * 3))
+  expect_normal(*net, "layer3.0.conv2.weight", 0.0294627825);  // sqrt(2 / (256 * 3 * 3))
+  expect_normal(*net, "layer2.0.downsample.0.weight", 0.125);  // sqrt(2 / (128 * 1 * 1))
   expect_constant(*net, "layer4.1.bn2.weight", 1.0f);
   expect_constant(*net, "bn1.bias", 0.0f);
   expect_uniform(*net, "fc.weight", 0.0441941738);  // 1 / sqrt(512)
@@ -108,9 +108,9 @@ TEST(Init, ResNetFollowsTorchvision) {
 
 TEST(Init, MobileNetV2FollowsTorchvision) {
   auto net = make_model("mobilenetv2", {.B = 1, .batch_size = 2, .seed = 11});
-  expect_normal(*net, "features.0.0.weight", 0.0833333333);       // sqrt(2 / (32 * 3 * 3))
+  expect_normal(*net, "features.0.0.weight", 0.0833333333);         // sqrt(2 / (32 * 3 * 3))
   expect_normal(*net, "features.2.conv.1.0.weight", 0.0481125224);  // depthwise: sqrt(2 / (96 * 9))
-  expect_normal(*net, "features.18.0.weight", 0.0395284708);      // sqrt(2 / 1280)
+  expect_normal(*net, "features.18.0.weight", 0.0395284708);        // sqrt(2 / 1280)
   expect_normal(*net, "classifier.1.weight", 0.01);
   expect_constant(*net, "classifier.1.bias", 0.0f);
 }

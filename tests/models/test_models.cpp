@@ -58,8 +58,7 @@ ParamTable table_of(const Model& model) {
 
 // Trains models `ids` as one array for `steps` Adam steps on a shared synthetic loader.
 TrainedArray train(const std::string& name, const std::vector<int64_t>& ids,
-                   const std::vector<float>& lr, int steps, uint64_t seed,
-                   int64_t samples = 64) {
+                   const std::vector<float>& lr, int steps, uint64_t seed, int64_t samples = 64) {
   const int64_t B = static_cast<int64_t>(ids.size());
   auto model = make_model(name, {.B = B, .batch_size = 16, .seed = seed, .model_ids = ids});
   std::vector<float> my_lr;
@@ -134,11 +133,10 @@ TEST_P(ModelArray, StepLockedFusedEqualsSingle) {
   std::vector<std::unique_ptr<Model>> alone;
   std::vector<std::unique_ptr<FusedSgd>> alone_sgd;
   for (int64_t b = 0; b < B; ++b) {
-    alone.push_back(make_model(GetParam(), {.B = 1, .batch_size = batch, .seed = seed,
-                                            .model_ids = {b}}));
+    alone.push_back(
+        make_model(GetParam(), {.B = 1, .batch_size = batch, .seed = seed, .model_ids = {b}}));
     alone_sgd.push_back(std::make_unique<FusedSgd>(
-        table_of(*alone.back()),
-        SgdHyper{.lr = {lr[static_cast<size_t>(b)]}, .momentum = {0.9f}}));
+        table_of(*alone.back()), SgdHyper{.lr = {lr[static_cast<size_t>(b)]}, .momentum = {0.9f}}));
   }
   Dataset data = make_synthetic(array->sample_shape(), 10, 64, seed);
   Loader loader(data, {.batch_size = batch, .seed = seed});

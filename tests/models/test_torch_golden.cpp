@@ -99,7 +99,7 @@ TEST_P(TorchGolden, LossesMatchPyTorch) {
     auto expect_loss = [&](const std::string& phase, int step) {
       auto it = golden.loss.find({name, optimizer, phase, step});
       ASSERT_NE(it, golden.loss.end()) << "no golden " << phase << " loss for step " << step
-                                  << ": run benchmarks/torch_golden.py";
+                                       << ": run benchmarks/torch_golden.py";
       const double ours = model->losses()[0];
       EXPECT_NEAR(ours, it->second, kRtol * std::fabs(it->second))
           << phase << " step " << step << ": hfta " << ours << " PyTorch " << it->second;

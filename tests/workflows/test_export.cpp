@@ -79,9 +79,10 @@ TEST(Export, StateDictHasTorchvisionNamesShapesAndLayouts) {
 TEST(Export, CommandExportsAModelOfARunAndRejectsAMissingOne) {
   TempDir tmp("export_run");
   const std::string run = tmp.str() + "/run";
-  auto r = run_hfta("train --model lenet --dataset synthetic --synthetic-size 64 --lr 0.001,0.002 "
-                    "--epochs 1 --iters-per-epoch 2 --batch-size 16 --no-progress --out " +
-                    run);
+  auto r = run_hfta(
+      "train --model lenet --dataset synthetic --synthetic-size 64 --lr 0.001,0.002 "
+      "--epochs 1 --iters-per-epoch 2 --batch-size 16 --no-progress --out " +
+      run);
   ASSERT_EQ(r.exit_code, 0) << r.output();
   const std::string file = tmp.str() + "/model1.safetensors";
   r = run_hfta("export --run " + run + " --model 1 --out " + file);

@@ -102,10 +102,10 @@ TEST_P(TrainCliDeep, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
   if (B > 1) EXPECT_NE(f[std::make_pair(0, 4)], f[std::make_pair(1, 4)]);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, TrainCliDeep,
-    ::testing::Combine(::testing::Values("resnet18", "mobilenetv2"),
-                       ::testing::Values("0.00001", "0.00001,0.00003,0.000003,0.00002")));
+INSTANTIATE_TEST_SUITE_P(Models, TrainCliDeep,
+                         ::testing::Combine(::testing::Values("resnet18", "mobilenetv2"),
+                                            ::testing::Values("0.00001",
+                                                              "0.00001,0.00003,0.000003,0.00002")));
 
 TEST(TrainCliErrors, BadFlagsNameTheProblem) {
   TempDir tmp("errors");

@@ -9,8 +9,12 @@
 //   2. outputs start as garbage (NaN and +-1e30, int -7), so an element a kernel forgets to
 //      write, or reads before writing, shows up; parameter gradients start random and must end
 //      at start + gradient (+=); input gradients start as garbage, or random with accumulate_dx
-//      (then they must end at start + gradient);
+//      (then they must end at start + gradient; the reference's accumulate_dx is checked the
+//      same way against its own gradient written over garbage);
 //   3. with fd: the reference's gradients against central finite differences (model 0, B = 1).
+// An adapter may also define tolerance(one_params, single_views, spec) -> {atol, rtol}: the
+// tolerance of one compared tensor from model b's reference run (its inputs, outputs and saved
+// statistics), for errors that scale with the data (normalization's rstd); else spec's.
 // Seeds: see tests/test_util.h (a case's seed depends only on HFTA_TEST_SEED and its name).
 #pragma once
 
@@ -19,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/runtime.h"
@@ -279,28 +284,56 @@ void run_case(const OpCase<typename Op::Params>& c) {
   std::map<std::string, std::vector<double>> shared_grad_sum;  // kShared input gradients
   for (int64_t b = 0; b < c.B; ++b) {
     SCOPED_TRACE(fmt::format("model b={}", b));
-    std::map<std::string, HBuf> one;
-    for (size_t k = 0; k < one_specs.size(); ++k) {
-      const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
-      HBuf buf = detail::make(os);
-      const HBuf& from = start.at(fs.name);
-      if (os.is_index)
-        detail::copy_slice(from.i, buf.i, fs, os, c.B, b, true);
-      else
-        detail::copy_slice(from.f, buf.f, fs, os, c.B, b, true);
-      if (fs.role == Role::kInputGrad && fs.layout == Layout::kShared && !c.accumulate_dx)
-        std::fill(buf.f.begin(), buf.f.end(), 0.0f);  // written (=): start from zeros to sum
-      one.emplace(os.name, std::move(buf));
-    }
+    // Model b's slices of the starting values; input gradients start as garbage unless
+    // `accumulate` (a shared one from zeros: the models' gradients are summed).
+    auto single = [&](bool accumulate) {
+      std::map<std::string, HBuf> one;
+      for (size_t k = 0; k < one_specs.size(); ++k) {
+        const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
+        HBuf buf = detail::make(os);
+        const HBuf& from = start.at(fs.name);
+        if (os.is_index)
+          detail::copy_slice(from.i, buf.i, fs, os, c.B, b, true);
+        else
+          detail::copy_slice(from.f, buf.f, fs, os, c.B, b, true);
+        if (fs.role == Role::kInputGrad && !accumulate) {
+          if (fs.layout == Layout::kShared && accumulate == c.accumulate_dx)
+            std::fill(buf.f.begin(), buf.f.end(), 0.0f);  // written (=): start from zeros to sum
+          else
+            detail::fill_garbage(buf);
+        }
+        one.emplace(os.name, std::move(buf));
+      }
+      return one;
+    };
+    std::map<std::string, HBuf> one = single(c.accumulate_dx);
     Views v = detail::views_of(one);
     Op::run(
         one_p, v,
         RunContext{.ref = true, .first_model = b, .accumulate_dx = c.accumulate_dx, .seed = seed});
+    if (c.accumulate_dx) {
+      // The reference's own accumulate_dx: start + the gradient it writes over garbage.
+      std::map<std::string, HBuf> plain = single(false);
+      Views pv = detail::views_of(plain);
+      Op::run(one_p, pv, RunContext{.ref = true, .first_model = b, .seed = seed});
+      for (size_t k = 0; k < one_specs.size(); ++k) {
+        const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
+        if (fs.role != Role::kInputGrad) continue;
+        std::vector<float> s0(plain.at(os.name).f.size()), want(s0.size());
+        detail::copy_slice(start.at(fs.name).f, s0, fs, os, c.B, b, true);
+        for (size_t e = 0; e < want.size(); ++e) want[e] = s0[e] + plain.at(os.name).f[e];
+        expect_close(one.at(os.name).f.data(), want.data(), static_cast<int64_t>(want.size()), 1e-6,
+                     1e-6, os.name + ": reference accumulate_dx gives start + gradient");
+      }
+    }
     for (size_t k = 0; k < one_specs.size(); ++k) {
       const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
       if (fs.role == Role::kInput) continue;
       const HBuf& got = fused.at(fs.name);
       const HBuf& want = one.at(os.name);
+      double atol = fs.atol, rtol = fs.rtol;
+      if constexpr (requires { Op::tolerance(one_p, v, os); })
+        std::tie(atol, rtol) = Op::tolerance(one_p, v, os);
       if (fs.layout == Layout::kShared) {
         // Summed over models: compare once all models ran.
         auto& sum = shared_grad_sum[fs.name];
@@ -320,8 +353,8 @@ void run_case(const OpCase<typename Op::Params>& c) {
       } else {
         std::vector<float> slice(want.f.size());
         detail::copy_slice(got.f, slice, fs, os, c.B, b, true);
-        expect_close(slice.data(), want.f.data(), static_cast<int64_t>(slice.size()), fs.atol,
-                     fs.rtol, fs.name);
+        expect_close(slice.data(), want.f.data(), static_cast<int64_t>(slice.size()), atol, rtol,
+                     fs.name);
       }
     }
   }

@@ -43,6 +43,12 @@ enum class Layout { kModelMajor, kChannels, kShared };
 // accumulate_dx; a kShared input gradient gets the sum over models.
 enum class Role { kInput, kState, kOutput, kSaved, kParamGrad, kInputGrad };
 
+// How kInput / kState floats are drawn: uniform in [lo, hi]; uniform with every third value
+// rounded to a multiple of 0.5 (ties inside max-pooling windows: the first maximum must win); or
+// a shuffled ramp from lo in steps of (hi - lo) / numel (distinct values, for finite differences
+// across a max: keep numel * 2 * eps below hi - lo).
+enum class Fill { kUniform, kTies, kDistinct };
+
 struct TensorSpec {
   std::string name;
   Shape shape;  // for the params passed to tensors() (fused B, or B = 1)
@@ -52,6 +58,7 @@ struct TensorSpec {
   float lo = -1.0f, hi = 1.0f;  // kInput / kState values
   bool is_index = false;        // int32 (argmax, labels): inputs draw integers in [lo, hi)
   int64_t channels = 0;         // kChannels: channels per model (shape[1] = B * channels)
+  Fill fill = Fill::kUniform;
 };
 
 // The tensors of one run, by name; a name that is absent is an empty view.
@@ -121,6 +128,14 @@ inline void fill_garbage(HBuf& b) {
 
 inline void fill_random(HBuf& b, RngStream& rng) {
   for (auto& v : b.f) v = rng.uniform(b.spec.lo, b.spec.hi);
+  if (b.spec.fill == Fill::kTies)
+    for (size_t k = 0; k < b.f.size(); k += 3) b.f[k] = std::round(b.f[k] * 2.0f) / 2.0f;
+  if (b.spec.fill == Fill::kDistinct) {
+    const float step =
+        (b.spec.hi - b.spec.lo) / static_cast<float>(std::max<size_t>(1, b.f.size()));
+    for (size_t k = 0; k < b.f.size(); ++k) b.f[k] = b.spec.lo + step * static_cast<float>(k);
+    for (size_t k = b.f.size(); k > 1; --k) std::swap(b.f[k - 1], b.f[rng.below(k)]);
+  }
   const int64_t range = std::max<int64_t>(1, int64_t(b.spec.hi) - int64_t(b.spec.lo));
   for (auto& v : b.i) v = static_cast<int32_t>(int64_t(b.spec.lo) + int64_t(rng.below(range)));
 }

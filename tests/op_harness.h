@@ -59,6 +59,8 @@ struct TensorSpec {
   bool is_index = false;        // int32 (argmax, labels): inputs draw integers in [lo, hi)
   int64_t channels = 0;         // kChannels: channels per model (shape[1] = B * channels)
   Fill fill = Fill::kUniform;
+  // kInput / kState: applied to the values after the fill (values at an op's kinks, or away).
+  std::function<void(std::vector<float>&)> adjust;
 };
 
 // The tensors of one run, by name; a name that is absent is an empty view.
@@ -136,6 +138,7 @@ inline void fill_random(HBuf& b, RngStream& rng) {
     for (size_t k = 0; k < b.f.size(); ++k) b.f[k] = b.spec.lo + step * static_cast<float>(k);
     for (size_t k = b.f.size(); k > 1; --k) std::swap(b.f[k - 1], b.f[rng.below(k)]);
   }
+  if (b.spec.adjust) b.spec.adjust(b.f);
   const int64_t range = std::max<int64_t>(1, int64_t(b.spec.hi) - int64_t(b.spec.lo));
   for (auto& v : b.i) v = static_cast<int32_t>(int64_t(b.spec.lo) + int64_t(rng.below(range)));
 }

@@ -9,8 +9,12 @@
 //   2. outputs start as garbage (NaN and +-1e30, int -7), so an element a kernel forgets to
 //      write, or reads before writing, shows up; parameter gradients start random and must end
 //      at start + gradient (+=); input gradients start as garbage, or random with accumulate_dx
-//      (then they must end at start + gradient);
+//      (then they must end at start + gradient; the reference's accumulate_dx is checked the
+//      same way against its own gradient written over garbage);
 //   3. with fd: the reference's gradients against central finite differences (model 0, B = 1).
+// An adapter may also define tolerance(one_params, single_views, spec) -> {atol, rtol}: the
+// tolerance of one compared tensor from model b's reference run (its inputs, outputs and saved
+// statistics), for errors that scale with the data (normalization's rstd); else spec's.
 // Seeds: see tests/test_util.h (a case's seed depends only on HFTA_TEST_SEED and its name).
 #pragma once
 
@@ -19,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/runtime.h"
@@ -38,6 +43,12 @@ enum class Layout { kModelMajor, kChannels, kShared };
 // accumulate_dx; a kShared input gradient gets the sum over models.
 enum class Role { kInput, kState, kOutput, kSaved, kParamGrad, kInputGrad };
 
+// How kInput / kState floats are drawn: uniform in [lo, hi]; uniform with every third value
+// rounded to a multiple of 0.5 (ties inside max-pooling windows: the first maximum must win); or
+// a shuffled ramp from lo in steps of (hi - lo) / numel (distinct values, for finite differences
+// across a max: keep numel * 2 * eps below hi - lo).
+enum class Fill { kUniform, kTies, kDistinct };
+
 struct TensorSpec {
   std::string name;
   Shape shape;  // for the params passed to tensors() (fused B, or B = 1)
@@ -47,6 +58,9 @@ struct TensorSpec {
   float lo = -1.0f, hi = 1.0f;  // kInput / kState values
   bool is_index = false;        // int32 (argmax, labels): inputs draw integers in [lo, hi)
   int64_t channels = 0;         // kChannels: channels per model (shape[1] = B * channels)
+  Fill fill = Fill::kUniform;
+  // kInput / kState: applied to the values after the fill (values at an op's kinks, or away).
+  std::function<void(std::vector<float>&)> adjust;
 };
 
 // The tensors of one run, by name; a name that is absent is an empty view.
@@ -116,6 +130,15 @@ inline void fill_garbage(HBuf& b) {
 
 inline void fill_random(HBuf& b, RngStream& rng) {
   for (auto& v : b.f) v = rng.uniform(b.spec.lo, b.spec.hi);
+  if (b.spec.fill == Fill::kTies)
+    for (size_t k = 0; k < b.f.size(); k += 3) b.f[k] = std::round(b.f[k] * 2.0f) / 2.0f;
+  if (b.spec.fill == Fill::kDistinct) {
+    const float step =
+        (b.spec.hi - b.spec.lo) / static_cast<float>(std::max<size_t>(1, b.f.size()));
+    for (size_t k = 0; k < b.f.size(); ++k) b.f[k] = b.spec.lo + step * static_cast<float>(k);
+    for (size_t k = b.f.size(); k > 1; --k) std::swap(b.f[k - 1], b.f[rng.below(k)]);
+  }
+  if (b.spec.adjust) b.spec.adjust(b.f);
   const int64_t range = std::max<int64_t>(1, int64_t(b.spec.hi) - int64_t(b.spec.lo));
   for (auto& v : b.i) v = static_cast<int32_t>(int64_t(b.spec.lo) + int64_t(rng.below(range)));
 }
@@ -279,28 +302,56 @@ void run_case(const OpCase<typename Op::Params>& c) {
   std::map<std::string, std::vector<double>> shared_grad_sum;  // kShared input gradients
   for (int64_t b = 0; b < c.B; ++b) {
     SCOPED_TRACE(fmt::format("model b={}", b));
-    std::map<std::string, HBuf> one;
-    for (size_t k = 0; k < one_specs.size(); ++k) {
-      const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
-      HBuf buf = detail::make(os);
-      const HBuf& from = start.at(fs.name);
-      if (os.is_index)
-        detail::copy_slice(from.i, buf.i, fs, os, c.B, b, true);
-      else
-        detail::copy_slice(from.f, buf.f, fs, os, c.B, b, true);
-      if (fs.role == Role::kInputGrad && fs.layout == Layout::kShared && !c.accumulate_dx)
-        std::fill(buf.f.begin(), buf.f.end(), 0.0f);  // written (=): start from zeros to sum
-      one.emplace(os.name, std::move(buf));
-    }
+    // Model b's slices of the starting values; input gradients start as garbage unless
+    // `accumulate` (a shared one from zeros: the models' gradients are summed).
+    auto single = [&](bool accumulate) {
+      std::map<std::string, HBuf> one;
+      for (size_t k = 0; k < one_specs.size(); ++k) {
+        const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
+        HBuf buf = detail::make(os);
+        const HBuf& from = start.at(fs.name);
+        if (os.is_index)
+          detail::copy_slice(from.i, buf.i, fs, os, c.B, b, true);
+        else
+          detail::copy_slice(from.f, buf.f, fs, os, c.B, b, true);
+        if (fs.role == Role::kInputGrad && !accumulate) {
+          if (fs.layout == Layout::kShared && accumulate == c.accumulate_dx)
+            std::fill(buf.f.begin(), buf.f.end(), 0.0f);  // written (=): start from zeros to sum
+          else
+            detail::fill_garbage(buf);
+        }
+        one.emplace(os.name, std::move(buf));
+      }
+      return one;
+    };
+    std::map<std::string, HBuf> one = single(c.accumulate_dx);
     Views v = detail::views_of(one);
     Op::run(
         one_p, v,
         RunContext{.ref = true, .first_model = b, .accumulate_dx = c.accumulate_dx, .seed = seed});
+    if (c.accumulate_dx) {
+      // The reference's own accumulate_dx: start + the gradient it writes over garbage.
+      std::map<std::string, HBuf> plain = single(false);
+      Views pv = detail::views_of(plain);
+      Op::run(one_p, pv, RunContext{.ref = true, .first_model = b, .seed = seed});
+      for (size_t k = 0; k < one_specs.size(); ++k) {
+        const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
+        if (fs.role != Role::kInputGrad) continue;
+        std::vector<float> s0(plain.at(os.name).f.size()), want(s0.size());
+        detail::copy_slice(start.at(fs.name).f, s0, fs, os, c.B, b, true);
+        for (size_t e = 0; e < want.size(); ++e) want[e] = s0[e] + plain.at(os.name).f[e];
+        expect_close(one.at(os.name).f.data(), want.data(), static_cast<int64_t>(want.size()), 1e-6,
+                     1e-6, os.name + ": reference accumulate_dx gives start + gradient");
+      }
+    }
     for (size_t k = 0; k < one_specs.size(); ++k) {
       const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
       if (fs.role == Role::kInput) continue;
       const HBuf& got = fused.at(fs.name);
       const HBuf& want = one.at(os.name);
+      double atol = fs.atol, rtol = fs.rtol;
+      if constexpr (requires { Op::tolerance(one_p, v, os); })
+        std::tie(atol, rtol) = Op::tolerance(one_p, v, os);
       if (fs.layout == Layout::kShared) {
         // Summed over models: compare once all models ran.
         auto& sum = shared_grad_sum[fs.name];
@@ -320,8 +371,8 @@ void run_case(const OpCase<typename Op::Params>& c) {
       } else {
         std::vector<float> slice(want.f.size());
         detail::copy_slice(got.f, slice, fs, os, c.B, b, true);
-        expect_close(slice.data(), want.f.data(), static_cast<int64_t>(slice.size()), fs.atol,
-                     fs.rtol, fs.name);
+        expect_close(slice.data(), want.f.data(), static_cast<int64_t>(slice.size()), atol, rtol,
+                     fs.name);
       }
     }
   }

@@ -23,6 +23,10 @@
 
 #include "core/parallel.h"
 
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): the raw-pointer kernel entry points below
+// (detail::, called by the dispatcher and the kernel tests) and this file's internal helpers take
+// adjacent pointers and sizes, passed at a few call sites from locals named like the parameters;
+// the public op takes named arguments (Conv2dForwardArgs / Conv2dBackwardArgs).
 namespace hfta::cpu {
 
 namespace detail {
@@ -190,7 +194,7 @@ inline __mmask16 first_lanes(int64_t n) {
 inline void transpose16(const __m512 r[16], __m512 out[16]) {
   __m512 t[16], u[16];
   auto pd = [](__m512 v) { return _mm512_castps_pd(v); };
-  for (int g = 0; g < 4; ++g) {
+  for (int64_t g = 0; g < 4; ++g) {
     t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
     t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
     t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
@@ -376,7 +380,7 @@ template <int K, int S>
 void weight_grad_tile(const Geometry& g, const float* xt, const float* dyt, float* acc) {
   __m512 a[K * K];
   for (int t = 0; t < K * K; ++t) a[t] = _mm512_loadu_ps(acc + t * kLanes);
-  __m512 db = _mm512_loadu_ps(acc + K * K * kLanes);
+  __m512 db = _mm512_loadu_ps(acc + int64_t{K} * K * kLanes);
   const int64_t ld = g.Wp * kLanes;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const float* dyrow = dyt + ((oh + g.offh) * g.Wq + g.offw) * kLanes;
@@ -392,7 +396,7 @@ void weight_grad_tile(const Geometry& g, const float* xt, const float* dyt, floa
     }
   }
   for (int t = 0; t < K * K; ++t) _mm512_storeu_ps(acc + t * kLanes, a[t]);
-  _mm512_storeu_ps(acc + K * K * kLanes, db);
+  _mm512_storeu_ps(acc + int64_t{K} * K * kLanes, db);
 }
 
 void bias_grad_tile(const Geometry& g, const float* dyt, float* acc_db) {
@@ -499,8 +503,9 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
   const int threads = num_threads();
   int64_t splits = g.N;
   if (want_params)
-    splits =
-        threads <= 1 ? 1 : std::clamp<int64_t>((4 * threads + g.blocks - 1) / g.blocks, 1, g.N);
+    splits = threads <= 1
+                 ? 1
+                 : std::clamp<int64_t>((4 * int64_t{threads} + g.blocks - 1) / g.blocks, 1, g.N);
   const int64_t tasks = g.blocks * splits;
   float* partial = want_params ? partial_scratch.get(tasks * acc_floats) : nullptr;
   split_over_threads(tasks, [&](int64_t begin, int64_t end) {
@@ -606,3 +611,4 @@ void depthwise_conv2d_backward(const Conv2dParams& p, const float* x, const floa
 #endif
 
 }  // namespace hfta::cpu
+// NOLINTEND(bugprone-easily-swappable-parameters)

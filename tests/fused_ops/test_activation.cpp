@@ -1,16 +1,21 @@
-// Fused activations: the CPU kernel on B models equals the reference on each model alone, in
-// both activation layouts, in place and not; reference gradients equal finite differences; NaN
+// Fused activations on the op harness (tests/op_harness.h): the CPU kernel on B models equals the
+// reference on each model alone, every kind (ReLU6 included), in both activation layouts, in place
+// and not, dx written or accumulated; reference gradients equal finite differences; NaN
 // propagates; bad shapes and slopes raise hfta::Error.
+#include <cstring>
 #include <limits>
 
 #include "fused_ops/activation.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
 
 // Every kind, with LeakyReLU's slope positive (backward from y) and negative (from x).
 std::vector<ActivationParams> all_params() {
@@ -20,7 +25,8 @@ std::vector<ActivationParams> all_params() {
           {ActivationKind::kLeakyRelu, -0.25f},
           {ActivationKind::kGelu},
           {ActivationKind::kTanh},
-          {ActivationKind::kSigmoid}};
+          {ActivationKind::kSigmoid},
+          {ActivationKind::kRelu6}};
 }
 
 std::string describe(const ActivationParams& p) {
@@ -28,7 +34,7 @@ std::string describe(const ActivationParams& p) {
 }
 
 // Tolerance of the CPU kernel against the double reference, per element (the reference rounds
-// once). ReLU/LeakyReLU run the same float operations as the reference (one compare, one
+// once). ReLU/LeakyReLU/ReLU6 run the same float operations as the reference (compares, one
 // multiply, each exactly rounded): bit-identical. Tanh and Sigmoid run oneDNN's JIT polynomials,
 // measured at <= 1.2 and 4.2 ulp (forward) and <= 1.6 ulp (backward) on [-12, 12]; we allow 16 ulp
 // plus 2e-7 absolute near zero. GELU uses oneDNN's erf approximation, whose error is absolute:
@@ -37,6 +43,7 @@ double atol_for(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kRelu:
     case ActivationKind::kLeakyRelu:
+    case ActivationKind::kRelu6:
       return 0.0;
     case ActivationKind::kGelu:
       return 1e-6;
@@ -48,84 +55,149 @@ double rtol_for(ActivationKind kind) {
   return atol_for(kind) == 0.0 ? 0.0 : 16 * std::ldexp(1.0, -24);
 }
 
-// The two canonical activation layouts. Model b's single-model tensor is [N, F] in the linear
-// layout and [N, C, HW] in the conv layout.
-struct Layout {
-  bool conv;
-  int64_t N, C, HW;  // linear: F = C * HW
-  Shape fused(int64_t B) const { return conv ? Shape{N, B * C, HW} : Shape{B, N, C * HW}; }
-  Shape single() const { return conv ? Shape{N, C, HW} : Shape{N, C * HW}; }
-  // Index in the fused tensor of element i of model b's single-model tensor.
-  int64_t fused_index(int64_t B, int64_t b, int64_t i) const {
-    if (!conv) return b * N * C * HW + i;
-    int64_t n = i / (C * HW), rest = i % (C * HW);
-    return (n * B + b) * C * HW + rest;
-  }
-  Buffer gather(const Buffer& fused_buf, int64_t B, int64_t b) const {
-    Buffer out(single());
-    for (int64_t i = 0; i < out.numel(); ++i)
-      out.values[i] = fused_buf.values[fused_index(B, b, i)];
-    return out;
-  }
+// One of the two canonical activation layouts: model b's single-model tensor is [N, F] in the
+// linear layout ([B, N, F] fused) and [N, C, HW] in the conv layout ([N, B*C, HW] fused).
+struct ActP {
+  int64_t B = 1;
+  ActivationParams act;
+  bool conv = false;
+  int64_t N = 1, C = 1, HW = 1;  // linear: F = C * HW
+  bool in_place = false;         // the fast path runs in place (y over x where allowed, dx over dy)
+  bool fd = false;               // inputs kept off the kinks (finite differences)
+  Shape shape() const { return conv ? Shape{N, B * C, HW} : Shape{B, N, C * HW}; }
 };
+
+struct ActivationOp {
+  using Params = ActP;
+  static std::string describe(const ActP& q) {
+    return fmt::format("{} conv={} N={} C={} HW={} in_place={}", hfta::describe(q.act), q.conv, q.N,
+                       q.C, q.HW, q.in_place);
+  }
+  static std::vector<TensorSpec> tensors(const ActP& q, const OpCase<ActP>& c) {
+    const bool relu6 = q.act.kind == ActivationKind::kRelu6;
+    TensorSpec x{.name = "x",
+                 .shape = q.shape(),
+                 .layout = q.conv ? test::Layout::kChannels : test::Layout::kModelMajor,
+                 .atol = atol_for(q.act.kind),
+                 .rtol = rtol_for(q.act.kind),
+                 .lo = relu6  ? -3.0f
+                       : q.fd ? -3.0f
+                              : -5.0f,
+                 .hi = relu6  ? 9.0f
+                       : q.fd ? 3.0f
+                              : 5.0f,
+                 .channels = q.C};
+    if (q.fd)  // off the kinks at 0 (and 6), where a finite difference straddles two slopes
+      x.adjust = [](std::vector<float>& v) {
+        for (float& e : v) {
+          if (std::fabs(e) < 0.1f) e = e < 0.0f ? -0.1f : 0.1f;
+          if (std::fabs(e - 6.0f) < 0.1f) e = e < 6.0f ? 5.9f : 6.1f;
+        }
+      };
+    else  // exact zeros, negative zeros and ReLU6's 6 at the kinks
+      x.adjust = [](std::vector<float>& v) {
+        for (size_t i = 0; i < v.size(); i += 7) v[i] = 0.0f;
+        for (size_t i = 3; i < v.size(); i += 11) v[i] = -0.0f;
+        for (size_t i = 5; i < v.size(); i += 13) v[i] = 6.0f;
+      };
+    TensorSpec dy = x, y = x, dx = x;
+    dy.name = "dy", dy.lo = -1.0f, dy.hi = 1.0f, dy.adjust = nullptr;
+    y.name = "y", y.role = Role::kOutput;
+    dx.name = "dx", dx.role = Role::kInputGrad;
+    return {x, dy, y, dx};
+  }
+  static void run(const ActP& q, const test::Views& v, const test::RunContext& ctx) {
+    const ActivationParams& p = q.act;
+    const TensorView x = v("x"), y = v("y"), dy = v("dy"), dx = v("dx");
+    if (ctx.ref) {
+      ref::activation_forward(p, {.x = x, .y = y});
+      if (!ctx.forward_only)
+        ref::activation_backward(
+            p, {.x = x, .y = y, .dy = dy, .dx = dx, .accumulate_dx = ctx.accumulate_dx});
+      return;
+    }
+    if (!q.in_place) {
+      activation_forward(p, {.x = x, .y = y});
+      activation_backward(p,
+                          {.x = x, .y = y, .dy = dy, .dx = dx, .accumulate_dx = ctx.accumulate_dx});
+      return;
+    }
+    // In place: y over a copy of x where backward reads y (x then is gone: backward gets only
+    // y); dx over a copy of dy. The copies leave x and dy intact for the reference.
+    const auto bytes = static_cast<size_t>(x.numel()) * sizeof(float);
+    const bool from_y = p.backward_reads_output();
+    if (from_y) {
+      std::memcpy(y.data, x.data, bytes);
+      activation_forward(p, {.x = y, .y = y});
+    } else {
+      activation_forward(p, {.x = x, .y = y});
+    }
+    std::memcpy(dx.data, dy.data, bytes);
+    activation_backward(
+        p, {.x = from_y ? TensorView() : x, .y = from_y ? y : TensorView(), .dy = dx, .dx = dx});
+  }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() { return {{"x", "dx"}}; }
+  // eps = 1e-2: truncation error eps^2 |f'''| / 6 <= 2e-5 (|f'''| <= 1 for gelu/tanh/sigmoid, 0
+  // for the piecewise-linear ones off their kinks); rounding: y is float, so each difference
+  // quotient carries about 2 * 2^-24 * |y| / (2 eps) <= 4e-5 at |y| <= 6.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 1e-4, 1e-4}; }
+};
+
+// Every kind in both layouts; sizes around the 16-float vectors and the CPU kernel's 16K-element
+// chunks (at B = 1 and B = 8), B in {1, 2, 3, 8}, 1 to 3 threads; in place on the fast path (dx
+// over dy is not allowed with accumulate_dx).
+std::vector<OpCase<ActP>> activation_cases() {
+  struct Size {
+    bool conv;
+    int64_t N, C, HW;
+    bool fd = false;
+  };
+  const Size sizes[] = {
+      {false, 1, 1, 1},     {false, 5, 7, 3},    {false, 1, 17, 1}, {false, 1, 16383, 1},
+      {false, 1, 16385, 1}, {false, 33, 65, 17},  // > one 16K-element chunk at B = 8
+      {true, 3, 5, 7},      {true, 2, 3, 1},     {true, 4, 6, 169}, {false, 2, 3, 5, true},
+  };
+  std::vector<OpCase<ActP>> cases;
+  int k = 0;
+  for (const ActivationParams& p : all_params())
+    for (const Size& s : sizes)
+      for (int64_t B : test::model_counts())
+        for (bool in_place : {false, true}) {
+          if (s.fd && (B > 1 || in_place)) continue;
+          if (s.C > 10000 && B == 3) continue;
+          OpCase<ActP> c;
+          c.p = ActP{.act = p, .conv = s.conv, .N = s.N, .C = s.C, .HW = s.HW};
+          c.p.in_place = in_place, c.p.fd = s.fd;
+          c.B = B;
+          c.threads = 1 + (k++ % 3);
+          c.accumulate_dx = !in_place && (s.N + s.C + B) % 2 == 1;
+          c.fd = s.fd;
+          const std::string slope = p.kind == ActivationKind::kLeakyRelu
+                                        ? fmt::format("{}{}", p.negative_slope < 0 ? "m" : "",
+                                                      int(std::fabs(p.negative_slope) * 100))
+                                        : "";
+          c.name = fmt::format("{}{}_{}_N{}_C{}_HW{}_B{}_t{}{}{}{}", activation_name(p.kind), slope,
+                               s.conv ? "conv" : "linear", s.N, s.C, s.HW, B, c.threads,
+                               in_place ? "_inplace" : "", c.accumulate_dx ? "_acc" : "",
+                               c.fd ? "_fd" : "");
+          cases.push_back(c);
+        }
+  return cases;
+}
+
+class ActivationHarness : public ::testing::TestWithParam<OpCase<ActP>> {};
+TEST_P(ActivationHarness, FusedEqualsSerial) { test::run_case<ActivationOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationHarness, ::testing::ValuesIn(activation_cases()),
+                         test::CaseName());
 
 // Inputs in [-5, 5] plus exact zeros and values right at the kinks.
 Buffer activation_input(Shape s, RngStream& rng) {
   Buffer x = test::random_buffer(s, rng, -5.0f, 5.0f);
   for (int64_t i = 0; i < x.numel(); i += 7) x.values[i] = 0.0f;
   for (int64_t i = 3; i < x.numel(); i += 11) x.values[i] = -0.0f;
+  for (int64_t i = 5; i < x.numel(); i += 13) x.values[i] = 6.0f;
   return x;
-}
-
-void check_fused_equals_serial(const ActivationParams& p, int64_t B, const Layout& layout,
-                               bool in_place, uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  SCOPED_TRACE(fmt::format("{} B={} conv={} N={} C={} HW={} in_place={}", describe(p), B,
-                           layout.conv, layout.N, layout.C, layout.HW, in_place));
-  RngStream rng(seed, 0);
-  const Shape shape = layout.fused(B);
-  Buffer x = activation_input(shape, rng), dy = test::random_buffer(shape, rng);
-  const Buffer x0 = x, dy0 = dy;
-  Buffer y(shape), dx(shape);
-  // In place: y is x's buffer and dx is dy's; backward gets only what it reads.
-  const bool from_y = p.backward_reads_output();
-  if (in_place && from_y) {
-    activation_forward(p, {.x = x.view(), .y = x.view()});
-    activation_backward(p, {.x = TensorView(), .y = x.view(), .dy = dy.view(), .dx = dy.view()});
-    y = x, dx = dy;
-  } else if (in_place) {
-    activation_forward(p, {.x = x.view(), .y = y.view()});
-    activation_backward(p, {.x = x.view(), .y = TensorView(), .dy = dy.view(), .dx = dy.view()});
-    dx = dy;
-  } else {
-    activation_forward(p, {.x = x.view(), .y = y.view()});
-    activation_backward(p, {.x = x.view(), .y = y.view(), .dy = dy.view(), .dx = dx.view()});
-  }
-
-  for (int64_t b = 0; b < B; ++b) {
-    SCOPED_TRACE(fmt::format("model {}", b));
-    Buffer xb = layout.gather(x0, B, b), dyb = layout.gather(dy0, B, b);
-    Buffer yb(layout.single()), dxb(layout.single());
-    ref::activation_forward(p, {.x = xb.view(), .y = yb.view()});
-    ref::activation_backward(p,
-                             {.x = xb.view(), .y = yb.view(), .dy = dyb.view(), .dx = dxb.view()});
-    const double atol = atol_for(p.kind), rtol = rtol_for(p.kind);
-    expect_close(layout.gather(y, B, b), yb, atol, rtol, "forward");
-    expect_close(layout.gather(dx, B, b), dxb, atol, rtol, "input grad");
-  }
-}
-
-TEST(Activation, FusedEqualsSerial) {
-  const Layout layouts[] = {
-      {false, 1, 1, 1}, {false, 5, 7, 3}, {false, 33, 65, 17},  // > one 16K-element chunk at B=8
-      {true, 3, 5, 7},  {true, 2, 3, 1},  {true, 4, 6, 169},
-  };
-  uint64_t seed = test::seed_for_test();
-  for (const auto& p : all_params())
-    for (int64_t B : test::model_counts())
-      for (const auto& layout : layouts)
-        for (bool in_place : {false, true})
-          check_fused_equals_serial(p, B, layout, in_place, seed++);
 }
 
 TEST(Activation, ReferenceInPlaceEqualsOutOfPlace) {
@@ -147,28 +219,6 @@ TEST(Activation, ReferenceInPlaceEqualsOutOfPlace) {
       expect_close(x_inplace, y, 0.0, 0.0, "in-place forward");
       expect_close(dy_inplace, dx, 0.0, 0.0, "in-place backward");
     }
-  }
-}
-
-TEST(Activation, ReferenceGradientsMatchFiniteDifferences) {
-  uint64_t seed = test::seed_for_test();
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 1);
-  for (const auto& p : all_params()) {
-    SCOPED_TRACE(describe(p));
-    Buffer x = test::random_buffer(Shape{2, 3, 5}, rng, -3.0f, 3.0f);
-    // Keep away from the ReLU kink at 0, where the finite difference straddles two slopes.
-    for (float& v : x.values)
-      if (std::fabs(v) < 0.1f) v = v < 0.0f ? -0.1f : 0.1f;
-    Buffer g = test::random_buffer(x.shape, rng), y(x.shape), dx(x.shape);
-    auto forward = [&] { ref::activation_forward(p, {.x = x.view(), .y = y.view()}); };
-    forward();
-    ref::activation_backward(p, {.x = x.view(), .y = y.view(), .dy = g.view(), .dx = dx.view()});
-    // eps = 1e-2: truncation error eps^2 |f'''| / 6 <= 2e-5 (|f'''| <= 1 for gelu/tanh/sigmoid,
-    // 0 for the piecewise-linear ones away from 0); rounding: y is float, so each difference
-    // quotient carries about 2 * 2^-24 * |y| / (2 eps) <= 2e-5 at |y| <= 3.
-    const double eps = 1e-2, tol = 1e-4;
-    test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
   }
 }
 
@@ -219,28 +269,6 @@ TEST(Activation, BadInputsRaiseClearErrors) {
       Error);
   ActivationParams bad_slope{ActivationKind::kLeakyRelu, std::numeric_limits<float>::infinity()};
   EXPECT_THROW(activation_forward(bad_slope, {.x = x.view(), .y = y.view()}), Error);
-}
-
-TEST(Activation, AccumulateDxAddsToDx) {
-  const uint64_t seed = test::case_seed("Activation.AccumulateDxAddsToDx");
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 0);
-  for (auto kind : {ActivationKind::kRelu, ActivationKind::kLeakyRelu, ActivationKind::kGelu,
-                    ActivationKind::kTanh, ActivationKind::kSigmoid})
-    for (bool fast : {true, false}) {
-      const ActivationParams p{.kind = kind};
-      const Shape shape{3, 5, 37};
-      Buffer x = test::random_buffer(shape, rng, -3.0f, 3.0f), y(shape);
-      Buffer dy = test::random_buffer(shape, rng);
-      activation_forward(p, {.x = x.view(), .y = y.view()});
-      test::expect_dx_accumulates(
-          [&](TensorView dx, bool acc) {
-            const ActivationBackwardArgs a{
-                .x = x.view(), .y = y.view(), .dy = dy.view(), .dx = dx, .accumulate_dx = acc};
-            fast ? activation_backward(p, a) : ref::activation_backward(p, a);
-          },
-          shape, seed, fmt::format("{} fast={}", activation_name(kind), fast));
-    }
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
-// Fused BatchNorm2d: fused(B) equals B reference single-model runs (forward, saved statistics,
-// running statistics over two training calls, and every gradient), in training and eval, with
-// and without affine; reference gradients equal finite differences; PyTorch's semantics on a
-// hand-computed case; bad shapes and hyperparameters raise hfta::Error.
+// Fused BatchNorm2d on the op harness (tests/op_harness.h): fused(B) equals B reference
+// single-model runs (forward, saved statistics, running statistics over two training calls, and
+// every gradient), in training and eval, with and without affine and running statistics;
+// reference gradients equal finite differences; PyTorch's semantics and running statistics on
+// hand-computed cases; bad shapes and hyperparameters raise hfta::Error.
 #include <algorithm>
 #include <cmath>
 
 #include "fused_ops/batchnorm2d.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
@@ -15,184 +16,222 @@ using test::Buffer;
 using test::expect_close;
 using test::random_buffer;
 
+using test::Layout;
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
+
 constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // float's u = 2^-24
 
-struct BnCase {
-  int64_t N, C, H, W;
-  bool affine, training;
-  double momentum = 0.1;
+// The op's parameters plus what a case varies besides them.
+struct BnParams {
+  int64_t B = 1;
+  BatchNorm2dParams bn;
+  bool running = true;  // running statistics passed (training may skip them; eval needs them)
   float offset = 0.0f;  // added to x: |mean| >> std checks the statistics' cancellation
-  double eps = 1e-5;
+  BatchNorm2dParams params() const {
+    BatchNorm2dParams p = bn;
+    p.B = B;
+    return p;
+  }
 };
 
-// Model b's channels [b*C, (b+1)*C) of an [N, B*C, H, W] buffer, as a standalone [N, C, H, W].
-Buffer gather_model(const Buffer& fused, int64_t B, int64_t b, int64_t C) {
-  const int64_t N = fused.shape[0], hw = fused.shape[2] * fused.shape[3];
-  Buffer out(Shape{N, C, fused.shape[2], fused.shape[3]});
-  for (int64_t n = 0; n < N; ++n)
-    std::copy_n(fused.values.data() + (n * B + b) * C * hw, C * hw, out.data() + n * C * hw);
-  return out;
-}
-
-// A copy of model b's [1, C] slice of a [B, C] buffer.
-Buffer model_slice(const Buffer& fused, int64_t b) {
-  const int64_t C = fused.shape[1];
-  Buffer out(Shape{1, C});
-  std::copy_n(fused.values.data() + b * C, C, out.data());
-  return out;
-}
-
-TensorView view_if(bool on, Buffer& buf) { return on ? buf.view() : TensorView(); }
-
-double max_abs(const Buffer& buf) {
+double max_abs(const TensorView& v) {
   double m = 0.0;
-  for (float v : buf.values) m = std::max(m, double(std::fabs(v)));
+  for (int64_t i = 0; !v.empty() && i < v.numel(); ++i)
+    m = std::max(m, double(std::fabs(v.data[i])));
   return m;
 }
 
-// max |x - mean| * rstd over a single model's [N, C, H, W] input, with its [1, C] statistics.
-double max_xhat(const Buffer& x, const Buffer& mean, const Buffer& rstd) {
-  const int64_t C = x.shape[1], hw = x.shape[2] * x.shape[3];
-  double m = 0.0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const int64_t c = (i / hw) % C;
-    m = std::max(m, std::fabs(double(x.values[i]) - mean.values[c]) * rstd.values[c]);
+struct BatchNorm2dOp {
+  using Params = BnParams;
+  static std::string describe(const BnParams& q) {
+    const BatchNorm2dParams p = q.params();
+    return fmt::format(
+        "N={} C={} H={} W={} affine={} training={} running={} momentum={} offset={} eps={}", p.N,
+        p.C, p.H, p.W, p.affine, p.training, q.running, p.momentum, q.offset, p.eps);
   }
-  return m;
-}
-
-// The fused CPU kernel sums each [H*W] row in float and the N rows in double; the reference sums
-// everything in double. A float sum of k terms errs by at most k*u*sum|terms|, so every statistic
-// (mean, variance, sum dy, sum dy*(x - mean)) carries a relative error of at most (H*W)*u on the
-// scale of its terms, and the few roundings after it add a handful of u: e = 4 * (H*W + 8) * u
-// covers both with a factor 4 of margin. The mean's error is e*max|x| (it cancels against x, so
-// it scales with |x|, not with the std); it reaches the outputs multiplied by rstd. Each tolerance
-// below is e times the magnitude its error terms multiply (|dy|, |beta| <= 1 by construction).
-struct BnTolerances {
-  double forward, dx, dgamma, dbeta, running, mean, rstd;
-};
-
-BnTolerances tolerances(const BatchNorm2dParams& p, double x_max, double xhat_max, double rstd_max,
-                        double gamma_max) {
-  const double e = 4.0 * double(p.H * p.W + 8) * kUnitRoundoff;
-  const double M = double(p.reduction_size());
-  const double mean_shift = x_max * rstd_max;  // a mean error of e*x_max, in units of std
-  BnTolerances t;
-  t.forward = e * (gamma_max * (mean_shift + xhat_max + 1.0) + 1.0);
-  // dx = a*dy + k1*(x - mean) + k0 with |k1*(x - mean)| <= a*xhat^2*|dy|, k1 from a float sum.
-  t.dx = e * gamma_max * rstd_max * (1.0 + xhat_max * (xhat_max + 2.0 * mean_shift));
-  t.dgamma = e * (M * (xhat_max + mean_shift) + 1.0);  // + the initial (accumulated) value
-  t.dbeta = e * (M + 1.0);
-  t.running = e * (x_max * x_max + 2.0);
-  t.mean = e * x_max;
-  t.rstd = e;  // relative: the mean's error moves the variance only to second order
-  return t;
-}
-
-void check_fused_equals_serial(int64_t B, const BnCase& c, uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  SCOPED_TRACE(
-      fmt::format("B={} N={} C={} H={} W={} affine={} training={} momentum={} offset={} eps={}", B,
-                  c.N, c.C, c.H, c.W, c.affine, c.training, c.momentum, c.offset, c.eps));
-  RngStream rng(seed, 0);
-  BatchNorm2dParams p{B, c.N, c.C, c.H, c.W, c.eps, c.momentum, c.affine, c.training};
-  // Two consecutive calls: running statistics must follow each model's own updates.
-  Buffer x1 = random_buffer(p.x_shape(), rng, c.offset - 1.0f, c.offset + 1.0f);
-  Buffer x2 = random_buffer(p.x_shape(), rng, c.offset - 1.0f, c.offset + 1.0f);
-  Buffer gamma = test::random_buffer(p.param_shape(), rng),
-         beta = random_buffer(p.param_shape(), rng);
-  Buffer rmean = test::random_buffer(p.param_shape(), rng, c.offset - 0.5f, c.offset + 0.5f);
-  Buffer rvar = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-  Buffer dy = test::random_buffer(p.y_shape(), rng);
-  Buffer dgamma = test::random_buffer(p.param_shape(), rng),
-         dbeta = random_buffer(p.param_shape(), rng);
-  const Buffer rmean0 = rmean, rvar0 = rvar, dgamma0 = dgamma, dbeta0 = dbeta;
-  Buffer mean(p.param_shape()), rstd(p.param_shape()), y(p.y_shape()), dx(p.x_shape());
-  BatchNorm2dSaved saved{mean.view(), rstd.view()};
-  for (Buffer* x : {&x1, &x2})
-    batchnorm2d_forward(p, {.x = x->view(),
-                            .gamma = view_if(c.affine, gamma),
-                            .beta = view_if(c.affine, beta),
-                            .running_mean = rmean.view(),
-                            .running_var = rvar.view(),
-                            .saved = saved,
-                            .y = y.view()});
-  batchnorm2d_backward(p, {.x = x2.view(),
-                           .gamma = view_if(c.affine, gamma),
-                           .saved = saved,
-                           .dy = dy.view(),
-                           .dx = dx.view(),
-                           .dgamma = view_if(c.affine, dgamma),
-                           .dbeta = view_if(c.affine, dbeta)});
-  if (!c.training) {  // eval never touches the running statistics
-    expect_close(rmean, rmean0, 0.0, 0.0, "eval running_mean unchanged");
-    expect_close(rvar, rvar0, 0.0, 0.0, "eval running_var unchanged");
-  }
-
-  BatchNorm2dParams one = p;
-  one.B = 1;
-  for (int64_t b = 0; b < B; ++b) {
-    SCOPED_TRACE(fmt::format("model b={}", b));
-    Buffer xb1 = gather_model(x1, B, b, c.C), xb2 = gather_model(x2, B, b, c.C);
-    Buffer gb = model_slice(gamma, b), sb = model_slice(beta, b);
-    Buffer rmb = model_slice(rmean0, b), rvb = model_slice(rvar0, b);
-    Buffer dgb = model_slice(dgamma0, b), dbb = model_slice(dbeta0, b);
-    Buffer meanb(one.param_shape()), rstdb(one.param_shape()), yb(one.y_shape());
-    Buffer dxb(one.x_shape()), dyb = gather_model(dy, B, b, c.C);
-    BatchNorm2dSaved savedb{meanb.view(), rstdb.view()};
-    for (Buffer* x : {&xb1, &xb2})
-      ref::batchnorm2d_forward(one, {.x = x->view(),
-                                     .gamma = view_if(c.affine, gb),
-                                     .beta = view_if(c.affine, sb),
-                                     .running_mean = rmb.view(),
-                                     .running_var = rvb.view(),
-                                     .saved = savedb,
-                                     .y = yb.view()});
-    ref::batchnorm2d_backward(one, {.x = xb2.view(),
-                                    .gamma = view_if(c.affine, gb),
-                                    .saved = savedb,
-                                    .dy = dyb.view(),
-                                    .dx = dxb.view(),
-                                    .dgamma = view_if(c.affine, dgb),
-                                    .dbeta = view_if(c.affine, dbb)});
-
-    const double x_max = std::max(max_abs(xb1), max_abs(xb2));
-    const double gamma_max = c.affine ? max_abs(gb) : 1.0;
-    const BnTolerances t =
-        tolerances(one, x_max, max_xhat(xb2, meanb, rstdb), max_abs(rstdb), gamma_max);
-    expect_close(gather_model(y, B, b, c.C), yb, t.forward, t.forward, "forward");
-    expect_close(model_slice(mean, b), meanb, t.mean, t.mean, "saved mean");
-    expect_close(model_slice(rstd, b), rstdb, 0.0, t.rstd, "saved rstd");
-    expect_close(model_slice(rmean, b), rmb, t.running, t.running, "running_mean");
-    expect_close(model_slice(rvar, b), rvb, t.running, t.running, "running_var");
-    expect_close(gather_model(dx, B, b, c.C), dxb, t.dx, t.dx, "input grad");
-    if (c.affine) {
-      expect_close(model_slice(dgamma, b), dgb, t.dgamma, t.dgamma, "gamma grad");
-      expect_close(model_slice(dbeta, b), dbb, t.dbeta, t.dbeta, "beta grad");
+  static std::vector<TensorSpec> tensors(const BnParams& q, const OpCase<BnParams>& c) {
+    const BatchNorm2dParams p = q.params();
+    const Shape x = p.x_shape(), s = p.param_shape();
+    const float lo = q.offset - 1.0f, hi = q.offset + 1.0f;
+    auto channels = [&](std::string name, Role role) {
+      return TensorSpec{.name = std::move(name),
+                        .shape = x,
+                        .layout = Layout::kChannels,
+                        .role = role,
+                        .lo = lo,
+                        .hi = hi,
+                        .channels = p.C};
+    };
+    std::vector<TensorSpec> t = {channels("x", Role::kInput),
+                                 channels("y", Role::kOutput),
+                                 {.name = "mean", .shape = s, .role = Role::kSaved},
+                                 {.name = "rstd", .shape = s, .role = Role::kSaved}};
+    TensorSpec dy = channels("dy", Role::kInput);
+    dy.lo = -1.0f, dy.hi = 1.0f;
+    t.push_back(dy);
+    if (q.running || !p.training) {
+      t.push_back({.name = "running_mean",
+                   .shape = s,
+                   .role = Role::kState,
+                   .lo = q.offset - 0.5f,
+                   .hi = q.offset + 0.5f});
+      t.push_back(
+          {.name = "running_var", .shape = s, .role = Role::kState, .lo = 0.5f, .hi = 1.5f});
+      // Two training calls: the running statistics must follow each model's own updates.
+      if (p.training) t.push_back(channels("x_prev", Role::kInput));
     }
+    if (p.affine)
+      for (const char* name : {"gamma", "beta"}) {
+        t.push_back({.name = name, .shape = s});
+        t.push_back({.name = std::string("d") + name, .shape = s, .role = Role::kParamGrad});
+      }
+    if (!c.no_dx) t.push_back(channels("dx", Role::kInputGrad));
+    return t;
   }
+  static void run(const BnParams& q, const test::Views& v, const test::RunContext& ctx) {
+    const BatchNorm2dParams p = q.params();
+    const BatchNorm2dSaved saved{.mean = v("mean"), .rstd = v("rstd")};
+    BatchNorm2dForwardArgs f{.x = v("x_prev"),
+                             .gamma = v("gamma"),
+                             .beta = v("beta"),
+                             .running_mean = v("running_mean"),
+                             .running_var = v("running_var"),
+                             .saved = saved,
+                             .y = v("y")};
+    auto forward = ctx.ref ? ref::batchnorm2d_forward : batchnorm2d_forward;
+    if (!f.x.empty()) forward(p, f);
+    f.x = v("x");
+    forward(p, f);
+    if (ctx.forward_only) return;
+    const BatchNorm2dBackwardArgs b{.x = v("x"),
+                                    .gamma = v("gamma"),
+                                    .saved = saved,
+                                    .dy = v("dy"),
+                                    .dx = v("dx"),
+                                    .dgamma = v("dgamma"),
+                                    .dbeta = v("dbeta"),
+                                    .accumulate_dx = ctx.accumulate_dx};
+    (ctx.ref ? ref::batchnorm2d_backward : batchnorm2d_backward)(p, b);
+  }
+  // The fused CPU kernel sums each [H*W] row in float and the N rows in double; the reference
+  // sums everything in double. A float sum of k terms errs by at most k*u*sum|terms|, so every
+  // statistic (mean, variance, sum dy, sum dy*(x - mean)) carries a relative error of at most
+  // (H*W)*u on the scale of its terms, and the few roundings after it add a handful of u:
+  // e = 4 * (H*W + 8) * u covers both with a factor 4 of margin. The mean's error is e*max|x| (it
+  // cancels against x, so it scales with |x|, not with the std); it reaches the outputs
+  // multiplied by rstd. Each tolerance is e times the magnitude its error terms multiply
+  // (|dy|, |beta| <= 1 by construction). Eval leaves the running statistics exactly as they were.
+  static std::pair<double, double> tolerance(const BnParams& q, const test::Views& v,
+                                             const TensorSpec& s) {
+    const BatchNorm2dParams p = q.params();
+    const double e = 4.0 * double(p.H * p.W + 8) * kUnitRoundoff;
+    const double M = double(p.reduction_size());
+    const TensorView x = v("x"), mean = v("mean"), rstd = v("rstd");
+    const double x_max = std::max(max_abs(x), max_abs(v("x_prev")));
+    const double rstd_max = max_abs(rstd), gamma_max = p.affine ? max_abs(v("gamma")) : 1.0;
+    double xhat_max = 0.0;
+    const int64_t hw = p.H * p.W;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t c = (i / hw) % p.C;
+      xhat_max = std::max(xhat_max, std::fabs(double(x.data[i]) - mean.data[c]) * rstd.data[c]);
+    }
+    const double mean_shift = x_max * rstd_max;  // a mean error of e*x_max, in units of std
+    double t = 0.0;
+    if (s.name == "y") {
+      t = e * (gamma_max * (mean_shift + xhat_max + 1.0) + 1.0);
+    } else if (s.name == "dx") {
+      // dx = a*dy + k1*(x - mean) + k0 with |k1*(x - mean)| <= a*xhat^2*|dy|, k1 from a float sum.
+      t = e * gamma_max * rstd_max * (1.0 + xhat_max * (xhat_max + 2.0 * mean_shift));
+    } else if (s.name == "dgamma") {
+      t = e * (M * (xhat_max + mean_shift) + 1.0);  // + the initial (accumulated) value
+    } else if (s.name == "dbeta") {
+      t = e * (M + 1.0);
+    } else if (s.name == "running_mean" || s.name == "running_var") {
+      t = p.training ? e * (x_max * x_max + 2.0) : 0.0;
+    } else if (s.name == "mean") {
+      t = e * x_max;
+    } else if (s.name == "rstd") {
+      return {0.0, e};  // relative: the mean's error moves the variance only to second order
+    }
+    return {t, t};
+  }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() {
+    return {{"x", "dx"}, {"gamma", "dgamma"}, {"beta", "dbeta"}};
+  }
+  // L = sum(y * dy) over <= 48 outputs with |y| <= 3: rounding y to float moves L by at most
+  // 48 * 3 * 2^-24 ~ 9e-6, 4.3e-4 after dividing by 2*eps; the O(eps^2) truncation term, with
+  // rstd ~ 2 and M >= 12, is ~1e-4 * |L'''| / 6 ~ 2e-5. 1e-3 covers both.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 1e-3, 1e-3}; }
+};
+
+// Sizes straddle the kernel's switches: H*W rows below, at and past a 16-float vector (and 64),
+// the parallel_for over B*C channels below, at and above the thread count, M = N*H*W = 2 (the
+// smallest training batch), N = 1, momentum 0 and 1, |mean| >> std, large eps; each in training
+// with and without running statistics and in eval, B in {1, 2, 3, 8} and 1 to 3 threads.
+std::vector<OpCase<BnParams>> batchnorm_cases() {
+  struct Size {
+    int64_t N, C, H, W;
+    bool affine;
+    double momentum = 0.1;
+    float offset = 0.0f;
+    double eps = 1e-5;
+  };
+  const Size sizes[] = {
+      {2, 1, 1, 1, true},             // M = 2
+      {3, 5, 7, 3, true},             // odd sizes
+      {2, 3, 5, 9, false},            // no affine
+      {3, 2, 3, 5, true},             // rows of 15
+      {2, 2, 4, 4, false},            // rows of 16
+      {2, 1, 1, 17, true},            // rows of 17
+      {6, 17, 8, 8, true},            // rows of 64
+      {5, 3, 4, 4, true, 1.0},        // momentum 1: running = batch statistics
+      {2, 4, 3, 3, true, 0.0},        // momentum 0: running unchanged
+      {3, 3, 5, 5, true, 0.1, 5.0f},  // |mean| >> std
+      {1, 6, 1, 5, true},             // N = 1
+      {4, 16, 11, 13, true, 0.1, 5.0f},
+      {3, 4, 3, 5, true, 0.3, 0.0f, 0.5},  // large eps
+      {2, 2, 2, 3, true},                  // small enough for finite differences
+  };
+  std::vector<OpCase<BnParams>> cases;
+  int k = 0;
+  for (const Size& s : sizes)
+    for (int mode = 0; mode < 3; ++mode)  // training, training without running stats, eval
+      for (int64_t B : test::model_counts()) {
+        OpCase<BnParams> c;
+        c.p.bn = BatchNorm2dParams{.N = s.N,
+                                   .C = s.C,
+                                   .H = s.H,
+                                   .W = s.W,
+                                   .eps = s.eps,
+                                   .momentum = s.momentum,
+                                   .affine = s.affine,
+                                   .training = mode != 2};
+        c.p.running = mode != 1;
+        c.p.offset = s.offset;
+        c.B = B;
+        c.threads = 1 + (k++ % 3);
+        c.accumulate_dx = (s.N + s.C + B + mode) % 2 == 1;
+        c.no_dx = s.affine && B == 2 && mode == 1;
+        c.fd = B == 1 && s.N * s.H * s.W >= 12 && s.N * s.C * s.H * s.W <= 48 && s.offset == 0;
+        c.name = fmt::format("N{}_C{}_H{}_W{}_B{}_{}{}_m{}{}{}_t{}{}{}", s.N, s.C, s.H, s.W, B,
+                             mode == 2   ? "eval"
+                             : mode == 1 ? "train_norun"
+                                         : "train",
+                             s.affine ? "" : "_noaffine", int(s.momentum * 10),
+                             s.offset != 0 ? "_offset" : "", s.eps > 1e-3 ? "_bigeps" : "",
+                             c.threads, c.accumulate_dx ? "_acc" : "", c.no_dx ? "_nodx" : "");
+        cases.push_back(c);
+      }
+  return cases;
 }
 
-TEST(BatchNorm2d, FusedEqualsSerial) {
-  const BnCase cases[] = {
-      {2, 1, 1, 1, true, true},                   // M = N*H*W = 2, the smallest training batch
-      {3, 5, 7, 3, true, true},                   // odd sizes
-      {2, 3, 5, 9, false, true},                  // no affine
-      {4, 7, 3, 5, true, false},                  // eval
-      {3, 2, 9, 7, false, false},                 // eval, no affine
-      {5, 3, 4, 4, true, true, 1.0},              // momentum 1: running = batch statistics
-      {2, 4, 3, 3, true, true, 0.0},              // momentum 0: running unchanged
-      {3, 3, 5, 5, true, true, 0.1, 5.0f},        // |mean| >> std
-      {1, 6, 1, 5, true, true},                   // N = 1
-      {6, 17, 8, 8, true, true},                  // rows of 64: whole SIMD vectors
-      {4, 16, 11, 13, true, false, 0.1, 5.0f},    // eval, |running_mean| >> std
-      {3, 4, 3, 5, true, false, 0.1, 0.0f, 0.5},  // eval, large eps
-      {3, 4, 3, 5, false, true, 0.3, 0.0f, 0.5},  // training, large eps
-  };
-  uint64_t seed = test::seed_for_test();
-  for (int64_t B : test::model_counts())
-    for (const auto& c : cases) check_fused_equals_serial(B, c, seed++);
-}
+class BatchNorm2dHarness : public ::testing::TestWithParam<OpCase<BnParams>> {};
+TEST_P(BatchNorm2dHarness, FusedEqualsSerial) { test::run_case<BatchNorm2dOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, BatchNorm2dHarness, ::testing::ValuesIn(batchnorm_cases()),
+                         test::CaseName());
 
 // Skipped gradients stay untouched and do not change the others.
 TEST(BatchNorm2d, EmptyGradientsAreSkipped) {
@@ -308,52 +347,6 @@ TEST(BatchNorm2d, EvalUsesRunningStatisticsByHand) {
   }
 }
 
-TEST(BatchNorm2d, ReferenceGradientsMatchFiniteDifferences) {
-  for (bool training : {true, false}) {
-    uint64_t seed = test::seed_for_test();
-    HFTA_SEEDED_TRACE(seed);
-    SCOPED_TRACE(training ? "training" : "eval");
-    RngStream rng(seed, 1);
-    BatchNorm2dParams p{2, 2, 2, 2, 3};
-    p.training = training;
-    Buffer x = test::random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
-    Buffer gamma = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-    Buffer beta = test::random_buffer(p.param_shape(), rng);
-    Buffer rmean = test::random_buffer(p.param_shape(), rng, -0.5f, 0.5f);
-    Buffer rvar = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-    Buffer y(p.y_shape()), mean(p.param_shape()), rstd(p.param_shape());
-    Buffer dx(p.x_shape()), dgamma(p.param_shape()), dbeta(p.param_shape());
-    BatchNorm2dSaved saved{mean.view(), rstd.view()};
-    // Training updates the running statistics on every call; y does not depend on them.
-    auto forward = [&] {
-      ref::batchnorm2d_forward(p, {.x = x.view(),
-                                   .gamma = gamma.view(),
-                                   .beta = beta.view(),
-                                   .running_mean = rmean.view(),
-                                   .running_var = rvar.view(),
-                                   .saved = saved,
-                                   .y = y.view()});
-    };
-    forward();
-    ref::batchnorm2d_backward(p, {.x = x.view(),
-                                  .gamma = gamma.view(),
-                                  .saved = saved,
-                                  .dy = g.view(),
-                                  .dx = dx.view(),
-                                  .dgamma = dgamma.view(),
-                                  .dbeta = dbeta.view()});
-    // L = sum(y * g) over 48 outputs with |y| <= 3: rounding y to float moves L by at most
-    // 48 * 3 * 2^-24 ~ 9e-6, i.e. 4.3e-4 after dividing by 2*eps; the O(eps^2) truncation term,
-    // with rstd ~ 2 and M = 12, is ~1e-4 * |L'''| / 6 ~ 2e-5. 1e-3 covers both.
-    const double eps = 1e-2, tol = 1e-3;
-    test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
-    test::expect_gradient_matches_finite_differences(forward, gamma, y, g, dgamma, eps, tol, tol,
-                                                     "dgamma");
-    test::expect_gradient_matches_finite_differences(forward, beta, y, g, dbeta, eps, tol, tol,
-                                                     "dbeta");
-  }
-}
-
 TEST(BatchNorm2d, BadShapesAndHyperparametersRaiseClearErrors) {
   BatchNorm2dParams p{2, 3, 4, 5, 5};
   Buffer x(p.x_shape()), y(p.y_shape()), gamma(p.param_shape()), beta(p.param_shape());
@@ -437,43 +430,6 @@ TEST(BatchNorm2d, BadShapesAndHyperparametersRaiseClearErrors) {
                                         .dgamma = gamma.view(),
                                         .dbeta = beta.view()}),
                Error);
-}
-
-// accumulate_dx adds the input gradient into dx, in training and eval, fast and reference.
-TEST(BatchNorm2d, AccumulateDxAddsToDx) {
-  const uint64_t seed = test::case_seed("BatchNorm2d.AccumulateDxAddsToDx");
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 0);
-  for (bool training : {true, false})
-    for (bool fast : {true, false}) {
-      BatchNorm2dParams p{3, 4, 5, 3, 7};
-      p.training = training;
-      Buffer x = test::random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
-      Buffer beta = test::random_buffer(p.param_shape(), rng),
-             dy = test::random_buffer(p.y_shape(), rng);
-      Buffer rm = test::random_buffer(p.param_shape(), rng),
-             rv = random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-      Buffer mean(p.param_shape()), rstd(p.param_shape()), y(p.y_shape());
-      const BatchNorm2dSaved saved{mean.view(), rstd.view()};
-      batchnorm2d_forward(p, {.x = x.view(),
-                              .gamma = gamma.view(),
-                              .beta = beta.view(),
-                              .running_mean = rm.view(),
-                              .running_var = rv.view(),
-                              .saved = saved,
-                              .y = y.view()});
-      test::expect_dx_accumulates(
-          [&](TensorView dx, bool acc) {
-            const BatchNorm2dBackwardArgs a{.x = x.view(),
-                                            .gamma = gamma.view(),
-                                            .saved = saved,
-                                            .dy = dy.view(),
-                                            .dx = dx,
-                                            .accumulate_dx = acc};
-            fast ? batchnorm2d_backward(p, a) : ref::batchnorm2d_backward(p, a);
-          },
-          p.x_shape(), seed, fmt::format("training={} fast={}", training, fast));
-    }
 }
 
 // Running statistics over k = 3 training steps, worked out by hand (momentum 0.1, PyTorch's

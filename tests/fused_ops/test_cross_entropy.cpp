@@ -1,16 +1,21 @@
-// Fused softmax cross-entropy: each model's loss, probabilities, gradient and accuracy equal a
-// single-model reference run; reference gradients equal finite differences; a NaN in one model
-// leaves the others untouched; bad labels and shapes raise hfta::Error.
+// Fused softmax cross-entropy on the op harness (tests/op_harness.h): each model's loss,
+// probabilities, gradient and accuracy (count_correct) equal a single-model reference run;
+// reference gradients equal finite differences; a NaN in one model leaves the others untouched;
+// bad labels and shapes raise hfta::Error.
+#include <cstring>
 #include <limits>
 
 #include "fused_ops/cross_entropy.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
 
 // Unit roundoff: the relative error of one correctly rounded float operation.
 constexpr double kUnitRoundoff = 1.0 / (1 << 24);
@@ -25,11 +30,130 @@ IndexView label_view(std::vector<int32_t>& labels) {
   return IndexView(labels.data(), Shape{static_cast<int64_t>(labels.size())});
 }
 
-struct CeCase {
-  int64_t N, K;
-  float range;  // logits uniform in [-range, range]; 60 makes probabilities underflow
+struct CeP {
+  int64_t B = 1;
+  int64_t N = 1, K = 2;
+  float range = 4.0f;     // logits uniform in [-range, range]; 60 makes probabilities underflow
+  bool in_place = false;  // the fast path writes dlogits over probs
+  CrossEntropyParams params() const { return {B, N, K}; }
 };
 
+struct CrossEntropyOp {
+  using Params = CeP;
+  static std::string describe(const CeP& q) {
+    return fmt::format("N={} K={} range={} in_place={}", q.N, q.K, q.range, q.in_place);
+  }
+  // Error budget against the double reference, with u = 2^-24 and d_k = max - x_k:
+  // - exp_approx is within 1.4u, and its argument x_k - max is rounded (absolute d_k u), so e_k
+  //   carries (1.4 + d_k) u relative. The sum s averages those under the softmax:
+  //   sum_k p_k d_k = H(p) - log s <= ln K, so s (and log s, absolutely) is within (1.4 + ln K) u.
+  // - probs = e_k * (1/s): (5 + ln K) u relative, plus d_k e^-d_k u <= u/e = 2.2e-8 absolute.
+  //   The label slot is exp of the float-rounded log-likelihood l: l e^l u <= u/e as well.
+  //   (exp_approx flushes below 1.2e-38, far under that.)
+  // - loss: log s as above, each l rounded to float (|l| u), the mean rounded (u/2).
+  // - dlogits = scale * (p - onehot): the probs' error times |scale| <= 2/N, two roundings.
+  // - correct counts: exact.
+  static std::vector<TensorSpec> tensors(const CeP& q, const OpCase<CeP>& c) {
+    const CrossEntropyParams p = q.params();
+    const double u = kUnitRoundoff, ln_k = std::log(double(p.K)), scale = 2.0 / double(p.N);
+    return {
+        {.name = "logits",
+         .shape = p.logits_shape(),
+         .lo = -q.range,
+         .hi = q.range,
+         .fill = test::Fill::kTies},  // ties: count_correct takes the first maximum
+        {.name = "labels",
+         .shape = p.labels_shape(),
+         .layout = test::Layout::kShared,
+         .lo = 0.0f,
+         .hi = float(p.K),
+         .is_index = true},
+        {.name = "dlosses", .shape = p.losses_shape(), .lo = 0.5f, .hi = 2.0f},
+        {.name = "losses",
+         .shape = p.losses_shape(),
+         .role = Role::kOutput,
+         .atol = (2 + ln_k) * u,
+         .rtol = 2 * u},
+        {.name = "probs",
+         .shape = p.logits_shape(),
+         .role = Role::kSaved,
+         .atol = 3e-8,
+         .rtol = (5 + ln_k) * u},
+        {.name = "dlogits",
+         .shape = p.logits_shape(),
+         .role = Role::kInputGrad,
+         .atol = 3e-8 * scale,
+         .rtol = (7 + ln_k) * u},
+        {.name = "correct", .shape = Shape{p.B}, .role = Role::kOutput, .atol = 0.0, .rtol = 0.0},
+    };
+  }
+  static void run(const CeP& q, const test::Views& v, const test::RunContext& ctx) {
+    const CrossEntropyParams p = q.params();
+    const TensorView probs = v("probs"), dlogits = v("dlogits");
+    (ctx.ref ? ref::cross_entropy_forward : cross_entropy_forward)(p, {.logits = v("logits"),
+                                                                       .labels = v.index("labels"),
+                                                                       .losses = v("losses"),
+                                                                       .saved = {probs}});
+    if (ctx.forward_only) return;
+    std::vector<int64_t> correct(static_cast<size_t>(p.B), -1);
+    (ctx.ref ? ref::count_correct : count_correct)(
+        p, {.logits = v("logits"), .labels = v.index("labels"), .correct = correct});
+    for (int64_t b = 0; b < p.B; ++b) v("correct").data[b] = static_cast<float>(correct[b]);
+    const bool in_place = q.in_place && !ctx.ref;
+    if (in_place) std::memcpy(dlogits.data, probs.data, sizeof(float) * probs.numel());
+    (ctx.ref ? ref::cross_entropy_backward : cross_entropy_backward)(
+        p, {.saved = {in_place ? dlogits : probs},
+            .labels = v.index("labels"),
+            .dlosses = v("dlosses"),
+            .dlogits = dlogits});
+  }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() {
+    return {{"losses", "dlosses"}};
+  }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() {
+    return {{"logits", "dlogits"}};
+  }
+  // eps = 1e-2: truncation eps^2 |L'''| / 6 with |L'''| <= 1 for log-softmax: <= 2e-5; rounding:
+  // the float losses (|L| <= 10) carry 2^-24 |L| / eps <= 6e-6.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 1e-4, 1e-4}; }
+};
+
+// K below, at and above the kernel's 16-wide vectors, with and without a remainder; logits that
+// underflow; B in {1, 2, 3, 8}, 1 to 3 threads; dlogits over probs on the fast path. dlogits has
+// no accumulate flag (the logits are read only by the loss).
+std::vector<OpCase<CeP>> cross_entropy_cases() {
+  struct Size {
+    int64_t N, K;
+    float range;
+  };
+  const Size sizes[] = {
+      {1, 1, 4.0f},   {1, 2, 4.0f},   {5, 3, 4.0f},    {7, 10, 8.0f},
+      {13, 17, 8.0f}, {9, 10, 60.0f}, {33, 129, 8.0f}, {6, 1000, 60.0f},
+      {64, 10, 3.0f}, {5, 16, 8.0f},  {3, 32, 60.0f},  {3, 5, 2.0f},  // the last: differences
+  };
+  std::vector<OpCase<CeP>> cases;
+  int k = 0;
+  for (const Size& s : sizes)
+    for (int64_t B : test::model_counts())
+      for (bool in_place : {false, true}) {
+        OpCase<CeP> c;
+        c.p = CeP{.N = s.N, .K = s.K, .range = s.range, .in_place = in_place};
+        c.B = B;
+        c.threads = 1 + (k++ % 3);
+        c.fd = B == 1 && !in_place && s.N * s.K <= 15 && s.range <= 2.0f;
+        c.name = fmt::format("N{}_K{}_range{}_B{}_t{}{}{}", s.N, s.K, int(s.range), B, c.threads,
+                             in_place ? "_inplace" : "", c.fd ? "_fd" : "");
+        cases.push_back(c);
+      }
+  return cases;
+}
+
+class CrossEntropyHarness : public ::testing::TestWithParam<OpCase<CeP>> {};
+TEST_P(CrossEntropyHarness, FusedEqualsSerial) { test::run_case<CrossEntropyOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, CrossEntropyHarness, ::testing::ValuesIn(cross_entropy_cases()),
+                         test::CaseName());
+
+// Forward, backward and count_correct on whole buffers (the NaN test below).
 struct CeResult {
   Buffer losses, probs, dlogits;
   std::vector<int64_t> correct;
@@ -68,92 +192,6 @@ CeResult run_ref(const CrossEntropyParams& p, const Buffer& logits,
                  const std::vector<int32_t>& labels, const Buffer& dlosses) {
   return run(p, logits, labels, dlosses, false, ref::cross_entropy_forward,
              ref::cross_entropy_backward, ref::count_correct);
-}
-
-Buffer model_slice(const Buffer& fused, int64_t b, Shape single) {
-  Buffer out(single);
-  std::copy_n(fused.values.data() + b * single.numel(), single.numel(), out.data());
-  return out;
-}
-
-void check_fused_equals_serial(int64_t B, const CeCase& c, bool in_place, uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  SCOPED_TRACE(fmt::format("B={} N={} K={} range={} in_place={}", B, c.N, c.K, c.range, in_place));
-  RngStream rng(seed, 0);
-  const CrossEntropyParams p{B, c.N, c.K};
-  const Buffer logits = test::random_buffer(p.logits_shape(), rng, -c.range, c.range);
-  const std::vector<int32_t> labels = random_labels(c.N, c.K, rng);
-  const Buffer dlosses = test::random_buffer(p.losses_shape(), rng, 0.5f, 2.0f);
-  const CeResult fused = run_cpu(p, logits, labels, dlosses, in_place);
-
-  const CrossEntropyParams one{1, c.N, c.K};
-  for (int64_t b = 0; b < B; ++b) {
-    SCOPED_TRACE(fmt::format("model {}", b));
-    const Buffer logits_b = model_slice(logits, b, one.logits_shape());
-    const Buffer dlosses_b = model_slice(dlosses, b, one.losses_shape());
-    const CeResult alone = run_ref(one, logits_b, labels, dlosses_b);
-    // Error budget against the double reference, with u = 2^-24 and d_k = max - x_k:
-    // - exp_approx is within 1.4u, and its argument x_k - max is rounded (absolute d_k u), so
-    //   e_k carries (1.4 + d_k) u relative. The sum s averages those under the softmax:
-    //   sum_k p_k d_k = H(p) - log s <= ln K, so s (and log s, absolutely) is within
-    //   (1.4 + ln K) u.
-    // - probs = e_k * (1/s): (5 + ln K) u relative, plus d_k e^-d_k u <= u/e = 2.2e-8 absolute.
-    //   The label slot is exp of the float-rounded log-likelihood l: l e^l u <= u/e as well.
-    //   (exp_approx flushes below 1.2e-38, far under that.)
-    // - loss: log s as above, each l rounded to float (|l| u), the mean rounded (u/2).
-    // - dlogits = scale * (p - onehot): the probs' error times |scale| <= 2/N, two roundings.
-    const double u = kUnitRoundoff, ln_k = std::log(double(c.K)), scale = 2.0 / c.N;
-    expect_close(model_slice(fused.probs, b, one.logits_shape()), alone.probs, 3e-8, (5 + ln_k) * u,
-                 "probs");
-    expect_close(model_slice(fused.losses, b, one.losses_shape()), alone.losses, (2 + ln_k) * u,
-                 2 * u, "loss");
-    expect_close(model_slice(fused.dlogits, b, one.logits_shape()), alone.dlogits, 3e-8 * scale,
-                 (7 + ln_k) * u, "logits grad");
-    EXPECT_EQ(fused.correct[b], alone.correct[0]) << "correct count";
-    // The CPU kernel on model b alone gives the same bits: nothing depends on B.
-    const CeResult cpu_alone = run_cpu(one, logits_b, labels, dlosses_b, in_place);
-    EXPECT_EQ(cpu_alone.losses.values[0], fused.losses.values[b]) << "CPU loss alone vs fused";
-  }
-}
-
-TEST(CrossEntropy, FusedEqualsSerial) {
-  // K below, at and above the kernel's 16-wide vectors, with and without a remainder.
-  const CeCase cases[] = {
-      {1, 1, 4.0f},   {1, 2, 4.0f},   {5, 3, 4.0f},    {7, 10, 8.0f},
-      {13, 17, 8.0f}, {9, 10, 60.0f}, {33, 129, 8.0f}, {6, 1000, 60.0f},
-      {64, 10, 3.0f}, {5, 16, 8.0f},  {3, 32, 60.0f},
-  };
-  uint64_t seed = test::seed_for_test();
-  for (int64_t B : test::model_counts())
-    for (const auto& c : cases)
-      for (bool in_place : {false, true}) check_fused_equals_serial(B, c, in_place, seed++);
-}
-
-TEST(CrossEntropy, ReferenceGradientsMatchFiniteDifferences) {
-  uint64_t seed = test::seed_for_test();
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 1);
-  const CrossEntropyParams p{2, 3, 5};
-  Buffer logits = test::random_buffer(p.logits_shape(), rng, -2.0f, 2.0f);
-  std::vector<int32_t> labels = random_labels(p.N, p.K, rng);
-  Buffer g = test::random_buffer(p.losses_shape(), rng, 0.5f, 2.0f);
-  Buffer losses(p.losses_shape()), probs(p.logits_shape()), dlogits(p.logits_shape());
-  auto forward = [&] {
-    ref::cross_entropy_forward(p, {.logits = logits.view(),
-                                   .labels = label_view(labels),
-                                   .losses = losses.view(),
-                                   .saved = {probs.view()}});
-  };
-  forward();
-  ref::cross_entropy_backward(p, {.saved = {probs.view()},
-                                  .labels = label_view(labels),
-                                  .dlosses = g.view(),
-                                  .dlogits = dlogits.view()});
-  // eps = 1e-2: truncation eps^2 |L'''| / 6 with |L'''| <= 1 for log-softmax: <= 2e-5; rounding:
-  // the float losses (|L| <= 10) carry 2^-24 |L| / eps <= 6e-6.
-  const double eps = 1e-2, tol = 1e-4;
-  test::expect_gradient_matches_finite_differences(forward, logits, losses, g, dlogits, eps, tol,
-                                                   tol, "dlogits");
 }
 
 TEST(CrossEntropy, NanInOneModelLeavesOthersUntouched) {

@@ -1,20 +1,27 @@
-// Fused dropout: model b of an array draws exactly the mask it draws alone (same per-model
-// stream), in both layouts; the drop rate is p within a binomial bound; eval mode and p == 0 are
-// the identity; the gradient is mask * dy; bad parameters raise hfta::Error.
+// Fused dropout on the op harness (tests/op_harness.h): model b of an array draws exactly the mask
+// it draws alone (same per-model stream, over two steps), in both layouts, in place and not; the
+// drop rate is p within a binomial bound and the keep scale is 4/3 at p = 0.25 by hand; eval mode
+// and p == 0 are the identity; the gradient is mask * dy; bad parameters raise hfta::Error.
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "fused_ops/dropout.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
 
-std::vector<RngStream> dropout_streams(uint64_t seed, int64_t B) {
+std::vector<RngStream> dropout_streams(uint64_t seed, int64_t B, int64_t first_model = 0) {
   std::vector<RngStream> streams;
-  for (int64_t b = 0; b < B; ++b) streams.push_back(RngStream::for_model(seed, b, kRngDropout));
+  for (int64_t b = 0; b < B; ++b)
+    streams.push_back(RngStream::for_model(seed, first_model + b, kRngDropout));
   return streams;
 }
 
@@ -32,75 +39,147 @@ Shape fused_shape(const DropoutCase& c, int64_t B) {
   return c.conv ? Shape{c.N, B * c.C, c.HW, 1} : Shape{B, c.N, c.C * c.HW};
 }
 
-// Model b's single-model tensor ([N, C, HW, 1] or [1, N, C*HW]) cut out of the fused one.
-Buffer gather(const DropoutCase& c, const Buffer& fused, int64_t B, int64_t b) {
-  Buffer out(fused_shape(c, 1));
-  const int64_t run = c.C * c.HW;
-  for (int64_t n = 0; n < c.N; ++n)
-    for (int64_t i = 0; i < run; ++i)
-      out.values[n * run + i] =
-          fused.values[c.conv ? (n * B + b) * run + i : (b * c.N + n) * run + i];
-  return out;
-}
+struct DropP {
+  int64_t B = 1;
+  DropoutCase shape;
+  float p = 0.5f;
+  bool training = true;
+  bool in_place = false;  // the fast path's second step runs y over x and dx over dy
+  DropoutParams params() const { return make_params(shape, B, p, training); }
+};
 
 // Dropout only copies and multiplies by 0 or 1/(1-p), each exactly rounded once, so the fused
-// kernel and the reference agree bit for bit: tolerance 0.
-void check_fused_equals_serial(const DropoutCase& c, int64_t B, float p, bool in_place,
-                               uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  SCOPED_TRACE(fmt::format("B={} conv={} N={} C={} HW={} p={} in_place={}", B, c.conv, c.N, c.C,
-                           c.HW, p, in_place));
-  RngStream rng(seed, 0);
-  const DropoutParams params = make_params(c, B, p, true);
-  const Shape shape = fused_shape(c, B);
-  std::vector<RngStream> streams = dropout_streams(seed, B);
-  std::vector<RngStream> alone = streams;  // model b alone starts from the same stream
-  // Two steps: the second checks that each stream advanced exactly as it does alone.
-  for (int step = 0; step < 2; ++step) {
-    SCOPED_TRACE(fmt::format("step {}", step));
-    Buffer x = test::random_buffer(shape, rng), dy = test::random_buffer(shape, rng);
-    const Buffer x0 = x, dy0 = dy;
-    Buffer y(shape), dx(shape), mask(shape, -1.0f);
-    if (in_place) {
-      dropout_forward(params,
-                      {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = x.view()});
-      dropout_backward(params, {.saved = {mask.view()}, .dy = dy.view(), .dx = dy.view()});
-      y = x, dx = dy;
-    } else {
-      dropout_forward(params,
-                      {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()});
-      dropout_backward(params, {.saved = {mask.view()}, .dy = dy.view(), .dx = dx.view()});
+// kernel and the reference agree bit for bit: tolerance 0. Two forward steps (x_prev, then x)
+// from the same streams: the second checks that each stream advanced exactly as it does alone.
+struct DropoutOp {
+  using Params = DropP;
+  static std::string describe(const DropP& q) {
+    return fmt::format("conv={} N={} C={} HW={} p={} training={} in_place={}", q.shape.conv,
+                       q.shape.N, q.shape.C, q.shape.HW, q.p, q.training, q.in_place);
+  }
+  static std::vector<TensorSpec> tensors(const DropP& q, const OpCase<DropP>& c) {
+    auto spec = [&](std::string name, Role role) {
+      return TensorSpec{
+          .name = std::move(name),
+          .shape = fused_shape(q.shape, q.B),
+          .layout = q.shape.conv ? test::Layout::kChannels : test::Layout::kModelMajor,
+          .role = role,
+          .atol = 0.0,
+          .rtol = 0.0,
+          .channels = q.shape.C};
+    };
+    std::vector<TensorSpec> t = {spec("x_prev", Role::kInput), spec("x", Role::kInput),
+                                 spec("dy", Role::kInput), spec("y", Role::kOutput),
+                                 spec("dx", Role::kInputGrad)};
+    if (c.accumulate_dx) {
+      // start + mask * dy: the CPU kernel may fuse it into one rounding (an FMA), the reference
+      // rounds the product first (or the other way round: GCC contracts the scalar reference): half
+      // an ulp of |mask * dy| <= keep_scale apart, plus the sum's.
+      const double u = std::ldexp(1.0, -24);
+      t[4].atol = 2.0 * u * (q.params().keep_scale() + 1.0), t[4].rtol = 2.0 * u;
     }
-    for (int64_t i = 0; i < dx.numel(); ++i)
-      ASSERT_EQ(dx.values[i], mask.values[i] * dy0.values[i]) << "dx != mask * dy at " << i;
-
-    for (int64_t b = 0; b < B; ++b) {
-      SCOPED_TRACE(fmt::format("model {}", b));
-      const DropoutParams one = make_params(c, 1, p, true);
-      Buffer xb = gather(c, x0, B, b), dyb = gather(c, dy0, B, b);
-      Buffer yb(xb.shape), dxb(xb.shape), maskb(xb.shape);
-      ref::dropout_forward(one, {.x = xb.view(),
-                                 .streams = std::span(&alone[b], 1),
-                                 .saved = {maskb.view()},
-                                 .y = yb.view()});
-      ref::dropout_backward(one, {.saved = {maskb.view()}, .dy = dyb.view(), .dx = dxb.view()});
-      expect_close(gather(c, mask, B, b), maskb, 0.0, 0.0, "mask");
-      expect_close(gather(c, y, B, b), yb, 0.0, 0.0, "forward");
-      expect_close(gather(c, dx, B, b), dxb, 0.0, 0.0, "input grad");
+    if (q.params().active()) t.push_back(spec("mask", Role::kSaved));
+    return t;
+  }
+  static void run(const DropP& q, const test::Views& v, const test::RunContext& ctx) {
+    const DropoutParams p = q.params();
+    // Fresh streams on every run: finite differences redraw the same mask.
+    std::vector<RngStream> streams = dropout_streams(ctx.seed, p.B, ctx.first_model);
+    const TensorView x = v("x"), y = v("y"), dy = v("dy"), dx = v("dx"), mask = v("mask");
+    auto forward = ctx.ref ? ref::dropout_forward : dropout_forward;
+    auto backward = ctx.ref ? ref::dropout_backward : dropout_backward;
+    forward(p, {.x = v("x_prev"), .streams = streams, .saved = {mask}, .y = y});
+    const bool in_place = q.in_place && !ctx.ref;
+    if (in_place) std::memcpy(y.data, x.data, static_cast<size_t>(x.numel()) * sizeof(float));
+    forward(p, {.x = in_place ? y : x, .streams = streams, .saved = {mask}, .y = y});
+    if (ctx.forward_only) return;
+    if (in_place && !ctx.accumulate_dx) {
+      std::memcpy(dx.data, dy.data, static_cast<size_t>(dy.numel()) * sizeof(float));
+      backward(p, {.saved = {mask}, .dy = dx, .dx = dx});
+    } else {
+      backward(p, {.saved = {mask}, .dy = dy, .dx = dx, .accumulate_dx = ctx.accumulate_dx});
     }
   }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() { return {{"x", "dx"}}; }
+  // Linear in x: no truncation error; rounding about 2^-24 * |y| / eps.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 1e-4, 1e-4}; }
+};
+
+// Both layouts, sizes past the kernel's 16K-element chunks at B = 8, p in {0.1, 0.5, 0.9}, in
+// place and not, eval and p = 0 (the identity), B in {1, 2, 3, 8}, 1 to 3 threads.
+std::vector<OpCase<DropP>> dropout_cases() {
+  const DropoutCase shapes[] = {
+      {false, 1, 1, 1}, {false, 5, 7, 3}, {false, 33, 65, 17},  // > one 16K chunk at B=8
+      {true, 1, 1, 1},  {true, 3, 5, 7},  {true, 4, 6, 169},   {false, 2, 3, 2},
+  };
+  struct Mode {
+    float p;
+    bool training;
+  };
+  const Mode modes[] = {{0.1f, true}, {0.5f, true}, {0.9f, true}, {0.5f, false}, {0.0f, true}};
+  std::vector<OpCase<DropP>> cases;
+  int k = 0;
+  for (const DropoutCase& s : shapes)
+    for (const Mode& m : modes)
+      for (int64_t B : test::model_counts())
+        for (bool in_place : {false, true}) {
+          if (!m.training || m.p == 0.0f) {
+            if (in_place || B == 3) continue;  // the identity: fewer cases
+          }
+          OpCase<DropP> c;
+          c.p = DropP{.shape = s, .p = m.p, .training = m.training, .in_place = in_place};
+          c.B = B;
+          c.threads = 1 + (k++ % 3);
+          c.accumulate_dx = (s.N + s.C + B + int(in_place)) % 2 == 1;
+          c.fd = s.N * s.C * s.HW <= 12 && B == 1 && !in_place;
+          c.name = fmt::format("{}_N{}_C{}_HW{}_p{}{}_B{}_t{}{}{}{}", s.conv ? "conv" : "linear",
+                               s.N, s.C, s.HW, int(m.p * 10), m.training ? "" : "_eval", B,
+                               c.threads, in_place ? "_inplace" : "", c.accumulate_dx ? "_acc" : "",
+                               c.fd ? "_fd" : "");
+          cases.push_back(c);
+        }
+  return cases;
 }
 
-TEST(Dropout, FusedEqualsSerial) {
-  const DropoutCase cases[] = {
-      {false, 1, 1, 1}, {false, 5, 7, 3}, {false, 33, 65, 17},  // > one 16K chunk at B=8
-      {true, 1, 1, 1},  {true, 3, 5, 7},  {true, 4, 6, 169},
-  };
-  uint64_t seed = test::seed_for_test();
-  for (int64_t B : test::model_counts())
-    for (const auto& c : cases)
-      for (float p : {0.1f, 0.5f, 0.9f})
-        for (bool in_place : {false, true}) check_fused_equals_serial(c, B, p, in_place, seed++);
+class DropoutHarness : public ::testing::TestWithParam<OpCase<DropP>> {};
+TEST_P(DropoutHarness, FusedEqualsSerial) { test::run_case<DropoutOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, DropoutHarness, ::testing::ValuesIn(dropout_cases()),
+                         test::CaseName());
+
+// dx = mask * dy exactly, written and accumulated (start + mask * dy, rounded once as an FMA or
+// twice: GCC contracts the reference's scalar loop into an FMA), by the formula: independent of
+// the reference, both paths.
+TEST(Dropout, GradientIsMaskTimesDy) {
+  const uint64_t seed = test::case_seed("Dropout.GradientIsMaskTimesDy");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  for (const DropoutCase& dc : {DropoutCase{true, 3, 5, 7}, DropoutCase{false, 5, 7, 3}})
+    for (float drop : {0.1f, 0.4f})
+      for (bool fast : {true, false}) {
+        SCOPED_TRACE(fmt::format("conv={} p={} fast={}", dc.conv, drop, fast));
+        const DropoutParams p = make_params(dc, 3, drop, true);
+        const Shape shape = fused_shape(dc, 3);
+        Buffer x = test::random_buffer(shape, rng), dy = test::random_buffer(shape, rng), y(shape);
+        Buffer mask(shape), dx(shape, std::numeric_limits<float>::quiet_NaN());
+        Buffer start = test::random_buffer(shape, rng), acc = start;
+        std::vector<RngStream> streams = dropout_streams(seed, 3);
+        auto forward = fast ? dropout_forward : ref::dropout_forward;
+        auto backward = fast ? dropout_backward : ref::dropout_backward;
+        forward(p, {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()});
+        backward(p, {.saved = {mask.view()}, .dy = dy.view(), .dx = dx.view()});
+        backward(
+            p, {.saved = {mask.view()}, .dy = dy.view(), .dx = acc.view(), .accumulate_dx = true});
+        int64_t misses = 0;
+        for (int64_t i = 0; i < dx.numel(); ++i) {
+          ASSERT_EQ(dx.values[i], mask.values[i] * dy.values[i]) << "dx != mask * dy at " << i;
+          const volatile float product = mask.values[i] * dy.values[i];  // rounded on its own
+          const float two_roundings = start.values[i] + product;
+          const float fused = std::fma(mask.values[i], dy.values[i], start.values[i]);
+          misses += acc.values[i] != two_roundings && acc.values[i] != fused;
+        }
+        EXPECT_EQ(misses, 0) << "accumulated dx != start + mask * dy";
+      }
 }
 
 TEST(Dropout, DropsAboutPOfElementsPerModel) {
@@ -157,29 +236,6 @@ TEST(Dropout, EvalAndZeroProbabilityAreIdentity) {
       fn(params, {.x = inplace.view(), .streams = {}, .saved = {}, .y = inplace.view()});
       expect_close(inplace, x, 0.0, 0.0, "in-place identity");
     }
-  }
-}
-
-TEST(Dropout, ReferenceGradientMatchesFiniteDifferences) {
-  uint64_t seed = test::seed_for_test();
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 1);
-  for (bool conv : {false, true}) {
-    const DropoutCase c{conv, 2, 3, 2};
-    const DropoutParams params = make_params(c, 2, 0.4f, true);
-    Buffer x = test::random_buffer(fused_shape(c, 2), rng), g = test::random_buffer(x.shape, rng);
-    Buffer y(x.shape), mask(x.shape), dx(x.shape);
-    // Fresh streams each call, so every forward draws the same mask.
-    auto forward = [&] {
-      std::vector<RngStream> streams = dropout_streams(seed, 2);
-      ref::dropout_forward(
-          params, {.x = x.view(), .streams = streams, .saved = {mask.view()}, .y = y.view()});
-    };
-    forward();
-    ref::dropout_backward(params, {.saved = {mask.view()}, .dy = g.view(), .dx = dx.view()});
-    // Linear in x: no truncation error; rounding about 2^-24 * |y| / eps.
-    const double eps = 1e-2, tol = 1e-4;
-    test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
   }
 }
 
@@ -241,30 +297,6 @@ TEST(Dropout, BadParametersRaiseClearErrors) {
       dropout_backward(
           linear, {.saved = {wrong.view()}, .dy = model_major.view(), .dx = model_major.view()}),
       Error);
-}
-
-TEST(Dropout, AccumulateDxAddsToDx) {
-  const uint64_t seed = test::case_seed("Dropout.AccumulateDxAddsToDx");
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 0);
-  for (bool training : {true, false})
-    for (bool fast : {true, false}) {
-      const DropoutParams p = DropoutParams::model_major(3, 1000, 0.25f, training);
-      const Shape shape{3, 1000};
-      Buffer x = test::random_buffer(shape, rng), y(shape), mask(shape),
-             dy = test::random_buffer(shape, rng);
-      std::vector<RngStream> streams;
-      for (int64_t b = 0; b < 3; ++b) streams.push_back(RngStream::for_model(seed, b, kRngDropout));
-      dropout_forward(
-          p, {.x = x.view(), .streams = streams, .saved = {.mask = mask.view()}, .y = y.view()});
-      test::expect_dx_accumulates(
-          [&](TensorView dx, bool acc) {
-            const DropoutBackwardArgs a{
-                .saved = {.mask = mask.view()}, .dy = dy.view(), .dx = dx, .accumulate_dx = acc};
-            fast ? dropout_backward(p, a) : ref::dropout_backward(p, a);
-          },
-          shape, seed, fmt::format("training={} fast={}", training, fast));
-    }
 }
 
 // The keep scale and kept fraction written out by hand at p = 0.25, where the plausible mistakes

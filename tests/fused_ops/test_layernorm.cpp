@@ -1,11 +1,12 @@
-// Fused LayerNorm: fused(B) equals B reference single-model runs (forward, saved statistics and
-// every gradient), with and without affine; reference gradients equal finite differences;
-// PyTorch's semantics on a hand-computed case; bad shapes and eps raise hfta::Error.
+// Fused LayerNorm on the op harness (tests/op_harness.h): fused(B) equals B reference
+// single-model runs (forward, saved statistics and every gradient), with and without affine;
+// reference gradients equal finite differences; PyTorch's semantics on a hand-computed case; bad
+// shapes and eps raise hfta::Error.
 #include <algorithm>
 #include <cmath>
 
 #include "fused_ops/layernorm.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
@@ -14,133 +15,137 @@ using test::Buffer;
 using test::expect_close;
 using test::random_buffer;
 
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
+
 constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // float's u = 2^-24
 
-struct LnCase {
-  int64_t N, F;
-  bool affine;
+struct LnParams {
+  int64_t B = 1;
+  LayerNormParams ln;
   float offset = 0.0f;  // added to x: |mean| >> std checks the statistics' cancellation
-  double eps = 1e-5;
+  LayerNormParams params() const {
+    LayerNormParams p = ln;
+    p.B = B;
+    return p;
+  }
 };
 
-TensorView view_if(bool on, const TensorView& v) { return on ? v : TensorView(); }
-
-double max_abs(const float* v, int64_t n) {
+double max_abs(const TensorView& v) {
   double m = 0.0;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, double(std::fabs(v[i])));
+  for (int64_t i = 0; !v.empty() && i < v.numel(); ++i)
+    m = std::max(m, double(std::fabs(v.data[i])));
   return m;
 }
 
-// The fused CPU kernel sums each row of F features in float; the reference sums in double. A
-// float sum of k terms errs by at most k*u*sum|terms|, so the row statistics (mean, variance,
-// sum gdy, sum gdy*(x - mean)) carry a relative error of at most F*u on the scale of their terms,
-// and the few roundings after them add a handful of u: e = 4 * (F + 8) * u covers both with a
-// factor 4 of margin. The mean's error is e*max|x| (it cancels against x, so it scales with |x|,
-// not the std); it reaches the outputs multiplied by rstd. dgamma/dbeta sum the N rows in double,
-// so their error is N times a term's. Each tolerance is e times the magnitude its error terms
-// multiply (|dy|, |beta| <= 1 by construction).
-struct LnTolerances {
-  double forward, dx, dgamma, dbeta, mean, rstd;
+struct LayerNormOp {
+  using Params = LnParams;
+  static std::string describe(const LnParams& q) {
+    const LayerNormParams p = q.params();
+    return fmt::format("N={} F={} affine={} offset={} eps={}", p.N, p.F, p.affine, q.offset, p.eps);
+  }
+  static std::vector<TensorSpec> tensors(const LnParams& q, const OpCase<LnParams>& c) {
+    const LayerNormParams p = q.params();
+    std::vector<TensorSpec> t = {
+        {.name = "x", .shape = p.x_shape(), .lo = q.offset - 1.0f, .hi = q.offset + 1.0f},
+        {.name = "dy", .shape = p.y_shape()},
+        {.name = "y", .shape = p.y_shape(), .role = Role::kOutput},
+        {.name = "mean", .shape = p.saved_shape(), .role = Role::kSaved},
+        {.name = "rstd", .shape = p.saved_shape(), .role = Role::kSaved}};
+    if (p.affine)
+      for (const char* name : {"gamma", "beta"}) {
+        t.push_back({.name = name, .shape = p.param_shape()});
+        t.push_back(
+            {.name = std::string("d") + name, .shape = p.param_shape(), .role = Role::kParamGrad});
+      }
+    if (!c.no_dx) t.push_back({.name = "dx", .shape = p.x_shape(), .role = Role::kInputGrad});
+    return t;
+  }
+  static void run(const LnParams& q, const test::Views& v, const test::RunContext& ctx) {
+    const LayerNormParams p = q.params();
+    const LayerNormSaved saved{.mean = v("mean"), .rstd = v("rstd")};
+    const LayerNormForwardArgs f{
+        .x = v("x"), .gamma = v("gamma"), .beta = v("beta"), .saved = saved, .y = v("y")};
+    (ctx.ref ? ref::layernorm_forward : layernorm_forward)(p, f);
+    if (ctx.forward_only) return;
+    const LayerNormBackwardArgs b{.x = v("x"),
+                                  .gamma = v("gamma"),
+                                  .saved = saved,
+                                  .dy = v("dy"),
+                                  .dx = v("dx"),
+                                  .dgamma = v("dgamma"),
+                                  .dbeta = v("dbeta"),
+                                  .accumulate_dx = ctx.accumulate_dx};
+    (ctx.ref ? ref::layernorm_backward : layernorm_backward)(p, b);
+  }
+  // The fused CPU kernel sums each row of F features in float; the reference sums in double. A
+  // float sum of k terms errs by at most k*u*sum|terms|, so the row statistics (mean, variance,
+  // sum gdy, sum gdy*(x - mean)) carry a relative error of at most F*u on the scale of their
+  // terms, and the few roundings after them add a handful of u: e = 4 * (F + 8) * u covers both
+  // with a factor 4 of margin. The mean's error is e*max|x| (it cancels against x, so it scales
+  // with |x|, not the std); it reaches the outputs multiplied by rstd. dgamma/dbeta sum the N
+  // rows in double, so their error is N times a term's. Each tolerance is e times the magnitude
+  // its error terms multiply (|dy|, |beta| <= 1 by construction).
+  static std::pair<double, double> tolerance(const LnParams& q, const test::Views& v,
+                                             const TensorSpec& s) {
+    const LayerNormParams p = q.params();
+    const double e = 4.0 * double(p.F + 8) * kUnitRoundoff;
+    const TensorView x = v("x"), mean = v("mean"), rstd = v("rstd");
+    const double x_max = max_abs(x), rstd_max = max_abs(rstd);
+    const double gamma_max = p.affine ? max_abs(v("gamma")) : 1.0;
+    double xhat_max = 0.0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t n = i / p.F;
+      xhat_max = std::max(xhat_max, std::fabs(double(x.data[i]) - mean.data[n]) * rstd.data[n]);
+    }
+    const double mean_shift = x_max * rstd_max;  // a mean error of e*x_max, in units of std
+    double t = 0.0;
+    if (s.name == "y") {
+      t = e * (gamma_max * (mean_shift + xhat_max + 1.0) + 1.0);
+    } else if (s.name == "dx") {
+      // dx = rstd*gdy + k1*(x - mean) + k0 with |k1*(x - mean)| <= rstd*xhat^2*|gdy|.
+      t = e * gamma_max * rstd_max * (1.0 + xhat_max * (xhat_max + 2.0 * mean_shift));
+    } else if (s.name == "dgamma") {
+      t = e * (double(p.N) * (xhat_max + mean_shift) + 1.0);  // + the accumulated value
+    } else if (s.name == "dbeta") {
+      t = e * (double(p.N) + 1.0);
+    } else if (s.name == "mean") {
+      t = e * x_max;
+    } else if (s.name == "rstd") {
+      return {0.0, e};  // relative: the mean's error moves the variance only to second order
+    }
+    return {t, t};
+  }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() {
+    return {{"x", "dx"}, {"gamma", "dgamma"}, {"beta", "dbeta"}};
+  }
+  // L = sum(y * dy) over <= 35 outputs with |y| <= |xhat| + 1 <= sqrt(F - 1) + 1: rounding y to
+  // float moves L by ~35 * 4 * 2^-24 ~ 8e-6, 4e-4 after dividing by 2*eps; the O(eps^2)
+  // truncation term, with rstd ~ 2 over 5 to 7 features, is ~1e-4 * |L'''| / 6 ~ 1e-4.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 1e-3, 1e-3}; }
 };
 
-LnTolerances tolerances(const LayerNormParams& p, double x_max, double xhat_max, double rstd_max,
-                        double gamma_max) {
-  const double e = 4.0 * double(p.F + 8) * kUnitRoundoff;
-  const double mean_shift = x_max * rstd_max;  // a mean error of e*x_max, in units of std
-  LnTolerances t;
-  t.forward = e * (gamma_max * (mean_shift + xhat_max + 1.0) + 1.0);
-  // dx = rstd*gdy + k1*(x - mean) + k0 with |k1*(x - mean)| <= rstd*xhat^2*|gdy|.
-  t.dx = e * gamma_max * rstd_max * (1.0 + xhat_max * (xhat_max + 2.0 * mean_shift));
-  t.dgamma = e * (double(p.N) * (xhat_max + mean_shift) + 1.0);  // + the accumulated value
-  t.dbeta = e * (double(p.N) + 1.0);
-  t.mean = e * x_max;
-  t.rstd = e;  // relative: the mean's error moves the variance only to second order
-  return t;
-}
-
-void check_fused_equals_serial(int64_t B, const LnCase& c, uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  SCOPED_TRACE(fmt::format("B={} N={} F={} affine={} offset={} eps={}", B, c.N, c.F, c.affine,
-                           c.offset, c.eps));
-  RngStream rng(seed, 0);
-  LayerNormParams p{B, c.N, c.F, c.eps, c.affine};
-  Buffer x = test::random_buffer(p.x_shape(), rng, c.offset - 1.0f, c.offset + 1.0f);
-  Buffer gamma = test::random_buffer(p.param_shape(), rng),
-         beta = random_buffer(p.param_shape(), rng);
-  Buffer dy = test::random_buffer(p.y_shape(), rng);
-  Buffer dgamma = test::random_buffer(p.param_shape(), rng),
-         dbeta = random_buffer(p.param_shape(), rng);
-  const Buffer dgamma0 = dgamma, dbeta0 = dbeta;  // accumulate semantics: nonzero start
-  Buffer mean(p.saved_shape()), rstd(p.saved_shape()), y(p.y_shape()), dx(p.x_shape());
-  LayerNormSaved saved{mean.view(), rstd.view()};
-  layernorm_forward(p, {.x = x.view(),
-                        .gamma = view_if(c.affine, gamma.view()),
-                        .beta = view_if(c.affine, beta.view()),
-                        .saved = saved,
-                        .y = y.view()});
-  layernorm_backward(p, {.x = x.view(),
-                         .gamma = view_if(c.affine, gamma.view()),
-                         .saved = saved,
-                         .dy = dy.view(),
-                         .dx = dx.view(),
-                         .dgamma = view_if(c.affine, dgamma.view()),
-                         .dbeta = view_if(c.affine, dbeta.view())});
-
-  LayerNormParams one = p;
-  one.B = 1;
-  // Model b alone: B=1 views of its contiguous slices.
-  auto slice = [](const Buffer& buf, Shape single, int64_t b) {
-    return TensorView(const_cast<float*>(buf.values.data()) + b * single.numel(), single);
+// F spans one SIMD vector, partial ones, and several column blocks of the parameter gradients
+// (16-feature multiples up to 1024, fewer per task as B grows and as threads shrink); B*N rows
+// below, at and above the thread count.
+std::vector<OpCase<LnParams>> layernorm_cases() {
+  struct Size {
+    int64_t N, F;
+    bool affine;
+    float offset = 0.0f;
+    double eps = 1e-5;
   };
-  for (int64_t b = 0; b < B; ++b) {
-    SCOPED_TRACE(fmt::format("model b={}", b));
-    Buffer meanb(one.saved_shape()), rstdb(one.saved_shape()), yb(one.y_shape());
-    Buffer dxb(one.x_shape()), dgb(one.param_shape()), dbb(one.param_shape());
-    std::copy_n(dgamma0.values.data() + b * dgb.numel(), dgb.numel(), dgb.data());
-    std::copy_n(dbeta0.values.data() + b * dbb.numel(), dbb.numel(), dbb.data());
-    LayerNormSaved savedb{meanb.view(), rstdb.view()};
-    TensorView xb = slice(x, one.x_shape(), b), gb = slice(gamma, one.param_shape(), b);
-    ref::layernorm_forward(one, {.x = xb,
-                                 .gamma = view_if(c.affine, gb),
-                                 .beta = view_if(c.affine, slice(beta, one.param_shape(), b)),
-                                 .saved = savedb,
-                                 .y = yb.view()});
-    ref::layernorm_backward(one, {.x = xb,
-                                  .gamma = view_if(c.affine, gb),
-                                  .saved = savedb,
-                                  .dy = slice(dy, one.y_shape(), b),
-                                  .dx = dxb.view(),
-                                  .dgamma = view_if(c.affine, dgb.view()),
-                                  .dbeta = view_if(c.affine, dbb.view())});
-
-    double xhat_max = 0.0;
-    for (int64_t i = 0; i < xb.numel(); ++i) {
-      const int64_t n = i / c.F;
-      xhat_max = std::max(
-          xhat_max, std::fabs(double(xb.data[i]) - meanb.values[n]) * double(rstdb.values[n]));
-    }
-    const double gamma_max = c.affine ? max_abs(gb.data, gb.numel()) : 1.0;
-    const LnTolerances t = tolerances(one, max_abs(xb.data, xb.numel()), xhat_max,
-                                      max_abs(rstdb.data(), rstdb.numel()), gamma_max);
-    expect_close(y.data() + b * yb.numel(), yb.data(), yb.numel(), t.forward, t.forward, "forward");
-    expect_close(mean.data() + b * c.N, meanb.data(), c.N, t.mean, t.mean, "saved mean");
-    expect_close(rstd.data() + b * c.N, rstdb.data(), c.N, 0.0, t.rstd, "saved rstd");
-    expect_close(dx.data() + b * dxb.numel(), dxb.data(), dxb.numel(), t.dx, t.dx, "input grad");
-    if (c.affine) {
-      expect_close(dgamma.data() + b * c.F, dgb.data(), c.F, t.dgamma, t.dgamma, "gamma grad");
-      expect_close(dbeta.data() + b * c.F, dbb.data(), c.F, t.dbeta, t.dbeta, "beta grad");
-    }
-  }
-}
-
-TEST(LayerNorm, FusedEqualsSerial) {
-  // F spans one SIMD vector, partial ones, and several column blocks of the parameter gradients
-  // (16-feature multiples up to 1024, fewer per task as B grows).
-  const LnCase cases[] = {
+  const Size sizes[] = {
       {1, 1, true},                 // one feature: xhat = 0, y = beta
       {3, 2, true},                 // two features: xhat = +-1
       {5, 7, true},                 // partial SIMD vector
+      {3, 5, false},                // no affine, finite differences
       {4, 13, false},               // no affine
+      {1, 15, true},                // one row per model
+      {2, 16, true},                // one whole vector
+      {2, 17, true},                // one past
       {7, 64, true},                // whole SIMD vectors
       {9, 65, true},                // one past
       {2, 129, false},              // no affine, two vectors and one
@@ -150,10 +155,33 @@ TEST(LayerNorm, FusedEqualsSerial) {
       {3, 9, true, 0.0f, 0.5},      // large eps
       {33, 768, true, 0.0f, 1e-6},  // a transformer width, small eps
   };
-  uint64_t seed = test::seed_for_test();
-  for (int64_t B : test::model_counts())
-    for (const auto& c : cases) check_fused_equals_serial(B, c, seed++);
+  std::vector<OpCase<LnParams>> cases;
+  int k = 0;
+  for (const Size& s : sizes)
+    for (int64_t B : test::model_counts()) {
+      OpCase<LnParams> c;
+      c.p.ln = LayerNormParams{.N = s.N, .F = s.F, .eps = s.eps, .affine = s.affine};
+      c.p.offset = s.offset;
+      c.B = B;
+      c.threads = 1 + (k++ % 3);
+      c.accumulate_dx = (s.N + s.F + B) % 2 == 1;
+      c.no_dx = s.affine && B == 3 && s.F % 2 == 0;
+      c.fd = B == 1 && s.N * s.F <= 35 && s.F >= 5 && s.offset == 0;
+      c.name = fmt::format("N{}_F{}_B{}{}{}{}_t{}{}{}", s.N, s.F, B, s.affine ? "" : "_noaffine",
+                           s.offset != 0 ? "_offset" : "",
+                           s.eps > 1e-3   ? "_bigeps"
+                           : s.eps < 1e-5 ? "_smalleps"
+                                          : "",
+                           c.threads, c.accumulate_dx ? "_acc" : "", c.no_dx ? "_nodx" : "");
+      cases.push_back(c);
+    }
+  return cases;
 }
+
+class LayerNormHarness : public ::testing::TestWithParam<OpCase<LnParams>> {};
+TEST_P(LayerNormHarness, FusedEqualsSerial) { test::run_case<LayerNormOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, LayerNormHarness, ::testing::ValuesIn(layernorm_cases()),
+                         test::CaseName());
 
 // Skipped gradients stay untouched and do not change the others.
 TEST(LayerNorm, EmptyGradientsAreSkipped) {
@@ -232,48 +260,6 @@ TEST(LayerNorm, MatchesPyTorchSemanticsByHand) {
   }
 }
 
-TEST(LayerNorm, ReferenceGradientsMatchFiniteDifferences) {
-  for (bool affine : {true, false}) {
-    uint64_t seed = test::seed_for_test();
-    HFTA_SEEDED_TRACE(seed);
-    SCOPED_TRACE(affine ? "affine" : "no affine");
-    RngStream rng(seed, 1);
-    LayerNormParams p{2, 3, 5};
-    p.affine = affine;
-    Buffer x = test::random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
-    Buffer gamma = test::random_buffer(p.param_shape(), rng, 0.5f, 1.5f);
-    Buffer beta = test::random_buffer(p.param_shape(), rng);
-    Buffer y(p.y_shape()), mean(p.saved_shape()), rstd(p.saved_shape());
-    Buffer dx(p.x_shape()), dgamma(p.param_shape()), dbeta(p.param_shape());
-    LayerNormSaved saved{mean.view(), rstd.view()};
-    auto forward = [&] {
-      ref::layernorm_forward(p, {.x = x.view(),
-                                 .gamma = view_if(affine, gamma.view()),
-                                 .beta = view_if(affine, beta.view()),
-                                 .saved = saved,
-                                 .y = y.view()});
-    };
-    forward();
-    ref::layernorm_backward(p, {.x = x.view(),
-                                .gamma = view_if(affine, gamma.view()),
-                                .saved = saved,
-                                .dy = g.view(),
-                                .dx = dx.view(),
-                                .dgamma = view_if(affine, dgamma.view()),
-                                .dbeta = view_if(affine, dbeta.view())});
-    // L = sum(y * g) over 30 outputs with |y| <= 2*1.5 + 1 (|xhat| <= sqrt(F - 1) = 2): rounding
-    // y to float moves L by at most 30 * 4 * 2^-24 ~ 7e-6, i.e. 3.6e-4 after dividing by 2*eps;
-    // the O(eps^2) truncation term, with rstd ~ 2 over 5 features, is ~1e-4 * |L'''| / 6 ~ 1e-4.
-    const double eps = 1e-2, tol = 1e-3;
-    test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
-    if (!affine) continue;
-    test::expect_gradient_matches_finite_differences(forward, gamma, y, g, dgamma, eps, tol, tol,
-                                                     "dgamma");
-    test::expect_gradient_matches_finite_differences(forward, beta, y, g, dbeta, eps, tol, tol,
-                                                     "dbeta");
-  }
-}
-
 TEST(LayerNorm, BadShapesAndEpsRaiseClearErrors) {
   LayerNormParams p{2, 3, 5};
   Buffer x(p.x_shape()), y(p.y_shape()), gamma(p.param_shape()), beta(p.param_shape());
@@ -324,39 +310,6 @@ TEST(LayerNorm, BadShapesAndEpsRaiseClearErrors) {
                                       .dgamma = gamma.view(),
                                       .dbeta = beta.view()}),
                Error);
-}
-
-TEST(LayerNorm, AccumulateDxAddsToDx) {
-  const uint64_t seed = test::case_seed("LayerNorm.AccumulateDxAddsToDx");
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 0);
-  for (bool affine : {true, false})
-    for (bool fast : {true, false}) {
-      LayerNormParams p{3, 5, 37};
-      p.affine = affine;
-      Buffer x = test::random_buffer(p.x_shape(), rng), gamma = random_buffer(p.param_shape(), rng);
-      Buffer beta = test::random_buffer(p.param_shape(), rng),
-             dy = test::random_buffer(p.y_shape(), rng);
-      Buffer mean(p.saved_shape()), rstd(p.saved_shape()), y(p.y_shape());
-      const LayerNormSaved saved{mean.view(), rstd.view()};
-      const TensorView g = affine ? gamma.view() : TensorView();
-      layernorm_forward(p, {.x = x.view(),
-                            .gamma = g,
-                            .beta = affine ? beta.view() : TensorView(),
-                            .saved = saved,
-                            .y = y.view()});
-      test::expect_dx_accumulates(
-          [&](TensorView dx, bool acc) {
-            const LayerNormBackwardArgs a{.x = x.view(),
-                                          .gamma = g,
-                                          .saved = saved,
-                                          .dy = dy.view(),
-                                          .dx = dx,
-                                          .accumulate_dx = acc};
-            fast ? layernorm_backward(p, a) : ref::layernorm_backward(p, a);
-          },
-          p.x_shape(), seed, fmt::format("affine={} fast={}", affine, fast));
-    }
 }
 
 }  // namespace

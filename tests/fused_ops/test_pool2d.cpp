@@ -1,6 +1,7 @@
-// Fused pooling (max, average, adaptive average): fused(B) equals B reference single-model runs,
-// forward, argmax and input gradient; PyTorch's semantics on hand-computed cases; reference
-// gradients equal finite differences; bad shapes and sizes raise hfta::Error.
+// Fused pooling (max, average, adaptive average) on the op harness (tests/op_harness.h): fused(B)
+// equals B reference single-model runs, forward, argmax and input gradient; reference gradients
+// equal finite differences; PyTorch's semantics on hand-computed cases; bad shapes and sizes
+// raise hfta::Error.
 //
 // Measured once against oneDNN 2.6 pooling (jit:avx512_core) on the same plain NCHW buffers
 // (2-core AVX-512 machine shared with other builds, min over 30 runs, +-30% run to run), forward
@@ -26,7 +27,7 @@
 #include <vector>
 
 #include "fused_ops/pool2d.h"
-#include "test_util.h"
+#include "op_harness.h"
 
 namespace hfta {
 namespace {
@@ -34,6 +35,11 @@ namespace {
 using test::Buffer;
 using test::expect_close;
 using test::random_buffer;
+
+using test::Layout;
+using test::OpCase;
+using test::Role;
+using test::TensorSpec;
 
 constexpr double kUnitRoundoff = 1.0 / 16777216.0;  // 2^-24, fp32
 
@@ -46,16 +52,6 @@ struct IndexBuffer {
       : values(static_cast<size_t>(s.numel()), fill), shape(s) {}
   IndexView view() { return IndexView(values.data(), shape); }
 };
-
-// Model b's channels [b*C, (b+1)*C) of a fused [N, B*C, H, W] tensor, as its own [N, C, H, W].
-template <typename Buf>
-Buf channel_slice(const Buf& t, int64_t b, int64_t C) {
-  const int64_t N = t.shape[0], BC = t.shape[1], HW = t.shape[2] * t.shape[3];
-  Buf out(Shape{N, C, t.shape[2], t.shape[3]});
-  for (int64_t n = 0; n < N; ++n)
-    std::copy_n(t.values.data() + (n * BC + b * C) * HW, C * HW, out.values.data() + n * C * HW);
-  return out;
-}
 
 void expect_same_indices(const IndexBuffer& actual, const IndexBuffer& expected,
                          const std::string& what) {
@@ -79,19 +75,19 @@ void expect_error_containing(const std::function<void()>& call, const std::strin
   }
 }
 
-struct PoolCase {
-  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw;
-  bool ceil_mode, count_include_pad;
-};
+// ---- the op harness (tests/op_harness.h): fused(B) equals B reference single-model runs ----
 
-Pool2dParams params_for(PoolKind kind, int64_t B, const PoolCase& c) {
-  Pool2dParams p;
-  p.kind = kind, p.B = B, p.N = c.N, p.C = c.C, p.H = c.H, p.W = c.W;
-  p.kernel_h = c.kh, p.kernel_w = c.kw, p.stride_h = c.sh, p.stride_w = c.sw;
-  p.pad_h = c.ph, p.pad_w = c.pw, p.ceil_mode = c.ceil_mode;
-  p.count_include_pad = c.count_include_pad;
-  return p;
-}
+// The op's parameters plus what a case varies besides them.
+struct PoolP {
+  int64_t B = 1;
+  Pool2dParams pool;
+  bool distinct = false;  // distinct inputs (finite differences across a max); else with ties
+  Pool2dParams params() const {
+    Pool2dParams p = pool;
+    p.B = B;
+    return p;
+  }
+};
 
 // Largest number of windows that share one input element along each axis, multiplied.
 int64_t max_overlap(const Pool2dParams& p) {
@@ -100,55 +96,74 @@ int64_t max_overlap(const Pool2dParams& p) {
          per_axis(p.kernel_w, p.effective_stride_w());
 }
 
-// Each model is run alone through the reference (B=1 on its channel slice) and compared with its
-// slice of the fused CPU result: the "fused equals serial" contract, literally.
-void check_fused_equals_serial(PoolKind kind, int64_t B, const PoolCase& c, uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  const Pool2dParams p = params_for(kind, B, c);
-  SCOPED_TRACE(
-      fmt::format("{} B={} N={} C={} {}x{} k={}x{} s={}x{} pad={}x{} ceil={} "
-                  "include_pad={} -> {}x{}",
-                  kind == PoolKind::kMax ? "max" : "avg", B, c.N, c.C, c.H, c.W, c.kh, c.kw, c.sh,
-                  c.sw, c.ph, c.pw, c.ceil_mode, c.count_include_pad, p.out_h(), p.out_w()));
-  RngStream rng(seed, 0);
-  Buffer x = test::random_buffer(p.x_shape(), rng), dy = test::random_buffer(p.y_shape(), rng);
-  // Quantize some inputs so max windows hold ties (the first maximum must win).
-  for (size_t i = 0; i < x.values.size(); i += 3) x.values[i] = std::round(x.values[i] * 2) / 2;
-  Buffer y = test::random_buffer(p.y_shape(), rng);   // garbage: forward must overwrite it
-  Buffer dx = test::random_buffer(p.x_shape(), rng);  // garbage: dx is written (=)
-  IndexBuffer argmax(p.argmax_shape());
-  const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
-  pool2d_forward(p, {.x = x.view(), .saved = saved, .y = y.view()});
-  pool2d_backward(p, {.saved = saved, .dy = dy.view(), .dx = dx.view()});
-
-  Pool2dParams one = p;
-  one.B = 1;
-  // Max: forward and argmax are exact (a selection); dx sums at most M = max_overlap dy's in
-  // fp32 (error <= (M-1) u sum|dy| <= M^2 u, |dy| <= 1) against the double reference.
-  // Avg: a window sum of K = kh*kw values in [-1, 1] in fp32 errs by <= (K-1) u K before the
-  // division by a divisor >= 1; the relative part covers both sides' final roundings. dx sums M
-  // shares dy/divisor (|share| <= 1), each rounded once, so (M+1)^2 u.
-  const int64_t K = c.kh * c.kw, M = max_overlap(p);
-  const bool is_max = kind == PoolKind::kMax;
-  const double fwd_atol = is_max ? 0.0 : double(K * K) * kUnitRoundoff;
-  const double fwd_rtol = is_max ? 0.0 : 4.0 * kUnitRoundoff;
-  const double dx_atol = (is_max ? double(M * M) : double((M + 1) * (M + 1))) * kUnitRoundoff;
-  const double dx_rtol = 4.0 * kUnitRoundoff;
-  for (int64_t b = 0; b < B; ++b) {
-    SCOPED_TRACE(fmt::format("model b={}", b));
-    Buffer xb = channel_slice(x, b, c.C), dyb = channel_slice(dy, b, c.C);
-    Buffer yb(one.y_shape()), dxb(one.x_shape());
-    IndexBuffer ab(one.argmax_shape());
-    const Pool2dSaved saved_b{is_max ? ab.view() : IndexView()};
-    ref::pool2d_forward(one, {.x = xb.view(), .saved = saved_b, .y = yb.view()});
-    ref::pool2d_backward(one, {.saved = saved_b, .dy = dyb.view(), .dx = dxb.view()});
-    expect_close(channel_slice(y, b, c.C), yb, fwd_atol, fwd_rtol, "forward");
-    if (is_max) expect_same_indices(channel_slice(argmax, b, c.C), ab, "argmax");
-    expect_close(channel_slice(dx, b, c.C), dxb, dx_atol, dx_rtol, "input grad");
+struct Pool2dOp {
+  using Params = PoolP;
+  static std::string describe(const PoolP& q) {
+    const Pool2dParams p = q.params();
+    return fmt::format(
+        "{} N={} C={} {}x{} k={}x{} s={}x{} pad={}x{} ceil={} include_pad={} -> {}x{}",
+        p.kind == PoolKind::kMax ? "max" : "avg", p.N, p.C, p.H, p.W, p.kernel_h, p.kernel_w,
+        p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.ceil_mode, p.count_include_pad, p.out_h(),
+        p.out_w());
   }
-}
+  static std::vector<TensorSpec> tensors(const PoolP& q, const OpCase<PoolP>& c) {
+    const Pool2dParams p = q.params();
+    // Max: forward and argmax are exact (a selection); dx sums at most M = max_overlap dy's in
+    // fp32 (error <= (M-1) u sum|dy| <= M^2 u, |dy| <= 1) against the double reference.
+    // Avg: a window sum of K = kh*kw values in [-1, 1] in fp32 errs by <= (K-1) u K before the
+    // division by a divisor >= 1; the relative part covers both sides' final roundings. dx sums
+    // M shares dy/divisor (|share| <= 1), each rounded once, so (M+1)^2 u.
+    const int64_t K = p.kernel_h * p.kernel_w, M = max_overlap(p);
+    const bool is_max = p.kind == PoolKind::kMax;
+    const double fwd_atol = is_max ? 0.0 : double(K * K) * kUnitRoundoff;
+    const double fwd_rtol = is_max ? 0.0 : 4.0 * kUnitRoundoff;
+    const double dx_atol = (is_max ? double(M * M) : double((M + 1) * (M + 1))) * kUnitRoundoff;
+    auto channels = [&](std::string name, Shape shape, Role role) {
+      return TensorSpec{.name = std::move(name),
+                        .shape = shape,
+                        .layout = Layout::kChannels,
+                        .role = role,
+                        .channels = p.C};
+    };
+    TensorSpec x = channels("x", p.x_shape(), Role::kInput);
+    x.fill = q.distinct ? test::Fill::kDistinct : test::Fill::kTies;
+    TensorSpec y = channels("y", p.y_shape(), Role::kOutput);
+    y.atol = fwd_atol, y.rtol = fwd_rtol;
+    std::vector<TensorSpec> t = {x, y, channels("dy", p.y_shape(), Role::kInput)};
+    if (is_max) {
+      TensorSpec argmax = channels("argmax", p.argmax_shape(), Role::kSaved);
+      argmax.is_index = true;
+      t.push_back(argmax);
+    }
+    TensorSpec dx = channels("dx", p.x_shape(), Role::kInputGrad);
+    dx.atol = dx_atol, dx.rtol = 4.0 * kUnitRoundoff;
+    t.push_back(dx);
+    return t;
+  }
+  static void run(const PoolP& q, const test::Views& v, const test::RunContext& ctx) {
+    const Pool2dParams p = q.params();
+    const Pool2dSaved saved{.argmax = v.index("argmax")};
+    const Pool2dForwardArgs f{.x = v("x"), .saved = saved, .y = v("y")};
+    (ctx.ref ? ref::pool2d_forward : pool2d_forward)(p, f);
+    if (ctx.forward_only) return;
+    const Pool2dBackwardArgs b{
+        .saved = saved, .dy = v("dy"), .dx = v("dx"), .accumulate_dx = ctx.accumulate_dx};
+    (ctx.ref ? ref::pool2d_backward : pool2d_backward)(p, b);
+  }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() { return {{"x", "dx"}}; }
+  // Piecewise linear with no kink within eps (distinct inputs >= 0.04 apart): no truncation
+  // error. Rounding: each output (|y| <= 8 here) is rounded to fp32 (u|y| <= 5e-7) and a
+  // perturbed element touches at most 4 outputs, over 2*eps = 0.02: <= 1e-4.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 2e-4, 2e-4}; }
+};
 
-// N, C, H, W, kh, kw, sh, sw, ph, pw, ceil_mode, count_include_pad
+// N, C, H, W, kh, kw, sh, sw, ph, pw, ceil_mode, count_include_pad, finite differences
+struct PoolCase {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw;
+  bool ceil_mode, count_include_pad;
+  bool fd = false;
+};
 const PoolCase kPoolCases[] = {
     {2, 3, 7, 5, 3, 3, 2, 2, 0, 0, false, true},     // odd 7x5, kernel 3 stride 2
     {3, 2, 8, 6, 2, 2, 0, 0, 0, 0, false, true},     // PyTorch default stride (= kernel)
@@ -166,14 +181,146 @@ const PoolCase kPoolCases[] = {
                                                      // 16-lane block, with padding and ceil
     {1, 2, 5, 50, 2, 4, 1, 3, 1, 2, false, true},    // run-time stride 3 over two blocks
     {2, 2, 12, 32, 3, 3, 1, 1, 1, 1, false, true},   // 3x3/1 "same" pooling, 32 per row
+    {2, 3, 9, 19, 3, 3, 1, 1, 1, 1, false, true},    // 19 per row, stride 1, padding
+    {1, 2, 5, 4, 3, 2, 2, 1, 1, 1, false, true, true},  // finite differences
+    {1, 1, 5, 5, 3, 3, 2, 2, 1, 1, true, false, true},
+    {1, 1, 4, 5, 2, 2, 0, 0, 1, 0, true, true, true},
 };
 
-TEST(Pool2d, FusedEqualsSerial) {
-  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg}) {
-    uint64_t seed = test::seed_for_test();
-    for (int64_t B : test::model_counts())
-      for (const PoolCase& c : kPoolCases) check_fused_equals_serial(kind, B, c, seed++);
+// Every case for max and average pooling, B in {1, 2, 3, 8}, 1 to 3 threads (the planes N*B*C
+// below, at and above the thread count for the small shapes).
+std::vector<OpCase<PoolP>> pool_cases() {
+  std::vector<OpCase<PoolP>> cases;
+  int k = 0;
+  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg})
+    for (const PoolCase& s : kPoolCases)
+      for (int64_t B : test::model_counts()) {
+        if (s.fd && B > 2) continue;
+        OpCase<PoolP> c;
+        c.p.pool = Pool2dParams{.kind = kind,
+                                .N = s.N,
+                                .C = s.C,
+                                .H = s.H,
+                                .W = s.W,
+                                .kernel_h = s.kh,
+                                .kernel_w = s.kw,
+                                .stride_h = s.sh,
+                                .stride_w = s.sw,
+                                .pad_h = s.ph,
+                                .pad_w = s.pw,
+                                .ceil_mode = s.ceil_mode,
+                                .count_include_pad = s.count_include_pad};
+        c.p.distinct = s.fd;
+        c.B = B;
+        c.threads = 1 + (k++ % 3);
+        c.accumulate_dx = (s.H + s.W + B) % 2 == 1;
+        c.fd = s.fd && B == 1;
+        c.name = fmt::format("{}_N{}_C{}_{}x{}_k{}x{}_s{}x{}_p{}x{}{}{}_B{}_t{}{}{}",
+                             kind == PoolKind::kMax ? "max" : "avg", s.N, s.C, s.H, s.W, s.kh, s.kw,
+                             s.sh, s.sw, s.ph, s.pw, s.ceil_mode ? "_ceil" : "",
+                             s.count_include_pad ? "" : "_nopadcount", B, c.threads,
+                             c.accumulate_dx ? "_acc" : "", c.fd ? "_fd" : "");
+        cases.push_back(c);
+      }
+  return cases;
+}
+
+class Pool2dHarness : public ::testing::TestWithParam<OpCase<PoolP>> {};
+TEST_P(Pool2dHarness, FusedEqualsSerial) { test::run_case<Pool2dOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, Pool2dHarness, ::testing::ValuesIn(pool_cases()), test::CaseName());
+
+struct AdaptiveOp {
+  using Params = AdaptiveAvgPool2dParams;
+  static std::string describe(const AdaptiveAvgPool2dParams& p) {
+    return fmt::format("adaptive N={} C={} {}x{} -> {}x{}", p.N, p.C, p.H, p.W, p.out_h, p.out_w);
   }
+  static std::vector<TensorSpec> tensors(const AdaptiveAvgPool2dParams& p,
+                                         const OpCase<AdaptiveAvgPool2dParams>& c) {
+    // Bins span at most ceil(H/out_h)+1 rows, so K elements; an input element lies in at most
+    // ceil(out_h/H)+1 row bins, so M bins. Same arithmetic as average pooling above.
+    auto span = [](int64_t a, int64_t b) { return (a + b - 1) / b + 1; };
+    const int64_t K = span(p.H, p.out_h) * span(p.W, p.out_w);
+    const int64_t M = span(p.out_h, p.H) * span(p.out_w, p.W);
+    const double fwd = double(K * K) * kUnitRoundoff,
+                 dx = double((M + 1) * (M + 1)) * kUnitRoundoff;
+    auto channels = [&](std::string name, Shape shape, Role role, double atol) {
+      return TensorSpec{.name = std::move(name),
+                        .shape = shape,
+                        .layout = Layout::kChannels,
+                        .role = role,
+                        .atol = atol,
+                        .rtol = 4.0 * kUnitRoundoff,
+                        .channels = p.C};
+    };
+    return {channels("x", p.x_shape(), Role::kInput, 0),
+            channels("dy", p.y_shape(), Role::kInput, 0),
+            channels("y", p.y_shape(), Role::kOutput, fwd),
+            channels("dx", p.x_shape(), Role::kInputGrad, dx)};
+  }
+  static void run(const AdaptiveAvgPool2dParams& p, const test::Views& v,
+                  const test::RunContext& ctx) {
+    const AdaptiveAvgPool2dForwardArgs f{.x = v("x"), .y = v("y")};
+    (ctx.ref ? ref::adaptive_avg_pool2d_forward : adaptive_avg_pool2d_forward)(p, f);
+    if (ctx.forward_only) return;
+    const AdaptiveAvgPool2dBackwardArgs b{
+        .dy = v("dy"), .dx = v("dx"), .accumulate_dx = ctx.accumulate_dx};
+    (ctx.ref ? ref::adaptive_avg_pool2d_backward : adaptive_avg_pool2d_backward)(p, b);
+  }
+  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
+  static std::vector<std::pair<std::string, std::string>> grad_pairs() { return {{"x", "dx"}}; }
+  // Linear: no truncation error; rounding of the few touched outputs (|y| <= 1) over 2*eps.
+  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 2e-4, 2e-4}; }
+};
+
+std::vector<OpCase<AdaptiveAvgPool2dParams>> adaptive_cases() {
+  struct Size {
+    int64_t N, C, H, W, out_h, out_w;
+    bool fd = false;
+  };
+  const Size sizes[] = {
+      {2, 3, 5, 7, 3, 2},  // non-divisible: overlapping bins
+      {3, 2, 6, 6, 1, 1},  // global average pooling
+      {2, 5, 7, 7, 1, 1},  // global, odd
+      {2, 3, 8, 8, 4, 4},  // divisible: plain 2x2 average pooling
+      {1, 2, 4, 5, 6, 7},  // output larger than input: bins repeat elements
+      {2, 2, 7, 5, 7, 5},  // identity
+      {2, 16, 13, 13, 6, 6},    {1, 1, 3, 20, 2, 17},  // rows past a 16-lane block
+      {2, 2, 5, 7, 3, 2, true},                        // finite differences
+      {1, 2, 3, 2, 4, 3, true}, {2, 1, 4, 3, 1, 1, true},
+  };
+  std::vector<OpCase<AdaptiveAvgPool2dParams>> cases;
+  int k = 0;
+  for (const Size& s : sizes)
+    for (int64_t B : test::model_counts()) {
+      OpCase<AdaptiveAvgPool2dParams> c;
+      c.p = AdaptiveAvgPool2dParams{
+          .N = s.N, .C = s.C, .H = s.H, .W = s.W, .out_h = s.out_h, .out_w = s.out_w};
+      c.B = B;
+      c.threads = 1 + (k++ % 3);
+      c.accumulate_dx = (s.H + s.out_w + B) % 2 == 1;
+      c.fd = s.fd && B == 1;
+      c.name = fmt::format("N{}_C{}_{}x{}_to_{}x{}_B{}_t{}{}{}", s.N, s.C, s.H, s.W, s.out_h,
+                           s.out_w, B, c.threads, c.accumulate_dx ? "_acc" : "", c.fd ? "_fd" : "");
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+class AdaptiveAvgPool2dHarness : public ::testing::TestWithParam<OpCase<AdaptiveAvgPool2dParams>> {
+};
+TEST_P(AdaptiveAvgPool2dHarness, FusedEqualsSerial) { test::run_case<AdaptiveOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Cases, AdaptiveAvgPool2dHarness, ::testing::ValuesIn(adaptive_cases()),
+                         test::CaseName());
+
+// ---- hand-computed cases, errors ----
+
+Pool2dParams params_for(PoolKind kind, int64_t B, const PoolCase& c) {
+  Pool2dParams p;
+  p.kind = kind, p.B = B, p.N = c.N, p.C = c.C, p.H = c.H, p.W = c.W;
+  p.kernel_h = c.kh, p.kernel_w = c.kw, p.stride_h = c.sh, p.stride_w = c.sw;
+  p.pad_h = c.ph, p.pad_w = c.pw, p.ceil_mode = c.ceil_mode;
+  p.count_include_pad = c.count_include_pad;
+  return p;
 }
 
 // Output sizes PyTorch gives for well-known layers (torch.nn.MaxPool2d / AvgPool2d).
@@ -271,42 +418,6 @@ TEST(Pool2d, MaxForwardWithoutArgmax) {
   expect_close(y_eval, y, 0.0, 0.0, "forward without argmax");
 }
 
-TEST(Pool2d, ReferenceGradientsMatchFiniteDifferences) {
-  const PoolCase cases[] = {
-      {2, 2, 5, 4, 3, 2, 2, 1, 1, 1, false, true},
-      {1, 2, 5, 5, 3, 3, 2, 2, 1, 1, true, false},
-      {2, 1, 4, 5, 2, 2, 0, 0, 1, 0, true, true},
-  };
-  uint64_t seed = test::seed_for_test();
-  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg})
-    for (const PoolCase& c : cases) {
-      HFTA_SEEDED_TRACE(seed);
-      RngStream rng(seed++, 3);
-      const Pool2dParams p = params_for(kind, 2, c);
-      // Distinct inputs 0.05 apart (a shuffled ramp): no two elements of a window come within
-      // 2*eps of each other, so the max stays put under the perturbation.
-      Buffer x(p.x_shape());
-      for (int64_t i = 0; i < x.numel(); ++i) x.values[i] = 0.05f * float(i) - 1.0f;
-      for (int64_t i = x.numel() - 1; i > 0; --i)
-        std::swap(x.values[i], x.values[rng.below(static_cast<uint64_t>(i + 1))]);
-      Buffer g = test::random_buffer(p.y_shape(), rng), y(p.y_shape()), dx(p.x_shape());
-      IndexBuffer argmax(p.argmax_shape());
-      const Pool2dSaved saved{kind == PoolKind::kMax ? argmax.view() : IndexView()};
-      auto forward = [&] {
-        ref::pool2d_forward(p, {.x = x.view(), .saved = saved, .y = y.view()});
-      };
-      forward();
-      ref::pool2d_backward(p, {.saved = saved, .dy = g.view(), .dx = dx.view()});
-      // Piecewise linear with no kink within eps: no truncation error. Rounding: each output
-      // (|y| <= 8 here) is rounded to fp32 (u|y| <= 5e-7) and a perturbed element touches at most
-      // 4 outputs, over 2*eps = 0.02: <= 1e-4; the perturbed input itself is off by u|x|, a
-      // relative 3e-5 of eps.
-      const double eps = 1e-2, tol = 2e-4;
-      test::expect_gradient_matches_finite_differences(
-          forward, x, y, g, dx, eps, tol, tol, kind == PoolKind::kMax ? "max dx" : "avg dx");
-    }
-}
-
 TEST(Pool2d, BadShapesAndSizesRaiseClearErrors) {
   const Pool2dParams p = params_for(PoolKind::kMax, 2, {2, 3, 7, 5, 3, 3, 2, 2, 1, 1, false, true});
   Buffer x(p.x_shape()), y(p.y_shape()), dx(p.x_shape());
@@ -357,59 +468,6 @@ TEST(Pool2d, BadShapesAndSizesRaiseClearErrors) {
 
 // ---- adaptive average pooling ----
 
-struct AdaptiveCase {
-  int64_t N, C, H, W, out_h, out_w;
-};
-
-AdaptiveAvgPool2dParams adaptive_params(int64_t B, const AdaptiveCase& c) {
-  return {B, c.N, c.C, c.H, c.W, c.out_h, c.out_w};
-}
-
-void check_adaptive_fused_equals_serial(int64_t B, const AdaptiveCase& c, uint64_t seed) {
-  HFTA_SEEDED_TRACE(seed);
-  SCOPED_TRACE(fmt::format("adaptive B={} N={} C={} {}x{} -> {}x{}", B, c.N, c.C, c.H, c.W, c.out_h,
-                           c.out_w));
-  const AdaptiveAvgPool2dParams p = adaptive_params(B, c);
-  RngStream rng(seed, 4);
-  Buffer x = test::random_buffer(p.x_shape(), rng), dy = test::random_buffer(p.y_shape(), rng);
-  Buffer y = test::random_buffer(p.y_shape(), rng), dx = random_buffer(p.x_shape(), rng);
-  adaptive_avg_pool2d_forward(p, {.x = x.view(), .y = y.view()});
-  adaptive_avg_pool2d_backward(p, {.dy = dy.view(), .dx = dx.view()});
-  // Bins span at most ceil(H/out_h)+1 rows, so K elements; an input element lies in at most
-  // ceil(out_h/H)+1 row bins, so M bins. Same arithmetic as average pooling above.
-  auto span = [](int64_t a, int64_t b) { return (a + b - 1) / b + 1; };
-  const int64_t K = span(c.H, c.out_h) * span(c.W, c.out_w);
-  const int64_t M = span(c.out_h, c.H) * span(c.out_w, c.W);
-  AdaptiveAvgPool2dParams one = p;
-  one.B = 1;
-  for (int64_t b = 0; b < B; ++b) {
-    SCOPED_TRACE(fmt::format("model b={}", b));
-    Buffer xb = channel_slice(x, b, c.C), dyb = channel_slice(dy, b, c.C);
-    Buffer yb(one.y_shape()), dxb(one.x_shape());
-    ref::adaptive_avg_pool2d_forward(one, {.x = xb.view(), .y = yb.view()});
-    ref::adaptive_avg_pool2d_backward(one, {.dy = dyb.view(), .dx = dxb.view()});
-    expect_close(channel_slice(y, b, c.C), yb, double(K * K) * kUnitRoundoff, 4 * kUnitRoundoff,
-                 "forward");
-    expect_close(channel_slice(dx, b, c.C), dxb, double((M + 1) * (M + 1)) * kUnitRoundoff,
-                 4 * kUnitRoundoff, "input grad");
-  }
-}
-
-TEST(AdaptiveAvgPool2d, FusedEqualsSerial) {
-  const AdaptiveCase cases[] = {
-      {2, 3, 5, 7, 3, 2},  // non-divisible: overlapping bins
-      {3, 2, 6, 6, 1, 1},  // global average pooling
-      {2, 5, 7, 7, 1, 1},  // global, odd
-      {2, 3, 8, 8, 4, 4},  // divisible: plain 2x2 average pooling
-      {1, 2, 4, 5, 6, 7},  // output larger than input: bins repeat elements
-      {2, 2, 7, 5, 7, 5},  // identity
-      {2, 16, 13, 13, 6, 6},
-  };
-  uint64_t seed = test::seed_for_test();
-  for (int64_t B : test::model_counts())
-    for (const AdaptiveCase& c : cases) check_adaptive_fused_equals_serial(B, c, seed++);
-}
-
 TEST(AdaptiveAvgPool2d, PyTorchBinsByHand) {
   // 1x5 -> 1x3: bins [0,2), [1,4), [3,5) (floor(i*5/3), ceil((i+1)*5/3)).
   AdaptiveAvgPool2dParams p{2, 1, 1, 1, 5, 1, 3};
@@ -420,24 +478,6 @@ TEST(AdaptiveAvgPool2d, PyTorchBinsByHand) {
     EXPECT_FLOAT_EQ(y.values[b * 3 + 0], 1.5f);
     EXPECT_FLOAT_EQ(y.values[b * 3 + 1], 6.0f);
     EXPECT_FLOAT_EQ(y.values[b * 3 + 2], 10.5f);
-  }
-}
-
-TEST(AdaptiveAvgPool2d, ReferenceGradientsMatchFiniteDifferences) {
-  const AdaptiveCase cases[] = {{2, 2, 5, 7, 3, 2}, {1, 2, 3, 2, 4, 3}, {2, 1, 4, 3, 1, 1}};
-  uint64_t seed = test::seed_for_test();
-  for (const AdaptiveCase& c : cases) {
-    HFTA_SEEDED_TRACE(seed);
-    RngStream rng(seed++, 5);
-    const AdaptiveAvgPool2dParams p = adaptive_params(2, c);
-    Buffer x = test::random_buffer(p.x_shape(), rng), g = random_buffer(p.y_shape(), rng);
-    Buffer y(p.y_shape()), dx(p.x_shape());
-    auto forward = [&] { ref::adaptive_avg_pool2d_forward(p, {.x = x.view(), .y = y.view()}); };
-    forward();
-    ref::adaptive_avg_pool2d_backward(p, {.dy = g.view(), .dx = dx.view()});
-    // Linear: no truncation error; rounding of the few touched outputs (|y| <= 1) over 2*eps.
-    const double eps = 1e-2, tol = 2e-4;
-    test::expect_gradient_matches_finite_differences(forward, x, y, g, dx, eps, tol, tol, "dx");
   }
 }
 
@@ -454,51 +494,6 @@ TEST(AdaptiveAvgPool2d, BadShapesAndSizesRaiseClearErrors) {
   expect_error_containing(
       [&] { adaptive_avg_pool2d_backward(p, {.dy = y.view(), .dx = y.view()}); },
       "adaptive_avg_pool2d input gradient has shape");
-}
-
-TEST(Pool2d, AccumulateDxAddsToDx) {
-  const uint64_t seed = test::case_seed("Pool2d.AccumulateDxAddsToDx");
-  HFTA_SEEDED_TRACE(seed);
-  RngStream rng(seed, 0);
-  for (PoolKind kind : {PoolKind::kMax, PoolKind::kAvg})
-    for (int64_t stride : {1, 2})
-      for (bool fast : {true, false}) {
-        Pool2dParams p{.kind = kind,
-                       .B = 3,
-                       .N = 2,
-                       .C = 3,
-                       .H = 9,
-                       .W = 19,
-                       .kernel_h = 3,
-                       .kernel_w = 3,
-                       .stride_h = stride,
-                       .stride_w = stride,
-                       .pad_h = 1,
-                       .pad_w = 1};
-        Buffer x = test::random_buffer(p.x_shape(), rng), y(p.y_shape()),
-               dy = test::random_buffer(p.y_shape(), rng);
-        std::vector<int32_t> argmax(static_cast<size_t>(p.argmax_shape().numel()));
-        const Pool2dSaved saved{IndexView(argmax.data(), p.argmax_shape())};
-        pool2d_forward(p, {.x = x.view(), .saved = saved, .y = y.view()});
-        test::expect_dx_accumulates(
-            [&](TensorView dx, bool acc) {
-              const Pool2dBackwardArgs a{
-                  .saved = saved, .dy = dy.view(), .dx = dx, .accumulate_dx = acc};
-              fast ? pool2d_backward(p, a) : ref::pool2d_backward(p, a);
-            },
-            p.x_shape(), seed,
-            fmt::format("max={} stride={} fast={}", kind == PoolKind::kMax, stride, fast));
-      }
-  for (bool fast : {true, false}) {
-    AdaptiveAvgPool2dParams p{3, 2, 3, 7, 5, 3, 2};
-    Buffer dy = test::random_buffer(p.y_shape(), rng);
-    test::expect_dx_accumulates(
-        [&](TensorView dx, bool acc) {
-          const AdaptiveAvgPool2dBackwardArgs a{.dy = dy.view(), .dx = dx, .accumulate_dx = acc};
-          fast ? adaptive_avg_pool2d_backward(p, a) : ref::adaptive_avg_pool2d_backward(p, a);
-        },
-        p.x_shape(), seed, fmt::format("adaptive fast={}", fast));
-  }
 }
 
 }  // namespace

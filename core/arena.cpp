@@ -17,7 +17,8 @@ Arena::Arena(size_t bytes, std::string name) : capacity_(align_up(bytes)), name_
 }
 
 // Spread over the threads: one thread's stores reach about half the memory bandwidth, and the
-// gradient arena is zeroed every step (LeNet B=8: 105 MB, 14 ms on one thread).
+// gradient arena, which is zeroed every step, reaches a hundred MB at LeNet B=8 (see
+// docs/benchmarks.md, 'Measurements behind code choices').
 void Arena::zero() {
   if (!base_) return;
   std::byte* base = base_.get();

@@ -38,16 +38,18 @@ std::string lower(std::string s) {
 }  // namespace
 
 // OpenBLAS 0.3.21 (Debian 12) does not recognise newer CPUs (e.g. Xeon model 207) and falls back
-// to its "Prescott" SSE3 kernels, 7x slower than its AVX-512 ones on such a machine. It picks its
+// to its "Prescott" SSE3 kernels, several times slower than its AVX-512 ones. It picks its
 // kernels when the library loads, before main(), so the only fix is OPENBLAS_CORETYPE in the
 // environment at load time: set it and re-execute this program once. HFTA_NO_REEXEC=1 turns this
 // off.
 //
-// The OpenMP wait policy is left to the user, with the measurements (docs/design.md): libgomp's
-// default spins at barriers, which is 2x faster for tiny models (MLP step 0.24 ms against 0.5 ms
-// with OMP_WAIT_POLICY=passive) when the process has the cores to itself, and 10-40x slower when
-// another OpenMP process shares them. So processes that share cores by design (the concurrent
-// mode of `hfta sweep`, ctest -j2) are started with OMP_WAIT_POLICY=passive.
+// The OpenMP wait policy is left to the user (docs/design.md): libgomp's default spins at
+// barriers, which is fastest for tiny models when the process has the cores to itself (passive
+// waiting pays a thread wake-up per parallel region), and an order of magnitude slower when
+// another OpenMP process shares them (each spins on the core the other's late thread needs).
+// So processes that share cores by design (the concurrent mode of `hfta sweep`, ctest -j2) are
+// started with OMP_WAIT_POLICY=passive. Numbers: docs/benchmarks.md, 'Measurements behind code
+// choices'.
 void init_runtime(char** argv, int threads) {
   const bool fallback_core = lower(openblas_get_corename()) == "prescott";
   if (fallback_core && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
@@ -72,7 +74,8 @@ ModelParallelism model_parallelism() { return g_model_parallelism; }
 
 // Sets flush-to-zero and denormals-are-zero on every OpenMP thread. Each thread has its own
 // MXCSR, and a thread that meets denormals (tiny gradients, Adam's v of a dead unit) runs its
-// arithmetic ~100x slower; in a parallel loop the other threads then wait at the barrier for it.
+// arithmetic through slow microcode assists; in a parallel loop the other threads then wait at
+// the barrier for it (see docs/benchmarks.md, 'Measurements behind code choices').
 // PyTorch offers the same switch (torch.set_flush_denormal). Results of fused and serial runs are
 // affected identically, so equivalence is untouched. HFTA_DENORMALS=keep turns it off.
 static void flush_denormals_on_all_threads() {

@@ -18,8 +18,9 @@ void set_num_threads(int threads);
 std::string describe_runtime();
 
 // Which library runs sgemm(). oneDNN's JIT sgemm is the default: on the small per-model GEMMs of
-// fused layers (e.g. 64x784x256) it measured 2-5x faster than OpenBLAS 0.3.21 on this machine
-// (benchmarks/op_bench gemm=openblas|onednn shows both). HFTA_GEMM=openblas selects OpenBLAS.
+// fused layers (e.g. 64x784x256) it measured up to several times faster than OpenBLAS 0.3.21, and
+// its JIT always uses the CPU's widest vectors (benchmarks/op_bench gemm=openblas|onednn compares
+// them; numbers in docs/benchmarks.md). HFTA_GEMM=openblas selects OpenBLAS.
 enum class GemmBackend { kOneDnn, kOpenBlas };
 void set_gemm_backend(GemmBackend backend);
 GemmBackend gemm_backend();
@@ -35,7 +36,7 @@ ModelParallelism model_parallelism();
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc);
-// Always OpenBLAS (used to measure the machine's peak).
+// Always OpenBLAS, whatever gemm_backend() says (one of the two sgemms peak.h measures).
 void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                     float* c, int64_t ldc);

@@ -5,12 +5,11 @@
 // - ReLU / LeakyReLU: our own loops over 16K-element chunks spread by parallel_for; `omp simd`
 //   lets them vectorize also when y aliases x (in place). They are memory-bound.
 // - GELU / Tanh / Sigmoid: oneDNN eltwise primitives (JIT, AVX-512, threaded with the shared
-//   OpenMP pool) on the tensor viewed as one flat vector. Measured on the 2-core machine, 2
-//   threads, 4M elements: gelu 1.6 ms vs 30 ms, tanh 1.3 ms vs 31 ms, sigmoid 1.3 ms vs 8 ms for
-//   an OpenMP loop over std::erf / std::tanh / std::exp (glibc has no vector versions without
-//   -ffast-math); 262K elements: 0.12 / 0.06 / 0.07 ms vs 1.9 / 1.8 / 0.6 ms. Creating the
-//   primitive descriptor each call costs about 2 us (oneDNN caches the primitive itself), so we
-//   keep no cache of our own. oneDNN's ReLU is not used because it maps NaN to 0.
+//   OpenMP pool) on the tensor viewed as one flat vector: an order of magnitude faster than an
+//   OpenMP loop over std::erf / std::tanh / std::exp, which glibc does not vectorize without
+//   -ffast-math. Creating the primitive descriptor each call is cheap next to the work (oneDNN
+//   caches the primitive itself), so we keep no cache of our own. Numbers: docs/benchmarks.md,
+//   'Measurements behind code choices'. oneDNN's ReLU is not used because it maps NaN to 0.
 //   With accumulate_dx, oneDNN writes the gradient into a per-thread scratch buffer (kept
 //   between calls, as large as the largest such dx) that is then added to dx.
 #include "fused_ops/activation.h"
@@ -115,8 +114,9 @@ void activation_forward(const ActivationParams& p, const ActivationForwardArgs& 
   const float slope = p.kind == ActivationKind::kRelu ? 0.0f : p.negative_slope;
   // Branch-free selects over values copied into the chunk body, so GCC vectorizes: with the
   // closure's references and `v < 0 ? slope * v : v` it kept a scalar compare-and-branch per
-  // element, which conv outputs (random signs) mispredict half the time (LeNet's first ReLU:
-  // 6.5 ms instead of 0.6 ms). ReLU selects 0 rather than multiplying, so -inf gives 0.
+  // element, which conv outputs (random signs) mispredict half the time (LeNet's first ReLU ran
+  // an order of magnitude slower; see docs/benchmarks.md, 'Measurements behind code choices').
+  // ReLU selects 0 rather than multiplying, so -inf gives 0.
   for_each_chunk(n, [xs = x.data, ys = y.data, slope](int64_t begin, int64_t end) {
     const float* __restrict in = xs;
     float* __restrict out = ys;

@@ -20,9 +20,9 @@
 //   stride 1 or 2 (MobileNetV2's), runs on our own kernel (conv2d_depthwise.h) straight on the
 //   plain NCHW buffers, forward and backward, skipping the blocked-layout conversions below.
 // - B = 1 is the single-model convolution either way, threaded inside oneDNN: the serial
-//   baseline (N=64 32->64 14x14 3x3 forward + backward: 2.8 ms, ~90% of the machine's sgemm
-//   peak).
-// Measurements: choose_strategy below, docs/benchmarks.md.
+//   baseline, which runs near the machine's sgemm peak.
+// Measurements: docs/benchmarks.md ('Measurements behind code choices', 'Conv2d: what changed
+// and what it bought').
 //
 // Layouts: every primitive is created with format_tag::any and picks its fast (blocked) layout;
 // our plain NCHW / [B, ...] buffers are converted in and out at the edges of each call: the
@@ -150,9 +150,9 @@ bool is_fallback(const dnnl::primitive_desc_base& pd) {
 
 // Plain NCHW <-> channel-blocked nChw16c / nChw8c, our own code for the activations of every
 // call. oneDNN 2.6 reorders a model's channel slice of the fused [N, B*C, H, W] tensor (images
-// B*C*H*W floats apart, so not dense) with its generic jit:uni kernel; on the 2-core Zen 5, one
-// thread, 8 slices of [64, 32, 14, 14] into nChw16c took 1.4-1.6 ms there against 0.66-0.79 ms
-// with the 16 x 16 AVX-512 transpose below (and 0.8-1.0 ms with its plain loops).
+// B*C*H*W floats apart, so not dense) with its generic jit:uni kernel, which took about twice
+// as long as the 16 x 16 AVX-512 transpose below (its plain loops are in between; numbers in
+// docs/benchmarks.md, 'Measurements behind code choices').
 //   plain    [N, C, HW] with images `ld` floats apart (ld = C*HW when dense)
 //   blocked  [N, C/blk, HW, blk], dense; C % blk == 0
 struct ChannelBlocking {
@@ -435,12 +435,10 @@ void evict_down_to(int64_t keep) {
 // kGrouped: grouped, unless that is impossible (a shared input with groups > 1). kPerModel: per
 // model for B > 1. kAuto: per model for B > 1 (run across the threads when B is a multiple of
 // their count, see runs_across_models), unless oneDNN has a JIT kernel only for the grouped
-// problem. On the 2-core Zen 5, 2 threads, forward + backward, B=8 per model against grouped:
-// N=64 32->64 14x14 3x3: 24.9-26.3 ms against 27.3 ms (B=1: 2.8 ms); 5x5: 58.5-59.1 against
-// 63.2 ms; LeNet's conv1 (1->32, 28x28, 5x5, shared input): 6.2-6.6 against 8.7 ms; N=64
-// 64->64 7x7 3x3: 12.0 against 12.7 ms; N=16 16->16 8x8: 0.29 against 0.28 ms. The grouped
-// kernels loop over all B models' channels per image, so their working set (weights, partial
-// weight gradients, activations) is B times a model's; per model it is one model's.
+// problem. Per model measured faster than grouped at B=8 on every shape tried but the smallest,
+// where they tie (docs/benchmarks.md, 'Measurements behind code choices'). The grouped kernels
+// loop over all B models' channels per image, so their working set (weights, partial weight
+// gradients, activations) is B times a model's; per model it is one model's.
 void choose_strategy(Entry& e, Conv2dStrategy asked) {
   if (asked == Conv2dStrategy::kDirect || asked == Conv2dStrategy::kDepthwise)
     asked = Conv2dStrategy::kAuto;  // on oneDNN: as auto
@@ -690,10 +688,9 @@ void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   dnnl_stream().wait();
 }
 
-// Whether p runs on the direct kernel (conv2d_direct.h) under the current strategy. LeNet's
-// conv1 (N=64, 1->32, 28x28, 5x5, pad 2), forward + weight gradients, on the 2-core Xeon:
-// oneDNN 1.03 ms at B=1 and 15.2 ms at B=8 (1.5x eight B=1 calls); see docs/benchmarks.md for
-// the direct kernel's.
+// Whether p runs on the direct kernel (conv2d_direct.h) under the current strategy. On LeNet's
+// conv1 oneDNN's fused B=8 costs well over eight B=1 calls; the direct kernel's comes closer
+// (docs/benchmarks.md, 'Measurements behind code choices' and 'LeNet on the Xeon').
 bool uses_direct(const Conv2dParams& p) {
   Conv2dStrategy s;
   {

@@ -517,8 +517,9 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
     zero_border(dyt, g.Hq, g.Wq, g.offh, g.offw, g.OH, g.OW);
     // Tasks are split-major (task = split * blocks + cb), and a thread's consecutive tasks of
     // one image range run image by image, each image's channel blocks in order: the thread
-    // streams through contiguous memory rather than jumping an image's size per tile (at B=8
-    // that took 2-3x as long once the tensors were out of cache).
+    // streams through contiguous memory rather than jumping an image's size per tile (which
+    // took much longer at B=8 once the tensors were out of cache; see docs/benchmarks.md,
+    // 'Measurements behind code choices').
     for (int64_t task = begin; task < end;) {
       const int64_t split = task / g.blocks, cb_begin = task % g.blocks;
       const int64_t run_end = std::min(end, (split + 1) * g.blocks);

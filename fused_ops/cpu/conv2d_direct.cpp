@@ -279,7 +279,8 @@ void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
   // vector once for 256 channels), and keeps its partial sums for every (channel, row) in its own
   // slice of `partial` (LeNet at B=8: 256 x 26 vectors, 416 KB); then the slices are summed. So
   // dy is read once, in order, and an image's columns (26 x 784 floats) stay in L2.
-  // (Before: per channel, each tap's input row loaded unaligned, 2.6x slower at B=1.)
+  // (Per channel with each tap's input row loaded unaligned, as before, it was several times
+  // slower: docs/benchmarks.md, 'Measurements behind code choices'.)
   const int64_t rows = g.taps() + 1, slots = rows;
   const int64_t row_chunks = (rows + kTileRows - 1) / kTileRows;
   const int64_t per_chunk = (rows + row_chunks - 1) / row_chunks;
@@ -298,8 +299,8 @@ void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
       const float* dy_n = dy.data + n * g.BC * g.K;
       // Channel tile by channel tile, so dy is read in order, a tile's planes (4 x 3 KB for
       // LeNet) staying in L1 over the row chunks. (Blocking the pixels too, to keep a block of
-      // columns in L1 over all channels, read dy in 8-line pieces 3 KB apart, and measured 1.3x
-      // slower at B=8.)
+      // columns in L1 over all channels, read dy in 8-line pieces 3 KB apart, and measured
+      // slower at B=8; see docs/benchmarks.md, 'Measurements behind code choices'.)
       for (int64_t oc = 0; oc < g.BC;) {
         const bool full = oc + kTileChannels <= g.BC;
         for (int64_t r = 0; r < rows; r += per_chunk) {

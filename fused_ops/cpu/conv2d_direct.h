@@ -12,9 +12,8 @@
 // extra row of ones that yields the bias gradient; each thread takes a block of images and
 // keeps lane-wise partial sums, added up at the end.
 // Backward data (a shared input's gradient, which no training step asks for) is left to oneDNN.
-// LeNet's conv1 (N=64), forward / backward-weights on the 2-core Xeon, best of 20 calls, in
-// runs minutes apart: B=1 0.35-0.50 / 0.52-0.67 ms against oneDNN's 0.66-0.67 / 0.57-0.68 ms;
-// B=8 3.9-4.6 / 5.0-6.4 ms against 7.6-7.8 / 5.4-6.3 ms.
+// On LeNet's conv1 its forward pass takes about half oneDNN's time and its weight gradients about
+// the same (docs/benchmarks.md, 'LeNet on the Xeon').
 #pragma once
 
 #include "core/tensor.h"

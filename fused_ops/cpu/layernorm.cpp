@@ -6,8 +6,9 @@
 // second parallel_for over (model, block of features) does it, each task owning its
 // outputs, so there are no races, no per-thread partial buffers (no workspace) and the result
 // does not depend on the thread count. The price is that backward reads x and dy twice. Blocks
-// are as wide as keeps the threads busy: on B=8 N=2048 F=768, one thread, that pass took 6.9 ms
-// against 15.4 ms with fixed 64-feature blocks (strided 256-byte row segments), and dx 9.1 ms.
+// are as wide as keeps the threads busy: fixed 64-feature blocks read strided 256-byte row
+// segments, which made that pass about twice as slow (docs/benchmarks.md, 'Measurements behind
+// code choices').
 //
 // Statistics use two passes (mean, then squared deviations from it), float within a row (rows
 // are at most a few thousand features) and double for the column sums over N.

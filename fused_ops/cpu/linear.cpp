@@ -1,10 +1,15 @@
-// CPU fused linear on OpenBLAS sgemm.
+// CPU fused linear on cpu::sgemm (oneDNN's sgemm by default, OpenBLAS's with HFTA_GEMM=openblas;
+// see GemmBackend in backend/cpu/runtime.h).
 //
-// Parallelization: with at least as many models as threads, one single-threaded GEMM per model
-// runs on each thread (OpenBLAS's OpenMP build goes sequential inside a parallel region), which
-// keeps each model's weights in one core's cache and needs no synchronization inside a GEMM.
-// With fewer models than threads, the models run one after another and each GEMM uses all
-// threads. benchmarks/op_bench measures both sides of this choice.
+// Parallelization (for_each_model): with at least as many GEMM tasks as threads, the tasks are
+// spread over the threads and each GEMM runs single-threaded (both sgemm libraries run
+// sequentially inside a parallel region), which keeps each model's weights in one core's cache
+// and needs no synchronization inside a GEMM; with fewer, the tasks run one after another and
+// each GEMM uses all threads. A task is one model's GEMM, except that with fewer models than
+// threads forward splits each model's output columns into blocks (of at least 64 columns) to
+// make more tasks, and backward always makes each model's input-gradient and weight-gradient
+// GEMMs separate tasks. HFTA_PARALLELISM=models|inside overrides the choice; benchmarks/op_bench
+// par=... measures both sides of it.
 #include "fused_ops/linear.h"
 
 #include <algorithm>

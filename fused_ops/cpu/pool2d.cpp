@@ -13,8 +13,9 @@
 // into such a scratch plane and copies its interior out. The vectors are GCC/Clang vector
 // extensions (no intrinsics): with -march=native on AVX-512 one block is one register, and
 // strides 1 and 2 (the common ones) load with plain loads and one shuffle instead of a gather.
-// Written with `#pragma omp simd` loops instead, the same scheme ran 2-3x slower (GCC 12 kept
-// the lanes in memory), and the first version (row loops per kernel offset) 3-7x slower.
+// Written with `#pragma omp simd` loops instead, the same scheme ran slower (GCC 12 kept the
+// lanes in memory), and the first version (row loops per kernel offset) slower still (see
+// docs/benchmarks.md, 'Measurements behind code choices').
 // Scratch: thread_local, grown to the largest padded plane seen (one plane per thread, about
 // 200 KB for 224x224), so steady-state training does not allocate. It holds nothing between
 // calls.
@@ -308,8 +309,8 @@ void avg_pool_backward_plane(const Geometry& g, bool count_include_pad, const fl
       const Floats divisor = avg_divisors(g, count_include_pad, wh, cols);
       const Floats share = live ? grad / divisor : Floats{};  // a past-the-end divisor may be 0
       // Kernel offsets outermost: consecutive adds then touch different rows, where k-inner
-      // order made each load overlap the previous, unfinished store (store-forwarding stalls;
-      // measured 30-40% slower).
+      // order made each load overlap the previous, unfinished store (store-forwarding stalls,
+      // measurably slower: docs/benchmarks.md, 'Measurements behind code choices').
       for (int64_t k = 0; k < g.kw; ++k)
         for (int64_t h = wh.start; h < wh.end; ++h)
           add_strided<kStride>(padded + h * g.Wp + o0 * s + k, s, share);

@@ -210,8 +210,8 @@ int main_impl(int argc, char** argv) {
   g_program = argv[0];
   const double openblas_peak = cpu::measure_peak_gflops();
   // The peak is the faster of the two sgemms: OpenBLAS's kernels follow OPENBLAS_CORETYPE (its
-  // AVX2 "Haswell" kernels reach half of what AVX-512 ones do: 230 against 440 GFLOP/s on the
-  // 2-core Zen 5), while oneDNN's JIT always uses the widest ISA the CPU has.
+  // AVX2 "Haswell" kernels reach about half of what AVX-512 ones do), while oneDNN's JIT always
+  // uses the widest ISA the CPU has.
   const double onednn_peak = cpu::measure_onednn_sgemm_gflops(cpu::PeakStatistic::kFastest);
   const double peak = std::max(openblas_peak, onednn_peak), bandwidth = measure_bandwidth_gbs();
   fmt::print(

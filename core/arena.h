@@ -49,7 +49,9 @@ class Arena {
   void reset() { used_ = 0; }
 
   static constexpr size_t kAlignment = 64;
-  static size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+  static size_t align_up(size_t bytes) {
+    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
 
  private:
   struct Free {

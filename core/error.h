@@ -23,7 +23,7 @@ template <typename... Args>
 }  // namespace hfta
 
 // HFTA_CHECK(cond, "fmt", args...): throws hfta::Error with the formatted message when cond fails.
-#define HFTA_CHECK(cond, ...)       \
-  do {                              \
+#define HFTA_CHECK(cond, ...)               \
+  do {                                      \
     if (!(cond)) ::hfta::fail(__VA_ARGS__); \
   } while (0)

@@ -20,7 +20,8 @@ inline uint64_t splitmix64(uint64_t& x) {
 class RngStream {
  public:
   RngStream(uint64_t seed, uint64_t stream) {
-    uint64_t x = seed * 0xD1342543DE82EF95ull + stream * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    uint64_t x =
+        seed * 0xD1342543DE82EF95ull + stream * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     for (auto& s : s_) s = splitmix64(x);
   }
   // Stream for model b of purpose `purpose` (e.g. init, dropout), independent across purposes.
@@ -43,7 +44,9 @@ class RngStream {
   float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
   float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [0, n).
-  uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next_u64()) * n) >> 64); }
+  uint64_t below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(next_u64()) * n) >> 64);
+  }
   // Standard normal (Box-Muller in double, one value per call for simplicity).
   float normal() {
     double u1 = (static_cast<double>(next_u64() >> 11) + 1.0) * (1.0 / 9007199254740992.0);

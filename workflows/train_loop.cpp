@@ -95,11 +95,12 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
   Batch batch = loader.make_batch();
   const std::string who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", B);
   if (ids.front() == 0)  // once per run
-    fmt::print("{}: {} parameters per model; {:.1f} MiB of parameters, gradients, buffers and "
-               "activations per model at batch {}\n",
-               config.name, model.params_per_model(),
-               static_cast<double>(model.arena_bytes()) / static_cast<double>(B) / (1 << 20),
-               o.batch_size);
+    fmt::print(
+        "{}: {} parameters per model; {:.1f} MiB of parameters, gradients, buffers and "
+        "activations per model at batch {}\n",
+        config.name, model.params_per_model(),
+        static_cast<double>(model.arena_bytes()) / static_cast<double>(B) / (1 << 20),
+        o.batch_size);
 
   ArrayProgress p{.epoch_loss = std::vector<double>(nB, 0.0),
                   .last_train_loss = std::vector<double>(nB, 0.0),

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <dnnl.hpp>
-
 #include <vector>
 
 #include "core/tensor.h"
@@ -18,7 +17,8 @@ inline dnnl::memory::dims dims_of(const Shape& s) { return dnnl::memory::dims(s.
 // Plain (row-major) f32 memory descriptor for a shape.
 inline dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims) {
   dnnl::memory::dims strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * dims[i + 1];
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 

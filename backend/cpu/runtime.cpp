@@ -54,8 +54,8 @@ void init_runtime(char** argv, int threads) {
   const bool fallback_core = lower(openblas_get_corename()) == "prescott";
   if (fallback_core && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
       std::getenv("HFTA_NO_REEXEC") == nullptr) {
-    const char* core = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2") ? "Haswell"
+    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2")  ? "Haswell"
                                                          : nullptr;
     if (core != nullptr) {
       setenv("OPENBLAS_CORETYPE", core, 1);

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
 #include "test_files.h"
 #include "workflows/csv.h"
 #include "workflows/hyper.h"
@@ -208,6 +210,33 @@ TEST(HyperTable, ArraySizeIsTheLongestListAndOtherLengthsAreErrors) {
   EXPECT_THROW(array_size(given), Error);
   given["eps"] = {};
   EXPECT_THROW(array_size(given), Error);
+}
+
+}  // namespace
+}  // namespace hfta
+
+namespace hfta {
+namespace {
+
+// --no-decay-norm-bias: BatchNorm parameters and biases get segments without weight decay,
+// weights keep theirs.
+TEST(HyperTable, NoDecayNormBiasExemptsNormParametersAndBiases) {
+  auto model = make_model("resnet18", {.B = 1, .batch_size = 2, .seed = 1});
+  const HyperValues values = resolve_hyper("adamw", {{"weight_decay", {0.01f}}}, 1);
+  for (bool exempt : {false, true}) {
+    auto optimizer = make_optimizer("adamw", *model, values, exempt);
+    const auto& segments = optimizer->table().segments;
+    ASSERT_EQ(segments.size(), model->params().size());
+    int decayed = 0;
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const Param& p = model->params()[i];
+      EXPECT_EQ(segments[i].decay, !exempt || p.kind == ParamKind::kWeight) << p.name;
+      decayed += segments[i].decay;
+    }
+    // ResNet-18: 20 conv weights and the fc weight decay; 20 BatchNorms (weight and bias) and
+    // the fc bias do not.
+    EXPECT_EQ(decayed, exempt ? 21 : 62);
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/runtime.h"
+#include "conv_test_util.h"
 #include "core/parallel.h"
 #include "fused_ops/conv2d.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
@@ -27,21 +28,10 @@ using test::Buffer;
 using test::expect_close;
 using test::random_buffer;
 
-constexpr double kUnitRoundoff = 1.0 / 16777216.0;  // 2^-24, fp32
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// As in test_conv2d.cpp: a sum of K products of values in [-1, 1], fp32 against double.
-struct SumTolerance {
-  double atol, rtol;
-  explicit SumTolerance(int64_t K)
-      : atol(4.0 * std::sqrt(double(K)) * double(K) * kUnitRoundoff), rtol(8.0 * kUnitRoundoff) {}
-};
-
-struct StrategyScope {
-  cpu::Conv2dStrategy saved = cpu::conv2d_strategy();
-  explicit StrategyScope(cpu::Conv2dStrategy s) { cpu::set_conv2d_strategy(s); }
-  ~StrategyScope() { cpu::set_conv2d_strategy(saved); }
-};
+using test::StrategyScope;
+using test::SumTolerance;
 
 struct ThreadsScope {
   int saved = num_threads();

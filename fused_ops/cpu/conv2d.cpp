@@ -45,14 +45,6 @@
 // evicted while in use lives until its call returns.
 #include "fused_ops/conv2d.h"
 
-#if defined(__AVX512F__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized flags.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
-
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -67,6 +59,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
+#include "fused_ops/cpu/avx512.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
 

@@ -1,12 +1,8 @@
 #include "fused_ops/cpu/conv2d_depthwise.h"
 
+#include "fused_ops/cpu/avx512.h"
+
 #if defined(__AVX512F__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized flags.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
 // A function pointer taking __m512* as a template argument (the std::array of dx_class
 // instantiations) drops the vector's alignment attribute from the type's name only.
 #pragma GCC diagnostic ignored "-Wignored-attributes"

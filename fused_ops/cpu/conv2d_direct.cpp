@@ -1,13 +1,8 @@
 #include "fused_ops/cpu/conv2d_direct.h"
 
+#include "fused_ops/cpu/avx512.h"
+
 #if defined(__AVX512F__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized and
-// (in _mm512_reduce_add_ps) -Wmaybe-uninitialized flag.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
 // __m512 as a template argument (std::vector<__m512>, std::array of kernel pointers) drops its
 // alignment attribute from the type's name only; the vector's allocator still aligns it.
 #pragma GCC diagnostic ignored "-Wignored-attributes"

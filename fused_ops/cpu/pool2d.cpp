@@ -34,14 +34,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-
-#if defined(__AVX512F__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized flags.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "fused_ops/cpu/avx512.h"
 
 namespace hfta::cpu {
 

@@ -159,9 +159,9 @@ int Net::add_buffer(const std::string& leaf, const Shape& per_model, float initi
   return static_cast<int>(buffers_.size() - 1);
 }
 
-int Net::add_saved(const Shape& whole, bool integer) {
-  saved_info_.push_back({whole, integer});
-  return static_cast<int>(saved_info_.size() - 1);
+int Net::add_saved(const Shape& whole) {
+  saved_shapes_.push_back(whole);
+  return static_cast<int>(saved_shapes_.size() - 1);
 }
 
 void Net::add_loss(Value per_model_loss) {
@@ -183,7 +183,7 @@ Shape with_models(int64_t B, const Shape& per_model) {
 // Activation gradients live only between their first write in backward (the backward of the
 // value's last consumer) and the backward of its producer. Values whose lifetimes do not overlap
 // share a slot; slots are sized by their largest occupant and laid out after planning.
-void Net::plan_gradient_memory(size_t& bytes) {
+size_t Net::plan_gradient_memory() {
   const int last = static_cast<int>(nodes_.size()) - 1;
   struct Interval {
     int value;
@@ -235,7 +235,7 @@ void Net::plan_gradient_memory(size_t& bytes) {
       values_[static_cast<size_t>(id)].grad_offset = static_cast<int64_t>(offset);
     offset += s.bytes;
   }
-  bytes = offset;
+  return offset;
 }
 
 void Net::finalize() {
@@ -259,11 +259,10 @@ void Net::finalize() {
     act_bytes += bytes;
     largest = std::max(largest, bytes);
   }
-  for (const SavedInfo& s : saved_info_)
-    act_bytes += Arena::align_up(static_cast<size_t>(s.shape.numel()) * sizeof(float));
+  for (const Shape& s : saved_shapes_)
+    act_bytes += Arena::align_up(static_cast<size_t>(s.numel()) * sizeof(float));
   act_bytes += largest;  // scratch
-  size_t grad_bytes = 0;
-  plan_gradient_memory(grad_bytes);
+  const size_t grad_bytes = plan_gradient_memory();
 
   param_arena_ = Arena(std::max<size_t>(param_bytes, 64), "parameters");
   grad_arena_ = Arena(std::max<size_t>(param_bytes, 64), "gradients");
@@ -284,7 +283,7 @@ void Net::finalize() {
     if (vi.grad_offset >= 0)
       vi.grad_data = reinterpret_cast<float*>(act_grad_arena_.data() + vi.grad_offset);
   }
-  for (const SavedInfo& s : saved_info_) saved_.push_back(act_arena_.carve(s.shape));
+  for (const Shape& s : saved_shapes_) saved_.push_back(act_arena_.carve(s));
   scratch_ = act_arena_.carve(Shape{static_cast<int64_t>(largest / sizeof(float))});
   for (int64_t b = 0; b < B; ++b)
     dropout_streams_.push_back(RngStream::for_model(spec_.seed, spec_.model_ids[b], kRngDropout));

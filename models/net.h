@@ -179,7 +179,8 @@ class Net {
   int add_param(const std::string& leaf, const Shape& per_model, Init init, int64_t fan_in,
                 int64_t fan_out, ParamKind kind, bool torch_transposed = false);
   int add_buffer(const std::string& leaf, const Shape& per_model, float initial, bool integer);
-  int add_saved(const Shape& whole, bool integer = false);
+  // A saved tensor of 4-byte elements: float (saved(i)) or int32 (saved_index(i)).
+  int add_saved(const Shape& whole);
   // Marks a loss: a [B] value of per-model losses whose gradient is 1 for each model.
   void add_loss(Value per_model_loss);
 
@@ -272,14 +273,11 @@ class Net {
  private:
   friend class Scope;
   struct ValueInfo;
-  struct SavedInfo {
-    Shape shape;
-    bool integer;
-  };
   ValueInfo& info(Value v);
   const ValueInfo& info(Value v) const;
   void check_value(Value v, const char* what) const;
-  void plan_gradient_memory(size_t& bytes);
+  // Assigns each activation gradient its offset; returns the arena bytes they need.
+  size_t plan_gradient_memory();
   void initialize();
 
   NetSpec spec_;
@@ -288,7 +286,7 @@ class Net {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Param> params_;
   std::vector<ModelBuffer> buffers_;
-  std::vector<SavedInfo> saved_info_;
+  std::vector<Shape> saved_shapes_;
   std::vector<TensorView> saved_;
   std::vector<Shape> param_shapes_, buffer_shapes_;
   std::vector<Value> losses_;

@@ -495,7 +495,7 @@ Value Net::max_pool2d(Value x, int64_t kernel, int64_t stride, int64_t pad) {
   } catch (const Error& e) {
     fail("{}: {}", what, e.what());
   }
-  const int argmax = add_saved(p.argmax_shape(), /*integer=*/true);
+  const int argmax = add_saved(p.argmax_shape());
   return add_node(std::make_unique<Pool2dNode>(p, argmax), {x}, {f[0], p.out_h(), p.out_w()},
                   Layout::kChannels);
 }

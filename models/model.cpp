@@ -2,75 +2,203 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <omp.h>
 
 #include <cstring>
+#include <exception>
+#include <span>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "fused_ops/cross_entropy.h"
 
 namespace hfta {
 
 namespace {
-NetSpec net_spec(const ModelSpec& s) {
+PlanLayout plan_layout(const ModelSpec& s) {
+  return lay_out(s.plan, s.B, s.threads > 0 ? s.threads : num_threads());
+}
+
+NetSpec net_spec(const ModelSpec& s, bool state_only) {
   return {.B = s.B,
           .capacity = s.batch_size,
           .seed = s.seed,
           .model_ids = s.model_ids,
-          .dropout = s.dropout};
+          .dropout = s.dropout,
+          .state_only = state_only};
 }
 }  // namespace
 
 Model::Model(std::string name, ModelSpec spec, ModelDefinition definition)
-    : name_(std::move(name)), spec_(std::move(spec)), net_(net_spec(spec_)) {
+    : name_(std::move(name)),
+      definition_(definition),
+      spec_(std::move(spec)),
+      net_(net_spec(spec_, !plan_layout(spec_).is_fused())),
+      layout_(plan_layout(spec_)) {
   HFTA_CHECK(spec_.B >= 1, "{}: the array needs at least one model, got B = {}", name_, spec_.B);
   HFTA_CHECK(spec_.num_classes >= 2, "{}: a classifier needs at least 2 classes, got {}", name_,
              spec_.num_classes);
   HFTA_CHECK(spec_.sample_shape.rank() >= 1 && spec_.sample_shape.numel() >= 1,
              "{}: empty sample shape {}", name_, spec_.sample_shape.str());
   spec_.model_ids = net_.spec().model_ids;
+  fused_ = record(nullptr);
+  losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
+  correct_.assign(static_cast<size_t>(spec_.B), 0);
+  if (layout_.is_fused()) return;
+  for (const PlanGroup& g : layout_.groups) {
+    // Workers running at once each need their own activations (a runner per group); one worker
+    // rebinds one runner per group size to each chunk in turn.
+    size_t r = 0;
+    if (layout_.workers > 1)
+      r = runners_.size();
+    else
+      while (r < runners_.size() && runners_[r].net->B() != g.count) ++r;
+    if (r == runners_.size()) {
+      NetSpec ns = net_spec(spec_, false);
+      ns.B = g.count;
+      ns.model_ids.assign(spec_.model_ids.begin() + g.first,
+                          spec_.model_ids.begin() + g.first + g.count);
+      ns.external_state = true;
+      runners_.push_back(record(std::make_unique<Net>(std::move(ns))));
+    }
+    runner_of_group_.push_back(r);
+  }
+}
+
+Model::Runner Model::record(std::unique_ptr<Net> own) const {
+  Runner r;
+  Net& net = own ? *own : const_cast<Net&>(net_);
   try {
-    images_ = net_.input(spec_.sample_shape);
-    labels_ = net_.index_input(Shape{});
-    logits_ = definition(net_, images_, spec_.num_classes);
-    HFTA_CHECK(net_.features(logits_) == Shape{spec_.num_classes},
+    r.images = net.input(spec_.sample_shape);
+    r.labels = net.index_input(Shape{});
+    r.logits = definition_(net, r.images, spec_.num_classes);
+    HFTA_CHECK(net.features(r.logits) == Shape{spec_.num_classes},
                "the model gives {} features per sample, expected [{}] logits",
-               net_.features(logits_).str(), spec_.num_classes);
-    loss_ = net_.cross_entropy(logits_, labels_);
+               net.features(r.logits).str(), spec_.num_classes);
+    r.loss = net.cross_entropy(r.logits, r.labels);
   } catch (const Error& e) {
     fail("{} on samples of shape {}: {}", name_, spec_.sample_shape.str(), e.what());
   }
-  net_.finalize();
-  losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
+  net.finalize();
+  r.net = std::move(own);
+  return r;
 }
 
-void Model::forward(const TensorView& images, const IndexView& labels, bool training) {
+void Model::set_inputs(Runner& r, const TensorView& images, const IndexView& labels) const {
+  Net& net = r.net ? *r.net : const_cast<Net&>(net_);
   try {
-    net_.set_input(images_, images);
-    net_.set_input(labels_, labels);
+    net.set_input(r.images, images);
+    net.set_input(r.labels, labels);
   } catch (const Error& e) {
     fail("{}: {}", name_, e.what());
   }
+}
+
+void Model::collect(const Runner& r, int64_t first) {
+  const Net& net = r.net ? *r.net : net_;
+  const TensorView loss = net.value(r.loss);
+  std::copy(loss.data, loss.data + net.B(), losses_.begin() + first);
+  CrossEntropyParams ce{net.B(), net.rows(), spec_.num_classes};
+  count_correct(ce, {.logits = net.value(r.logits),
+                     .labels = net.index_value(r.labels),
+                     .correct = std::span<int64_t>(correct_).subspan(
+                         static_cast<size_t>(first), static_cast<size_t>(net.B()))});
+}
+
+void Model::run_groups(const TensorView& images, const IndexView& labels, bool training,
+                       bool with_backward) {
+  if (with_backward) net_.zero_grad();
+  const int64_t forwards = net_.training_forwards();
+  // One group: bind its runner to the group's models, run, collect.
+  auto run_group = [&](size_t g) {
+    const PlanGroup& group = layout_.groups[g];
+    Runner& r = runners_[runner_of_group_[g]];
+    r.net->bind_state(net_, group.first);
+    r.net->set_training_forwards(forwards);
+    set_inputs(r, images, labels);
+    r.net->forward(training);
+    collect(r, group.first);
+    if (with_backward) r.net->backward();
+  };
+  if (layout_.workers == 1) {
+    for (size_t g = 0; g < layout_.groups.size(); ++g) run_group(g);
+  } else {
+    // Each worker runs its groups on one thread, with every op inside single-threaded: no
+    // barrier between the workers until the step ends.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(layout_.workers));
+#pragma omp parallel num_threads(layout_.workers)
+    {
+      omp_set_num_threads(1);
+      const int w = omp_get_thread_num();
+      try {
+        for (size_t g = 0; g < layout_.groups.size(); ++g)
+          if (layout_.groups[g].worker == w) run_group(g);
+      } catch (...) {
+        errors[static_cast<size_t>(w)] = std::current_exception();
+      }
+    }
+    for (auto& error : errors)
+      if (error) std::rethrow_exception(error);
+  }
+  if (training) net_.set_training_forwards(forwards + 1);
+}
+
+void Model::forward(const TensorView& images, const IndexView& labels, bool training) {
+  if (!layout_.is_fused()) {
+    HFTA_CHECK(!training, "{}: under plan {} a training forward runs in train_step()", name_,
+               spec_.plan.str());
+    return run_groups(images, labels, false, false);
+  }
+  set_inputs(fused_, images, labels);
   net_.forward(training);
-  const TensorView loss = net_.value(loss_);
-  std::copy(loss.data, loss.data + spec_.B, losses_.begin());
+  collect(fused_, 0);
 }
 
 void Model::backward() {
+  HFTA_CHECK(layout_.is_fused(), "{}: under plan {} backward runs in train_step()", name_,
+             spec_.plan.str());
   net_.zero_grad();
   net_.backward();
 }
 
-std::vector<int64_t> Model::correct() const {
-  std::vector<int64_t> counts(static_cast<size_t>(spec_.B), 0);
-  CrossEntropyParams ce{spec_.B, net_.rows(), spec_.num_classes};
-  count_correct(
-      ce, {.logits = net_.value(logits_), .labels = net_.index_value(labels_), .correct = counts});
-  return counts;
+void Model::train_step(const TensorView& images, const IndexView& labels) {
+  if (!layout_.is_fused()) return run_groups(images, labels, true, true);
+  forward(images, labels, true);
+  backward();
 }
 
-std::string Model::describe() const { return name_ + " " + net_.describe(); }
+double Model::train_flops_per_sample() const {
+  return runners_.empty() ? net_.train_flops_per_sample()
+                          : runners_.front().net->train_flops_per_sample();
+}
 
-std::string Model::profile_report() const { return name_ + " " + net_.profile_report(); }
+size_t Model::arena_bytes() const {
+  size_t bytes = net_.arena_bytes();
+  for (const Runner& r : runners_) bytes += r.net->arena_bytes();
+  return bytes;
+}
+
+void Model::reset_profile() {
+  net_.reset_profile();
+  for (Runner& r : runners_) r.net->reset_profile();
+}
+
+std::string Model::describe() const {
+  std::string out = name_ + " " + net_.describe();
+  if (!runners_.empty()) {
+    size_t activations = 0;
+    for (const Runner& r : runners_) activations += r.net->arena_bytes();
+    out += fmt::format("\n  plan {}: {} groups on {} worker(s), {:.1f} MiB of activations",
+                       spec_.plan.str(), layout_.groups.size(), layout_.workers,
+                       static_cast<double>(activations) / (1 << 20));
+  }
+  return out;
+}
+
+std::string Model::profile_report() const {
+  return name_ + " " +
+         (runners_.empty() ? net_.profile_report() : runners_.front().net->profile_report());
+}
 
 std::vector<float> Model::extract(int64_t b) const {
   HFTA_CHECK(b >= 0 && b < spec_.B, "{}: no model {} in an array of {}", name_, b, spec_.B);

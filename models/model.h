@@ -16,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "models/net.h"
+#include "models/plan.h"
 
 namespace hfta {
 
@@ -31,6 +32,10 @@ struct ModelSpec {
   int64_t num_classes = 0;
   // Overrides the architecture's dropout probabilities (0 turns dropout off).
   std::optional<float> dropout;
+  // The order the models run a step in (models/plan.h); not kAuto (workflows resolve it).
+  ExecutionPlan plan = {};
+  // Threads the plan spreads workers over; 0 = OpenMP's thread count.
+  int threads = 0;
 };
 
 // A model definition: records the net from the shared images to per-model logits [num_classes].
@@ -45,50 +50,78 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // Runs all B models on one shared minibatch, images [n, ...sample_shape] and labels [n] with
-  // n <= batch_size, and computes each model's mean cross-entropy loss (losses()). The batch must
-  // stay alive until backward().
+  // n <= batch_size, and computes each model's mean cross-entropy loss (losses()) and correct
+  // rows (correct()). The batch must stay alive until backward(). Training forwards followed by
+  // backward() need the fused plan (other plans overwrite one chunk's activations with the
+  // next's): train_step() runs both under any plan.
   void forward(const TensorView& images, const IndexView& labels, bool training);
   // Zeroes and then writes every parameter gradient of every model for the last forward (each
   // model gets exactly the gradient it would get alone).
   void backward();
+  // A training forward and backward of every model on one minibatch, in the plan's order: after
+  // it, losses(), correct() and every gradient are those of forward(.., true) then backward().
+  void train_step(const TensorView& images, const IndexView& labels);
 
   // Per-model mean loss and count of correctly classified rows, for the last forward().
   const std::vector<float>& losses() const { return losses_; }
-  std::vector<int64_t> correct() const;
+  const std::vector<int64_t>& correct() const { return correct_; }
 
   const std::string& name() const { return name_; }
   int64_t B() const { return spec_.B; }
   const ModelSpec& spec() const { return spec_; }
   const Shape& sample_shape() const { return spec_.sample_shape; }
   int64_t num_classes() const { return spec_.num_classes; }
+  // The net holding every model's parameters, gradients and buffers (under a plan other than
+  // fused it holds only those; smaller nets bound to it run the steps).
   Net& net() { return net_; }
   const Net& net() const { return net_; }
+  const ExecutionPlan& plan() const { return spec_.plan; }
+  const PlanLayout& layout() const { return layout_; }
   const std::vector<Param>& params() const { return net_.params(); }
   const std::vector<ModelBuffer>& buffers() const { return net_.buffers(); }
   const Arena& param_arena() const { return net_.param_arena(); }
   const Arena& grad_arena() const { return net_.grad_arena(); }
   int64_t params_per_model() const { return net_.params_per_model(); }
   // Analytic forward + backward FLOPs per sample for one model (sum of the ops' counts).
-  double train_flops_per_sample() const { return net_.train_flops_per_sample(); }
+  double train_flops_per_sample() const;
   // Bytes of parameters, gradients, buffers and activations, all B models.
-  size_t arena_bytes() const { return net_.arena_bytes(); }
+  size_t arena_bytes() const;
   std::string describe() const;
 
   // Per-op timing, off by default (HFTA_PROFILE=1 in the environment turns it on).
   bool profiling() const { return net_.profiling(); }
   std::string profile_report() const;
-  void reset_profile() { net_.reset_profile(); }
+  void reset_profile();
 
   // Replica b's parameters ([params_per_model] floats, recording order), out and back in.
   std::vector<float> extract(int64_t b) const;
   void insert(int64_t b, const std::vector<float>& values);
 
  private:
+  // A net that runs one group of models of the plan, and its recorded values.
+  struct Runner {
+    std::unique_ptr<Net> net;
+    Value images, labels, logits, loss;
+  };
+  // Records the classifier into `net`.
+  Runner record(std::unique_ptr<Net> net) const;
+  void set_inputs(Runner& r, const TensorView& images, const IndexView& labels) const;
+  // Copies runner r's losses and correct counts into models [first, first + count).
+  void collect(const Runner& r, int64_t first);
+  // Runs `step` (forward, or forward and backward) on every group of the plan.
+  void run_groups(const TensorView& images, const IndexView& labels, bool training,
+                  bool with_backward);
+
   std::string name_;
+  ModelDefinition definition_;
   ModelSpec spec_;
   Net net_;
-  Value images_, labels_, logits_, loss_;
+  Runner fused_;  // the fused plan runs on net_ itself
+  PlanLayout layout_;
+  std::vector<Runner> runners_;          // other plans: one per distinct (worker, group size)
+  std::vector<size_t> runner_of_group_;  // layout_.groups[g] runs on runners_[runner_of_group_[g]]
   std::vector<float> losses_;
+  std::vector<int64_t> correct_;
 };
 
 // What make_model knows about an architecture.

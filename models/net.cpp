@@ -264,18 +264,32 @@ void Net::finalize() {
   act_bytes += largest;  // scratch
   const size_t grad_bytes = plan_gradient_memory();
 
+  HFTA_CHECK(!(spec_.state_only && spec_.external_state),
+             "a net cannot both hold only state and have none");
+  if (spec_.external_state) param_bytes = buffer_bytes = 0;
+  if (spec_.state_only) act_bytes = 0;
   param_arena_ = Arena(std::max<size_t>(param_bytes, 64), "parameters");
   grad_arena_ = Arena(std::max<size_t>(param_bytes, 64), "gradients");
   buffer_arena_ = Arena(std::max<size_t>(buffer_bytes, 64), "buffers");
   act_arena_ = Arena(std::max<size_t>(act_bytes, 64), "activations");
-  act_grad_arena_ = Arena(std::max<size_t>(grad_bytes, 64), "activation gradients");
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Shape s = with_models(B, param_shapes_[i]);
-    params_[i].value = param_arena_.carve(s);
-    params_[i].grad = grad_arena_.carve(s);
+  act_grad_arena_ =
+      Arena(std::max<size_t>(spec_.state_only ? 0 : grad_bytes, 64), "activation gradients");
+  if (!spec_.external_state) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Shape s = with_models(B, param_shapes_[i]);
+      params_[i].value = param_arena_.carve(s);
+      params_[i].grad = grad_arena_.carve(s);
+    }
+    for (size_t i = 0; i < buffers_.size(); ++i)
+      buffers_[i].value = buffer_arena_.carve(with_models(B, buffer_shapes_[i]));
   }
-  for (size_t i = 0; i < buffers_.size(); ++i)
-    buffers_[i].value = buffer_arena_.carve(with_models(B, buffer_shapes_[i]));
+  if (spec_.state_only) {
+    forward_ms_.assign(nodes_.size(), 0.0);
+    backward_ms_.assign(nodes_.size(), 0.0);
+    finalized_ = true;
+    initialize();
+    return;
+  }
   for (size_t id = 0; id < values_.size(); ++id) {
     ValueInfo& vi = values_[id];
     if (vi.shared) continue;
@@ -290,7 +304,34 @@ void Net::finalize() {
   forward_ms_.assign(nodes_.size(), 0.0);
   backward_ms_.assign(nodes_.size(), 0.0);
   finalized_ = true;
-  initialize();
+  if (!spec_.external_state) initialize();
+}
+
+void Net::bind_state(const Net& owner, int64_t first) {
+  HFTA_CHECK(finalized_ && spec_.external_state,
+             "bind_state() needs a finalized external_state net");
+  HFTA_CHECK(owner.finalized_ && !owner.spec_.external_state,
+             "bind_state(): the owner holds no state");
+  HFTA_CHECK(first >= 0 && first + spec_.B <= owner.spec_.B,
+             "bind_state(): models [{}, {}) are not in an array of {}", first, first + spec_.B,
+             owner.spec_.B);
+  HFTA_CHECK(owner.params_.size() == params_.size() && owner.buffers_.size() == buffers_.size(),
+             "bind_state(): the owner was recorded from other model code");
+  auto slice = [&](const TensorView& whole, const Shape& per_model) {
+    return TensorView(whole.data + first * per_model.numel(), with_models(spec_.B, per_model));
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    HFTA_CHECK(
+        owner.params_[i].name == params_[i].name && owner.param_shapes_[i] == param_shapes_[i],
+        "bind_state(): parameter {} is {} {} in the owner", params_[i].name, owner.params_[i].name,
+        owner.param_shapes_[i].str());
+    params_[i].value = slice(owner.params_[i].value, param_shapes_[i]);
+    params_[i].grad = slice(owner.params_[i].grad, param_shapes_[i]);
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    buffers_[i].value = slice(owner.buffers_[i].value, buffer_shapes_[i]);
+  for (int64_t b = 0; b < spec_.B; ++b)
+    spec_.model_ids[static_cast<size_t>(b)] = owner.spec_.model_ids[static_cast<size_t>(first + b)];
 }
 
 void Net::initialize() {
@@ -391,6 +432,9 @@ InputGrad Net::input_grad(const Node& node, int i) {
 
 void Net::forward(bool training) {
   HFTA_CHECK(finalized_, "forward() before finalize()");
+  HFTA_CHECK(!spec_.state_only, "this net holds only state: run its steps on nets bound to it");
+  HFTA_CHECK(!spec_.external_state || params_.empty() || params_[0].value.data != nullptr,
+             "forward() before bind_state()");
   for (const ValueInfo& vi : values_)
     if (vi.shared)
       HFTA_CHECK(vi.input_rows == n_ && (vi.data != nullptr || vi.index_data != nullptr),
@@ -422,7 +466,10 @@ void Net::forward(bool training) {
   forward_done_ = true;
 }
 
-void Net::zero_grad() { grad_arena_.zero(); }
+void Net::zero_grad() {
+  if (!spec_.external_state) return grad_arena_.zero();
+  for (const Param& p : params_) std::fill(p.grad.data, p.grad.data + p.grad.numel(), 0.0f);
+}
 
 void Net::backward() {
   HFTA_CHECK(forward_done_, "backward() needs a forward() first");

@@ -131,6 +131,12 @@ struct NetSpec {
   std::vector<int64_t> model_ids;  // global index of each replica (its RNG streams); empty = 0..B-1
   // Overrides every dropout probability the model code asks for (--dropout; 0 turns it off).
   std::optional<float> dropout;
+  // Storage only: parameters, gradients and buffers, no activations (a net that holds the state
+  // of an array whose steps run on smaller nets bound to it, see bind_state()).
+  bool state_only = false;
+  // No state of its own: parameters, gradients and buffers are slices of another net's,
+  // attached by bind_state() before each run (execution plans, models/plan.h).
+  bool external_state = false;
 };
 
 class Net {
@@ -225,6 +231,11 @@ class Net {
   bool finalized() const { return finalized_; }
 
   // ---- Running ---------------------------------------------------------------------------
+  // For a net built with external_state: points its parameters, gradients and buffers at models
+  // [first, first + B()) of `owner`, a net recorded by the same code for more models, and takes
+  // their model ids (so dropout draws what those models would draw in `owner`). Cheap (a pointer
+  // per tensor): plans rebind a net for every chunk of models.
+  void bind_state(const Net& owner, int64_t first);
   void set_input(Value v, const TensorView& batch);
   void set_input(Value v, const IndexView& batch);
   int64_t rows() const { return n_; }

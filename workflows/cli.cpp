@@ -5,6 +5,9 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/error.h"
+#include "models/plan.h"
+
 namespace hfta {
 
 namespace {
@@ -45,6 +48,19 @@ CLI::Validator number_at_least(double min) {
         return "";
       },
       fmt::format(">= {:g}", min));
+}
+
+CLI::Validator plan_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          ExecutionPlan::parse(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "PLAN");
 }
 
 }  // namespace hfta

@@ -10,5 +10,7 @@ namespace hfta {
 
 CLI::Validator integer_at_least(int64_t min);
 CLI::Validator number_at_least(double min);
+// An execution plan (models/plan.h): auto, fused, chunk:C or threads.
+CLI::Validator plan_name();
 
 }  // namespace hfta

@@ -33,7 +33,10 @@ struct TrainOptions {
   uint64_t seed = 1;
   int threads = 0;
   bool serial = false;
-  bool progress = true;  // progress bar when stdout is a terminal
+  // --plan: how a fused array runs its steps (models/plan.h): auto, fused, chunk:C or threads.
+  std::string plan = "auto";
+  int64_t memory_budget_bytes = 0;  // --memory-budget: the most arena bytes auto may pick; 0 = any
+  bool progress = true;             // progress bar when stdout is a terminal
   std::string out = "runs/train";
   // Save <out>/checkpoint.bin (serial: checkpoint-model<b>.bin) after every epoch and on Ctrl-C.
   bool checkpoint = true;

@@ -16,6 +16,7 @@
 #include "workflows/evaluate.h"
 #include "workflows/hyper.h"
 #include "workflows/resume.h"
+#include "workflows/sweep.h"
 #include "workflows/train.h"
 
 namespace hfta {
@@ -92,6 +93,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--serial", opts->serial,
                 "Train the models one after another, each alone (the baseline)")
       ->excludes(fused);
+  cmd->add_option("--plan", opts->plan,
+                  "How the fused array runs a step: auto (time the others and pick the fastest), "
+                  "fused, chunk:C (C models at a time) or threads (each thread its own models)")
+      ->check(plan_name())
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--memory-budget",
+      [opts](const std::string& text) { opts->memory_budget_bytes = parse_memory_size(text); },
+      "Most memory --plan auto may pick a plan for (e.g. 4GiB, 512MiB; default: no limit)");
   cmd->add_flag(
       "--no-progress", [opts](int64_t) { opts->progress = false; }, "No progress bar");
   cmd->add_option("--out", opts->out, "Directory for metrics.csv and summary.csv")

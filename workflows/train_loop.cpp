@@ -9,6 +9,7 @@
 #include "workflows/csv.h"
 #include "workflows/evaluate.h"
 #include "workflows/interrupt.h"
+#include "workflows/plan_choice.h"
 #include "workflows/progress.h"
 #include "workflows/results.h"
 #include "workflows/resume.h"
@@ -37,7 +38,8 @@ ModelSpec ModelConfig::spec(const std::vector<int64_t>& ids, int64_t batch_size,
           .model_ids = ids,
           .sample_shape = sample_shape,
           .num_classes = num_classes,
-          .dropout = dropout};
+          .dropout = dropout,
+          .plan = plan};
 }
 
 ModelConfig model_config(const std::string& name, const Data& data, std::optional<float> dropout,
@@ -54,7 +56,12 @@ ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids
                       const HyperValues& all_values) {
   ModelArray a;
   a.ids = ids;
-  a.model = make_model(config.name, config.spec(ids, batch_size, seed));
+  ModelConfig resolved = config;
+  resolved.plan =
+      resolve_plan(config.plan, config, ids, batch_size, seed, config.plan_memory_budget,
+                   [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
+          .plan;
+  a.model = make_model(config.name, resolved.spec(ids, batch_size, seed));
   a.optimizer =
       make_optimizer(optimizer, *a.model, pick_models(all_values, ids), config.no_decay_norm_bias);
   return a;
@@ -69,8 +76,7 @@ int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max
     if (!loader.next(batch)) {  // the epoch ended
       if (whole_epoch || !loader.next(batch)) break;
     }
-    model.forward(batch.images(), batch.labels(), /*training=*/true);
-    model.backward();
+    model.train_step(batch.images(), batch.labels());
     const StepReport& report = array.optimizer->step(model.param_arena(), model.grad_arena());
     ++steps;
     if (after_step && !after_step(report)) break;

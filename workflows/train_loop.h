@@ -29,6 +29,10 @@ struct ModelConfig {
   int64_t num_classes = 10;         // classes of the data
   std::optional<float> dropout;     // --dropout: overrides the architecture's probabilities
   bool no_decay_norm_bias = false;  // --no-decay-norm-bias
+  // --plan: the order the models run a step in; auto is resolved by make_array (plan_choice.h),
+  // within plan_memory_budget bytes of arenas (0 = no limit).
+  ExecutionPlan plan = {};
+  int64_t plan_memory_budget = 0;
   // The spec of an array of models `ids`.
   ModelSpec spec(const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed) const;
 };
@@ -44,15 +48,16 @@ struct ModelArray {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
 };
-// `all_values`: the resolved hyperparameters of every model of the run (resolve_hyper).
+// `all_values`: the resolved hyperparameters of every model of the run (resolve_hyper). A plan
+// of auto is chosen here (timed, or read from the plan cache), and said on stderr.
 ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,
                       int64_t batch_size, uint64_t seed, std::string_view optimizer,
                       const HyperValues& all_values);
 
-// Runs optimizer steps (forward, backward, update) on the loader's batches: `max_steps` steps
-// (going on into the next epoch when one ends), or with kUntilEpochEnds the rest of the loader's
-// epoch. `after_step` (if given) sees each step's report and stops the loop by returning false.
-// Returns the steps taken.
+// Runs optimizer steps (Model::train_step, then the update) on the loader's batches: `max_steps`
+// steps (going on into the next epoch when one ends), or with kUntilEpochEnds the rest of the
+// loader's epoch. `after_step` (if given) sees each step's report and stops the loop by returning
+// false. Returns the steps taken.
 inline constexpr int64_t kUntilEpochEnds = -1;
 int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
                     const std::function<bool(const StepReport&)>& after_step = {});

@@ -134,8 +134,10 @@ dnnl::engine& dnnl_engine() {
   return engine;
 }
 
+// One stream per thread: a oneDNN stream must not take work from two threads at once, and plans
+// that run whole models per thread (models/plan.h) call oneDNN from several threads.
 dnnl::stream& dnnl_stream() {
-  static dnnl::stream stream(dnnl_engine());
+  thread_local dnnl::stream stream(dnnl_engine());
   return stream;
 }
 

@@ -410,8 +410,19 @@ Conv2dStrategy initial_strategy() {
 
 std::mutex g_cache_mutex;
 Conv2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_mutex
-// Keyed by the problem and the strategy asked for, so a strategy change builds new entries.
-std::map<std::pair<Conv2dParams, Conv2dStrategy>, std::shared_ptr<Entry>> g_cache;
+// Keyed by the problem, the strategy asked for (a strategy change builds new entries), the thread
+// count the primitives are planned for, and the OpenMP thread calling from inside a parallel
+// region (-1 outside one): plans that run whole models per thread (models/plan.h) call the same
+// problem from several threads at once, each with one thread, and must neither wait on one
+// entry's mutex nor run a primitive planned for another thread count.
+struct CacheKey {
+  Conv2dParams p;
+  Conv2dStrategy strategy;
+  int threads;
+  int caller;
+  auto operator<=>(const CacheKey&) const = default;
+};
+std::map<CacheKey, std::shared_ptr<Entry>> g_cache;
 int64_t g_capacity = 32;  // guarded by g_cache_mutex
 uint64_t g_tick = 0;      // guarded by g_cache_mutex
 
@@ -453,7 +464,7 @@ void choose_strategy(Entry& e, Conv2dStrategy asked) {
 
 std::shared_ptr<Entry> cached_entry(const Conv2dParams& p) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
-  const auto key = std::make_pair(p, g_strategy);
+  const CacheKey key{p, g_strategy, num_threads(), omp_in_parallel() ? omp_get_thread_num() : -1};
   auto it = g_cache.find(key);
   if (it == g_cache.end()) {
     auto e = std::make_shared<Entry>();

@@ -1,0 +1,55 @@
+// Execution plans: the order in which the B models of an array run a training step. Every plan
+// computes the same thing (each model exactly as alone); they differ in speed and memory.
+//
+//   fused     one call per op for all B models, every thread inside each op (activations for B)
+//   chunk:C   models in chunks of C, depth-first: forward and backward of one chunk, then the
+//             next, on one set of activations sized for C (activation memory / (B / C))
+//   threads   each thread owns whole models end to end (B / threads of them, fused among
+//             themselves), with no barrier inside the step: concurrent training inside one
+//             process, sharing the minibatch
+//   auto      chosen per model and machine by timing a few steps (workflows/plan_choice.h)
+//
+// The parameters, gradients and buffers of all B models stay in one [B, ...] arena either way,
+// so the optimizer, checkpoints and extract see the same array whatever the plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hfta {
+
+struct ExecutionPlan {
+  enum class Kind { kFused, kChunk, kThreads, kAuto };
+  Kind kind = Kind::kFused;
+  int64_t chunk = 0;  // kChunk: models per chunk
+
+  // "fused", "chunk:C" (C >= 1), "threads" or "auto"; throws hfta::Error naming the choices.
+  static ExecutionPlan parse(const std::string& text);
+  static ExecutionPlan fused() { return {}; }
+  static ExecutionPlan chunks(int64_t c) { return {Kind::kChunk, c}; }
+  static ExecutionPlan threads() { return {Kind::kThreads, 0}; }
+  std::string str() const;
+  bool operator==(const ExecutionPlan&) const = default;
+};
+
+// One group of models that runs as a fused sub-array: models [first, first + count), on
+// worker `worker` (0 unless the plan runs workers in parallel).
+struct PlanGroup {
+  int64_t first = 0;
+  int64_t count = 0;
+  int worker = 0;
+};
+
+// How `plan` splits an array of B models over `threads` threads: its groups, in the order each
+// worker runs them, and the number of workers running at once. A plan that amounts to fused
+// (chunk:C with C >= B, threads with one thread or one model) gives one group of B on one worker.
+// Throws hfta::Error for kAuto (resolve it first).
+struct PlanLayout {
+  std::vector<PlanGroup> groups;
+  int workers = 1;
+  bool is_fused() const { return groups.size() == 1; }
+};
+PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads);
+
+}  // namespace hfta

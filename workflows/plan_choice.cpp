@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -76,7 +77,7 @@ void write_cache(const std::string& path, const nlohmann::json& j,
                  const std::function<void(const std::string&)>& log) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = fmt::format("{}.tmp{}", path, getpid());
   {
     std::ofstream out(tmp);
     if (out) out << j.dump(2) << "\n";

@@ -78,10 +78,23 @@ std::vector<SweepPoint> summarize_sweep(const CsvTable& table) {
     Range normalized, samples, rss;
   };
   std::map<std::pair<std::string, int64_t>, Acc> acc;
+  // Fused rows of several plans (sweep --plan a,b) are a line each, "fused (a)"; files from before
+  // plans existed have no plan_asked column.
+  const bool has_plans =
+      std::find(table.header.begin(), table.header.end(), "plan_asked") != table.header.end();
+  std::vector<std::string> fused_plans;
+  if (has_plans)
+    for (const auto& row : table.rows)
+      if (row[mode_col] == "fused" &&
+          std::find(fused_plans.begin(), fused_plans.end(), row[table.column("plan_asked")]) ==
+              fused_plans.end())
+        fused_plans.push_back(row[table.column("plan_asked")]);
   for (size_t r = 0; r < table.rows.size(); ++r) {
     const auto& row = table.rows[r];
     if (row[status_col] != "ok") continue;
-    const std::string& mode = row[mode_col];
+    std::string mode = row[mode_col];
+    if (mode == "fused" && fused_plans.size() > 1)
+      mode += " (" + row[table.column("plan_asked")] + ")";
     if (std::find(modes.begin(), modes.end(), mode) == modes.end()) modes.push_back(mode);
     Acc& a = acc[{mode, table.integer(r, B_col)}];
     double v;

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/peak.h"
 #include "backend/cpu/runtime.h"
+#include "models/plan.h"
 #include "workflows/cli.h"
 #include "workflows/data.h"
 #include "workflows/plot.h"
@@ -30,6 +31,7 @@ namespace fs = std::filesystem;
 struct SweepFlags {
   TrialOptions trial;
   std::string modes = "serial,concurrent,fused";
+  std::string plans = "auto";
   std::string Bs = "1,2,4,8";
   int repeats = 3;
   std::string out = "results";
@@ -173,6 +175,15 @@ void sweep_command(const SweepFlags& flags) {
     return;
   }
   o.modes = parse_modes(flags.modes);
+  o.plans.clear();
+  for (size_t start = 0; start <= flags.plans.size();) {
+    size_t comma = flags.plans.find(',', start);
+    if (comma == std::string::npos) comma = flags.plans.size();
+    const std::string plan = flags.plans.substr(start, comma - start);
+    ExecutionPlan::parse(plan);  // throws naming the choices
+    if (std::find(o.plans.begin(), o.plans.end(), plan) == o.plans.end()) o.plans.push_back(plan);
+    start = comma + 1;
+  }
   const BList Bs = parse_B_list(flags.Bs);
   o.repeats = flags.repeats;
   o.max_processes = flags.max_processes;
@@ -218,6 +229,7 @@ void sweep_command(const SweepFlags& flags) {
         r.trial.warmup_steps = 1;
         r.trial.steps = 1;
         r.trial.threads = o.threads;
+        r.trial.plan = "fused";  // the most memory any plan needs
         r.memory_limit_bytes = o.memory_budget_bytes;
         r.log_path = (fs::path(o.out_dir) / "logs" / fmt::format("max-B{}.log", B)).string();
         return runner(r);
@@ -268,6 +280,11 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sweep->add_option("--data-dir", flags->trial.data_dir, "Fashion-MNIST directory");
   sweep->add_option("--modes", flags->modes, "Comma-separated: serial, concurrent, fused")
+      ->capture_default_str();
+  sweep
+      ->add_option("--plan", flags->plans,
+                   "Comma-separated plans for the fused mode (auto, fused, chunk:C, threads); "
+                   "several draw a line each")
       ->capture_default_str();
   sweep->add_option("--B", flags->Bs, "Model counts, e.g. 1,2,4,8,16, or 'max'")
       ->capture_default_str();

@@ -63,6 +63,7 @@ struct Measurement {
   // Share of the machine's CPU time that other processes (or the hypervisor) took while this
   // measurement ran, in [0, 1]: on a shared machine, the sign of a disturbed measurement.
   double foreign_load = 0;
+  std::string plan;  // the execution plan that ran (fused mode; "fused" for single models)
 };
 
 // One measurement as the engine asks for it: `processes` children, each running `trial` (B and
@@ -90,6 +91,8 @@ struct SweepOptions {
   TrialOptions trial;  // model, dataset, data_dir, batch_size, warmup_steps, steps, seed
   std::vector<SweepMode> modes = {SweepMode::kSerial, SweepMode::kConcurrent, SweepMode::kFused};
   std::vector<int64_t> Bs = {1, 2, 4, 8};
+  // Fused mode runs once per plan (models/plan.h); with several, the plot draws a line per plan.
+  std::vector<std::string> plans = {"auto"};
   int repeats = 3;
   std::string out_dir;              // receives throughput.csv and logs/ (the CLI adds <model>/)
   int threads = 1;                  // cores the sweep may use (resolved: > 0)
@@ -113,6 +116,7 @@ struct PlannedTrial {
   int64_t B;
   int repeat;  // 1-based
   bool baseline_only = false;
+  std::string plan = "fused";  // fused mode: the --plan asked for (models/plan.h)
 };
 std::vector<PlannedTrial> plan_sweep(const SweepOptions& options);
 

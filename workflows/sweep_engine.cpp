@@ -156,13 +156,19 @@ std::vector<PlannedTrial> plan_sweep(const SweepOptions& o) {
   for (int r = 1; r <= o.repeats; ++r)
     for (int64_t B : o.Bs)
       for (SweepMode mode : o.modes)
-        if (!(mode == SweepMode::kSerial && B == 1)) plan.push_back({mode, B, r, false});
+        if (mode == SweepMode::kFused) {
+          for (const std::string& p : o.plans) plan.push_back({mode, B, r, false, p});
+        } else if (!(mode == SweepMode::kSerial && B == 1)) {
+          plan.push_back({mode, B, r, false});
+        }
   return plan;
 }
 
 const std::vector<std::string>& throughput_columns() {
   static const std::vector<std::string> columns = {"model",
                                                    "mode",
+                                                   "plan_asked",
+                                                   "plan",
                                                    "B",
                                                    "repeat",
                                                    "status",
@@ -184,7 +190,11 @@ const std::vector<std::string>& throughput_columns() {
 namespace {
 
 std::string log_name(const PlannedTrial& p) {
-  return fmt::format("{}-B{}-r{}.log", mode_name(p.mode), p.B, p.repeat);
+  std::string plan;  // fused mode: the plan, in a file-name-safe form
+  if (p.mode == SweepMode::kFused)
+    for (char c : p.plan) plan += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  return fmt::format("{}{}-B{}-r{}.log", mode_name(p.mode), plan.empty() ? "" : "-" + plan, p.B,
+                     p.repeat);
 }
 
 std::vector<std::string> csv_fields(const SweepOptions& o, const SweepRow& row) {
@@ -193,8 +203,11 @@ std::vector<std::string> csv_fields(const SweepOptions& o, const SweepRow& row) 
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double pct = ok && o.peak_gflops > 0 ? 100.0 * m.gflops / o.peak_gflops : nan;
   const int64_t processes = row.planned.mode == SweepMode::kConcurrent ? row.planned.B : 1;
+  const bool fused = row.planned.mode == SweepMode::kFused;
   return {o.trial.model,
           mode_name(row.planned.mode),
+          fused ? row.planned.plan : "",
+          ok ? (m.plan.empty() ? "fused" : m.plan) : "",
           std::to_string(row.planned.B),
           std::to_string(row.planned.repeat),
           row.status,
@@ -215,7 +228,8 @@ std::vector<std::string> csv_fields(const SweepOptions& o, const SweepRow& row) 
 std::string progress_line(const SweepOptions& o, const SweepRow& row, size_t index, size_t total) {
   const PlannedTrial& p = row.planned;
   std::string head =
-      fmt::format("[{}/{}] {} B={} repeat {}", index, total, mode_name(p.mode), p.B, p.repeat);
+      fmt::format("[{}/{}] {}{} B={} repeat {}", index, total, mode_name(p.mode),
+                  p.mode == SweepMode::kFused ? " (plan " + p.plan + ")" : "", p.B, p.repeat);
   if (row.status != "ok") return fmt::format("{}: {}: {}", head, row.status, row.measurement.error);
   const Measurement& m = row.measurement;
   std::string line = fmt::format("{}: {:.0f} samples/s", head, m.samples_per_second);
@@ -224,6 +238,7 @@ std::string progress_line(const SweepOptions& o, const SweepRow& row, size_t ind
   if (o.peak_gflops > 0)
     line += fmt::format(" ({:.1f}% of peak)", 100.0 * m.gflops / o.peak_gflops);
   line += fmt::format(", {:.0f} MiB", m.peak_rss_bytes / 1048576.0);
+  if (p.mode == SweepMode::kFused && p.plan != m.plan) line += fmt::format(", ran {}", m.plan);
   if (m.foreign_load > o.busy_threshold)
     line += fmt::format("; warning: other processes took {:.0f}% of the CPU time",
                         100.0 * m.foreign_load);
@@ -289,6 +304,7 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const TrialRunner& runner
       request.trial.B = p.mode == SweepMode::kConcurrent ? 1 : p.B;
       request.trial.serial = p.mode == SweepMode::kSerial;
       request.trial.threads = row.threads_per_process;
+      request.trial.plan = p.mode == SweepMode::kFused ? p.plan : "fused";
       request.memory_limit_bytes = o.memory_budget_bytes;
       request.log_path = (std::filesystem::path(o.out_dir) / "logs" / log_name(p)).string();
       try {

@@ -28,9 +28,10 @@ namespace hfta {
 std::string format_trial_report(const TrialReport& r) {
   return fmt::format(
       "{} seconds={:.17g} samples_per_second={:.17g} step_ms={:.17g} flops_per_step={:.17g} "
-      "params_per_model={} end_ns={} peak_rss_bytes={}",
+      "params_per_model={} end_ns={} peak_rss_bytes={} plan={}",
       kTrialResultPrefix, r.result.seconds, r.result.samples_per_second, r.result.step_ms,
-      r.result.flops_per_step, r.result.params_per_model, r.end_ns, r.peak_rss_bytes);
+      r.result.flops_per_step, r.result.params_per_model, r.end_ns, r.peak_rss_bytes,
+      r.result.plan.empty() ? "fused" : r.result.plan);
 }
 
 std::optional<TrialReport> parse_trial_report(const std::string& output) {
@@ -61,6 +62,7 @@ std::optional<TrialReport> parse_trial_report(const std::string& output) {
     r.result.params_per_model = static_cast<int64_t>(number("params_per_model"));
     r.end_ns = static_cast<int64_t>(number("end_ns"));
     r.peak_rss_bytes = static_cast<int64_t>(number("peak_rss_bytes"));
+    r.result.plan = fields.count("plan") ? fields["plan"] : "fused";
     if (ok && r.result.seconds > 0) return r;
   }
   return std::nullopt;
@@ -74,7 +76,7 @@ std::vector<std::string> trial_arguments(const TrialOptions& o, bool wait_for_go
   args.insert(args.end(),
               {"--batch-size", std::to_string(o.batch_size), "--warmup",
                std::to_string(o.warmup_steps), "--steps", std::to_string(o.steps), "--seed",
-               std::to_string(o.seed), "--threads", std::to_string(o.threads)});
+               std::to_string(o.seed), "--threads", std::to_string(o.threads), "--plan", o.plan});
   if (wait_for_go) args.push_back("--wait-for-go");
   return args;
 }
@@ -92,6 +94,7 @@ Measurement combine_reports(const std::vector<TrialReport>& reports, int64_t ste
     samples += r.result.samples_per_second * r.result.seconds;
     flops += r.result.flops_per_step * static_cast<double>(steps);
     m.peak_rss_bytes += r.peak_rss_bytes;
+    m.plan = r.result.plan;
   }
   const double window = last_end - first_start;
   m.ok = window > 0;

@@ -36,10 +36,10 @@ TrainResult run_train(const TrainOptions& o) {
   Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
                         o.synthetic_train_size, o.synthetic_test_size, o.seed);
   ModelConfig config = model_config(o.model, data, o.dropout, o.no_decay_norm_bias);
-  config.plan = ExecutionPlan::parse(o.plan);
-  config.plan_memory_budget = o.memory_budget_bytes;
   // Builds one model now, so that data the architecture cannot take fails before training.
   make_model(config.name, config.spec({0}, o.batch_size, o.seed));
+  config.plan = ExecutionPlan::parse(o.plan);
+  config.plan_memory_budget = o.memory_budget_bytes;
 
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);

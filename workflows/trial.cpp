@@ -35,7 +35,8 @@ TrialResult run_trial(const TrialOptions& o) {
   // Enough samples for a few distinct batches; real data is the full training split.
   Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
                         8 * o.batch_size, o.batch_size, o.seed);
-  const ModelConfig config = model_config(o.model, data);
+  ModelConfig config = model_config(o.model, data);
+  config.plan = ExecutionPlan::parse(o.plan);
   std::vector<std::vector<int64_t>> groups;
   if (o.serial) {
     for (int64_t b = 0; b < o.B; ++b) groups.push_back({b});
@@ -56,6 +57,7 @@ TrialResult run_trial(const TrialOptions& o) {
     r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (array.model->profiling()) fmt::print(stderr, "{}\n", array.model->profile_report());
     r.params_per_model = array.model->params_per_model();
+    r.plan = array.model->plan().str();
     r.flops_per_step +=
         static_cast<double>(ids.size() * o.batch_size) * array.model->train_flops_per_sample();
   }

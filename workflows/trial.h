@@ -25,6 +25,8 @@ struct TrialOptions {
   int64_t steps = 20;
   uint64_t seed = 1;
   int threads = 0;  // OpenMP/BLAS threads for this process; 0 = leave as set
+  // How the array runs its steps (models/plan.h); auto times the plans (cached per machine).
+  std::string plan = "auto";
 };
 
 struct TrialResult {
@@ -33,6 +35,7 @@ struct TrialResult {
   double step_ms;             // seconds / steps * 1000 (with serial: all B models' step)
   double flops_per_step;      // analytic forward+backward FLOPs of all B models per step
   int64_t params_per_model;
+  std::string plan;  // the plan that ran (auto resolved)
 };
 
 // Throws hfta::Error on bad options (unknown model or dataset, B < 1, steps < 1, ...).

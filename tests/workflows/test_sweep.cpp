@@ -197,7 +197,8 @@ struct FakeRunner {
   std::map<std::pair<SweepMode, int64_t>, std::string> failures;  // (mode, B) -> error
   // (mode, B) -> foreign load of each successive attempt (the last one repeats)
   std::map<std::pair<SweepMode, int64_t>, std::vector<double>> busy;
-  int interrupt_at_call = -1;  // 0-based call index
+  int interrupt_at_call = -1;      // 0-based call index
+  std::string ran_plan = "fused";  // the plan fused measurements report
 
   static double factor(SweepMode m) {
     return m == SweepMode::kFused ? 1.5 : m == SweepMode::kConcurrent ? 1.2 : 1.0;
@@ -216,6 +217,7 @@ struct FakeRunner {
       return m;
     }
     m.ok = true;
+    m.plan = r.mode == SweepMode::kFused ? ran_plan : "fused";
     m.samples_per_second = samples(r.mode, r.B, r.repeat);
     m.step_ms = 1000.0 * r.B * 64 / m.samples_per_second;
     m.gflops = m.samples_per_second * 1e-3;
@@ -259,10 +261,10 @@ TEST(SweepEngine, CsvHasOneRowPerModeBRepeatAndNormalizes) {
   CsvTable t = read_csv((dir / "throughput.csv").string());
   EXPECT_EQ(t.header, throughput_columns());
   EXPECT_EQ(t.header,
-            (std::vector<std::string>{"model", "mode", "B", "repeat", "status", "samples_per_s",
-                                      "normalized", "step_ms", "gflops", "percent_of_peak",
-                                      "peak_rss_mib", "processes", "threads_per_process",
-                                      "window_overlap", "foreign_load", "attempts", "error"}));
+            (std::vector<std::string>{
+                "model", "mode", "plan_asked", "plan", "B", "repeat", "status", "samples_per_s",
+                "normalized", "step_ms", "gflops", "percent_of_peak", "peak_rss_mib", "processes",
+                "threads_per_process", "window_overlap", "foreign_load", "attempts", "error"}));
   ASSERT_EQ(t.rows.size(), 3u * 3 * 3);
   std::set<std::tuple<std::string, std::string, std::string>> keys;
   const double baseline = 110.0;
@@ -315,9 +317,44 @@ TEST(SweepEngine, RequestsMatchTheModes) {
       EXPECT_EQ(r.trial.B, r.B);
       EXPECT_EQ(r.trial.threads, 2);
     }
-    EXPECT_NE(r.log_path.find(fmt::format("{}-B{}-r1.log", mode_name(r.mode), r.B)),
-              std::string::npos);
+    // Fused logs name the plan (auto by default); single-model modes run plan fused.
+    const std::string plan_part = r.mode == SweepMode::kFused ? "-auto" : "";
+    EXPECT_NE(r.log_path.find(fmt::format("{}{}-B{}-r1.log", mode_name(r.mode), plan_part, r.B)),
+              std::string::npos)
+        << r.log_path;
+    EXPECT_EQ(r.trial.plan, r.mode == SweepMode::kFused ? "auto" : "fused");
   }
+}
+
+// --plan a,b: the fused mode runs once per plan, the CSV says which plan was asked and which
+// ran, and the plot draws a line per plan.
+TEST(SweepEngine, SeveralPlansAreARowAndALineEach) {
+  TempDir tmp("plans");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.repeats = 1;
+  o.plans = {"auto", "chunk:1"};
+  FakeRunner fake;
+  fake.ran_plan = "threads";
+  run_sweep(o, by_ref(fake), nullptr);
+  // serial, concurrent and fused at B = 1, 2, 4, fused once for each of the 2 plans
+  ASSERT_EQ(fake.requests.size(), 3u + 3 + 3 * 2);
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  int fused_rows = 0;
+  for (const auto& row : t.rows) {
+    if (row[t.column("mode")] != "fused") {
+      EXPECT_EQ(row[t.column("plan_asked")], "");
+      continue;
+    }
+    ++fused_rows;
+    EXPECT_TRUE(row[t.column("plan_asked")] == "auto" || row[t.column("plan_asked")] == "chunk:1");
+    EXPECT_EQ(row[t.column("plan")], "threads");
+  }
+  EXPECT_EQ(fused_rows, 6);
+  std::set<std::string> series;
+  for (const SweepPoint& p : summarize_sweep(t)) series.insert(p.mode);
+  EXPECT_EQ(series,
+            (std::set<std::string>{"serial", "concurrent", "fused (auto)", "fused (chunk:1)"}));
 }
 
 TEST(SweepEngine, FailedMeasurementIsARowAndTheSweepGoesOn) {

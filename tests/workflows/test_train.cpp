@@ -45,7 +45,7 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
                              "--no-progress --out ";
   TempDir fused_tmp(model + "_fused"), serial_tmp(model + "_serial");
   const std::string fused_dir = fused_tmp.str(), serial_dir = serial_tmp.str();
-  test::CommandResult fused = run_hfta(common + fused_dir + " --fused");
+  test::CommandResult fused = run_hfta(common + fused_dir + " --fused --plan fused");
   ASSERT_EQ(fused.exit_code, 0) << fused.output();
   test::CommandResult serial = run_hfta(common + serial_dir + " --serial");
   ASSERT_EQ(serial.exit_code, 0) << serial.output();
@@ -53,11 +53,25 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
   auto f = losses(fused_dir + "/metrics.csv"), s = losses(serial_dir + "/metrics.csv");
   ASSERT_EQ(f.size(), 3u * 6u) << "3 models x 2 epochs x 3 steps";
   ASSERT_EQ(s.size(), f.size());
-  for (const auto& [key, loss] : f) {
-    ASSERT_TRUE(s.count(key)) << "serial run lacks model " << key.first << " step " << key.second;
-    // Losses are printed with 6 significant digits; fused and serial agree to fp32 rounding.
-    EXPECT_NEAR(loss, s[key], 2e-5 * std::fabs(s[key]) + 1e-6)
-        << "model " << key.first << " step " << key.second;
+  auto expect_same_curves = [&](std::map<std::pair<int, int>, double>& run, const char* what) {
+    ASSERT_EQ(run.size(), s.size()) << what;
+    for (const auto& [key, loss] : run) {
+      ASSERT_TRUE(s.count(key)) << what << " lacks model " << key.first << " step " << key.second;
+      // Losses are printed with 6 significant digits; every run agrees to fp32 rounding.
+      EXPECT_NEAR(loss, s[key], 2e-5 * std::fabs(s[key]) + 1e-6)
+          << what << ": model " << key.first << " step " << key.second;
+    }
+  };
+  expect_same_curves(f, "fused");
+  // Every execution plan trains the same models (models/plan.h).
+  for (const char* plan : {"chunk:2", "threads", "auto"}) {
+    TempDir plan_tmp(model + "_plan");
+    test::CommandResult r = run_hfta(common + plan_tmp.str() + " --threads 2 --plan " + plan);
+    ASSERT_EQ(r.exit_code, 0) << r.output();
+    auto p = losses(plan_tmp.str() + "/metrics.csv");
+    expect_same_curves(p, plan);
+    if (std::string(plan) == "auto")
+      EXPECT_NE(r.err.find("plan auto"), std::string::npos) << r.output();
   }
   // Different learning rates train differently: the comparison is not vacuous.
   EXPECT_NE(f[std::make_pair(0, 6)], f[std::make_pair(1, 6)]);
@@ -125,6 +139,9 @@ TEST(TrainCliErrors, BadFlagsNameTheProblem) {
            {"--model nosuch", "nosuch"},
            {"--epochs 0", "--epochs"},
            {"--fused --serial", "excludes"},
+           {"--plan fast", "unknown plan 'fast'"},
+           {"--plan chunk:0", "chunk size must be a whole number"},
+           {"--memory-budget 12apples", "--memory-budget '12apples' is not a memory size"},
            {"--lr abc", "--lr: 'abc' is not a number"},
            // Empty lists and elements are errors, not zeros.
            {"--lr ''", "--lr is empty"},

@@ -49,28 +49,42 @@ struct Scratch {
   std::vector<float> f;
 };
 
-Scratch& scratch(size_t doubles, size_t floats) {
+struct ScratchSize {
+  int64_t doubles = 0, floats = 0;
+};
+
+Scratch& scratch(ScratchSize size) {
   thread_local Scratch s;
-  if (s.d.size() < doubles) s.d.resize(doubles);
-  if (s.f.size() < floats) s.f.resize(floats);
+  if (s.d.size() < size_t(size.doubles)) s.d.resize(size_t(size.doubles));
+  if (s.f.size() < size_t(size.floats)) s.f.resize(size_t(size.floats));
   return s;
 }
 
-// Runs task(b, r0, r1, slot) for every chunk [r0, r1) of every model; slot indexes the partial
-// sums, b * per_model + chunk.
+// One task's rows: model b's rows [r0, r1), whose partial sums go to slot b * per_model + chunk.
+struct Chunk {
+  int64_t b, r0, r1, slot;
+};
+
+// Runs task(chunk) for every chunk of every model.
 template <typename F>
 void for_each_chunk_of_rows(const BatchNorm1dParams& p, const Chunking& k, F&& task) {
   parallel_for(p.B * k.per_model, [&](int64_t t) {
     const int64_t b = t / k.per_model, r0 = (t % k.per_model) * k.rows;
-    task(b, r0, std::min(p.R, r0 + k.rows), t);
+    task(Chunk{.b = b, .r0 = r0, .r1 = std::min(p.R, r0 + k.rows), .slot = t});
   });
 }
 
-// sums[c] = sum over chunks of partial[chunk][c], in chunk order.
-void combine(const double* partial, int64_t chunks, int64_t stride, int64_t C, double* sums) {
+// One model's per-chunk partial sums: chunk j's C values start at data + j * stride.
+struct Partials {
+  const double* data;
+  int64_t chunks, stride;
+};
+
+// sums[c] = sum over chunks of the partials, in chunk order.
+void combine(const Partials& partial, int64_t C, double* sums) {
   std::fill(sums, sums + C, 0.0);
-  for (int64_t j = 0; j < chunks; ++j) {
-    const double* pj = partial + j * stride;
+  for (int64_t j = 0; j < partial.chunks; ++j) {
+    const double* pj = partial.data + j * partial.stride;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) sums[c] += pj[c];
   }
@@ -86,7 +100,7 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
   const int64_t slots = p.B * k.per_model;
   // Doubles: partial sums [slots, C], then per (b, c) the mean and the squared deviations.
   // Floats: per (b, c) the float mean, scale and shift of the normalization.
-  Scratch& s = scratch(size_t(slots * C + 2 * BC), size_t(3 * BC));
+  Scratch& s = scratch({.doubles = slots * C + 2 * BC, .floats = 3 * BC});
   double* partial = s.d.data();
   double* mean_d = partial + slots * C;
   double* sq = mean_d + BC;
@@ -95,7 +109,8 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
   float* shift = scale + BC;
 
   if (p.training) {
-    for_each_chunk_of_rows(p, k, [&](int64_t b, int64_t r0, int64_t r1, int64_t slot) {
+    for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
+      const auto [b, r0, r1, slot] = ch;
       double* acc = partial + slot * C;
       std::fill(acc, acc + C, 0.0);
       for (int64_t r = r0; r < r1; ++r) {
@@ -105,10 +120,11 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
       }
     });
     for (int64_t b = 0; b < p.B; ++b) {
-      combine(partial + b * k.per_model * C, k.per_model, C, C, mean_d + b * C);
+      combine({partial + b * k.per_model * C, k.per_model, C}, C, mean_d + b * C);
       for (int64_t c = 0; c < C; ++c) mean_d[b * C + c] /= double(R);
     }
-    for_each_chunk_of_rows(p, k, [&](int64_t b, int64_t r0, int64_t r1, int64_t slot) {
+    for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
+      const auto [b, r0, r1, slot] = ch;
       double* acc = partial + slot * C;
       const double* m = mean_d + b * C;
       std::fill(acc, acc + C, 0.0);
@@ -122,7 +138,7 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
       }
     });
     for (int64_t b = 0; b < p.B; ++b)
-      combine(partial + b * k.per_model * C, k.per_model, C, C, sq + b * C);
+      combine({partial + b * k.per_model * C, k.per_model, C}, C, sq + b * C);
   }
 
   const double momentum = p.momentum;
@@ -147,7 +163,8 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
     shift[i] = p.affine ? beta.data[i] : 0.0f;
   }
 
-  for_each_chunk_of_rows(p, k, [&](int64_t b, int64_t r0, int64_t r1, int64_t) {
+  for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
+    const auto [b, r0, r1, slot] = ch;
     const float *m = mean_f + b * C, *sc = scale + b * C, *sh = shift + b * C;
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x.data + (b * R + r) * C;
@@ -170,7 +187,7 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
   const bool need_sums = p.training || want_dgamma || want_dbeta;
   // Doubles: partial sums [slots, 2, C] (sum dy, sum dy*(x - mean)), then their totals [B, 2, C].
   // Floats: per (b, c) the coefficients a, k1, k0.
-  Scratch& s = scratch(size_t(2 * slots * C + 2 * BC), size_t(3 * BC));
+  Scratch& s = scratch({.doubles = 2 * slots * C + 2 * BC, .floats = 3 * BC});
   double* partial = s.d.data();
   double* sums = partial + 2 * slots * C;
   float* af = s.f.data();
@@ -180,7 +197,8 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
   const float* rstd = a.saved.rstd.data;
 
   if (need_sums) {
-    for_each_chunk_of_rows(p, k, [&](int64_t b, int64_t r0, int64_t r1, int64_t slot) {
+    for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
+      const auto [b, r0, r1, slot] = ch;
       double* acc_dy = partial + 2 * slot * C;
       double* acc_dy_xmu = acc_dy + C;
       const float* m = mean + b * C;
@@ -197,8 +215,8 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
     });
     for (int64_t b = 0; b < p.B; ++b) {
       const double* from = partial + 2 * b * k.per_model * C;
-      combine(from, k.per_model, 2 * C, C, sums + 2 * b * C);
-      combine(from + C, k.per_model, 2 * C, C, sums + 2 * b * C + C);
+      combine({from, k.per_model, 2 * C}, C, sums + 2 * b * C);
+      combine({from + C, k.per_model, 2 * C}, C, sums + 2 * b * C + C);
     }
   }
 
@@ -216,7 +234,8 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
   if (dx.empty()) return;
 
   const bool accumulate = a.accumulate_dx;
-  for_each_chunk_of_rows(p, k, [&](int64_t b, int64_t r0, int64_t r1, int64_t) {
+  for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
+    const auto [b, r0, r1, slot] = ch;
     const float *m = mean + b * C, *ab = af + b * C, *k1b = k1 + b * C, *k0b = k0 + b * C;
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x.data + (b * R + r) * C;

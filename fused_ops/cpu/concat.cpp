@@ -24,15 +24,16 @@ Blocks blocks_of(const ConcatParams& p) {
   return {p.N * p.B, p.S};
 }
 
-// Runs body(o0, o1) over chunks of the outer blocks.
+// Runs body(o0, o1) over chunks of the outer blocks, each y_run floats of y.
 template <typename F>
-void for_each_block_chunk(int64_t blocks, int64_t floats_per_block, F&& body) {
+void for_each_block_chunk(const Blocks& blocks, int64_t y_run, F&& body) {
   constexpr int64_t kChunkFloats = 1 << 14;
-  const int64_t per_chunk = std::max<int64_t>(1, kChunkFloats / floats_per_block);
-  const int64_t chunks = (blocks + per_chunk - 1) / per_chunk;
-  if (chunks <= 1) return body(int64_t{0}, blocks);
+  const int64_t count = blocks.count;
+  const int64_t per_chunk = std::max<int64_t>(1, kChunkFloats / y_run);
+  const int64_t chunks = (count + per_chunk - 1) / per_chunk;
+  if (chunks <= 1) return body(int64_t{0}, count);
   parallel_for(chunks,
-               [&](int64_t k) { body(k * per_chunk, std::min(blocks, (k + 1) * per_chunk)); });
+               [&](int64_t k) { body(k * per_chunk, std::min(count, (k + 1) * per_chunk)); });
 }
 
 }  // namespace
@@ -40,7 +41,7 @@ void for_each_block_chunk(int64_t blocks, int64_t floats_per_block, F&& body) {
 void concat_forward(const ConcatParams& p, const ConcatForwardArgs& a) {
   const Blocks k = blocks_of(p);
   const int64_t y_run = p.total_C() * k.unit;
-  for_each_block_chunk(k.count, y_run, [&](int64_t o0, int64_t o1) {
+  for_each_block_chunk(k, y_run, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       float* y = a.y.data + o * y_run;
       for (int i = 0; i < p.inputs; ++i) {
@@ -55,7 +56,7 @@ void concat_forward(const ConcatParams& p, const ConcatForwardArgs& a) {
 void concat_backward(const ConcatParams& p, const ConcatBackwardArgs& a) {
   const Blocks k = blocks_of(p);
   const int64_t y_run = p.total_C() * k.unit;
-  for_each_block_chunk(k.count, y_run, [&](int64_t o0, int64_t o1) {
+  for_each_block_chunk(k, y_run, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       const float* dy = a.dy.data + o * y_run;
       for (int i = 0; i < p.inputs; ++i) {

@@ -21,8 +21,14 @@ namespace {
 
 constexpr int64_t kBlock = 256;  // channels per task (1 KB of each row)
 
+// A block of `width` channels of one sample: L rows, `stride` floats apart.
+struct Block {
+  int64_t L, stride, width;
+};
+
 template <bool kWithArgmax>
-void max_block(const float* x, int64_t L, int64_t C, int64_t width, float* y, int32_t* argmax) {
+void max_block(const float* x, const Block& k, float* y, int32_t* argmax) {
+  const int64_t L = k.L, C = k.stride, width = k.width;
   float best[kBlock];
   int32_t at[kBlock];
   std::copy(x, x + width, best);
@@ -54,9 +60,9 @@ void max_over_points_forward(const MaxOverPointsParams& p, const MaxOverPointsFo
     const float* x = a.x.data + problem * L * C + c0;
     float* y = a.y.data + problem * C + c0;
     if (with_argmax)
-      max_block<true>(x, L, C, width, y, a.saved.argmax.data + problem * C + c0);
+      max_block<true>(x, {L, C, width}, y, a.saved.argmax.data + problem * C + c0);
     else
-      max_block<false>(x, L, C, width, y, nullptr);
+      max_block<false>(x, {L, C, width}, y, nullptr);
   });
 }
 

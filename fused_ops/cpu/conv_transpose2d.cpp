@@ -14,7 +14,7 @@
 //   problem but a real one for the single model, and on request (for comparison).
 // oneDNN implements deconvolution through its convolution kernels (forward = convolution
 // backward-data and vice versa), so the JIT kernels want channels per group in multiples of 8 or
-// 16 (DCGAN's 512/256/128/64); others (nz = 100, 3 colour channels) go to its gemm kernels.
+// 16 (DCGAN's 512/256/128/64); others (nz = 100, 3 colour channels) mostly go to gemm kernels.
 //
 // The cache follows conv2d's design (fused_ops/cpu/conv2d.cpp), without its per-thread lanes and
 // own transposes: the primitives are created with format_tag::any on the first call for a

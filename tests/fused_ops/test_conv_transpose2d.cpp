@@ -193,7 +193,7 @@ std::vector<OpCase<TP>> geometry_cases() {
         if (B == 8 && strategy != Strategy::kAuto) continue;
         OpCase<TP> c = deconv_case(dc, B, strategy, k % 2 == 0, false, 1 + int(k % 3 != 0));
         ++k;
-        c.fd = B == 1 && strategy == Strategy::kAuto && dc.N * dc.cin * dc.H * dc.W <= 40;
+        c.fd = B == 1 && strategy == Strategy::kAuto && dc.N * dc.cin * dc.H * dc.W <= 80;
         out.push_back(c);
       }
   return out;

@@ -17,10 +17,12 @@ using test::OpCase;
 using test::Role;
 using test::TensorSpec;
 
-// Every kind, with LeakyReLU's slope positive (backward from y) and negative (from x).
+// Every kind, with LeakyReLU's slope positive (backward from y) and negative (from x); 0.2 is
+// DCGAN's discriminator slope.
 std::vector<ActivationParams> all_params() {
   return {{ActivationKind::kRelu},
           {ActivationKind::kLeakyRelu, 0.01f},
+          {ActivationKind::kLeakyRelu, 0.2f},
           {ActivationKind::kLeakyRelu, 0.37f},
           {ActivationKind::kLeakyRelu, -0.25f},
           {ActivationKind::kGelu},

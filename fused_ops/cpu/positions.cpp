@@ -35,6 +35,8 @@ namespace {
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal helper called in this file only.
 inline void input_grad_row(const float* dy, float* dx, int64_t D, float scale, bool accumulate) {
   // NOLINTEND(bugprone-easily-swappable-parameters)
+  // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
+  // body of an `omp simd` loop.
   if (accumulate) {
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) dx[d] += scale * dy[d];
@@ -42,6 +44,7 @@ inline void input_grad_row(const float* dy, float* dx, int64_t D, float scale, b
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) dx[d] = scale * dy[d];
   }
+  // NOLINTEND(bugprone-branch-clone)
 }
 
 }  // namespace

@@ -3,16 +3,6 @@
 namespace hfta {
 namespace ref {
 
-namespace {
-
-// Model b's table row t (the sinusoidal table is the same for every model).
-const float* table_row(const PositionsParams& p, const TensorView& table, int64_t b, int64_t t) {
-  const int64_t model = p.kind == PositionKind::kLearned ? b : 0;
-  return table.data + (model * p.table_rows() + t) * p.D;
-}
-
-}  // namespace
-
 // The specification: B independent single-model additions, in double.
 void positions_forward(const PositionsParams& p, const PositionsForwardArgs& a) {
   check_positions(p, a);
@@ -20,7 +10,9 @@ void positions_forward(const PositionsParams& p, const PositionsForwardArgs& a) 
     for (int64_t s = 0; s < p.n; ++s)
       for (int64_t t = 0; t < p.T; ++t) {
         const int64_t row = (b * p.n + s) * p.T + t;
-        const float* pe = table_row(p, a.table, b, t);
+        // Model b's table row t (the sinusoidal table is the same for every model).
+        const int64_t model = p.kind == PositionKind::kLearned ? b : 0;
+        const float* pe = a.table.data + (model * p.table_rows() + t) * p.D;
         for (int64_t d = 0; d < p.D; ++d)
           a.y.data[row * p.D + d] =
               static_cast<float>(double(p.x_scale) * a.x.data[row * p.D + d] + pe[d]);

@@ -32,6 +32,8 @@ struct AttP {
   }
 };
 
+// One dropout stream per model, for models first_model .. first_model + B - 1.
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): a test helper with three call sites.
 std::vector<RngStream> streams_for(uint64_t seed, int64_t B, int64_t first_model) {
   std::vector<RngStream> streams;
   for (int64_t b = 0; b < B; ++b)

@@ -328,6 +328,7 @@ TEST(CrossEntropy, IgnoreIndexEqualsTheKeptRowsAlone) {
     for (size_t r = 0; r < kept_rows.size(); ++r)
       std::copy_n(logits.values.begin() + (b * N + kept_rows[r]) * K, K,
                   kept_logits.values.begin() + (b * kept.N + int64_t(r)) * K);
+  kept_labels.reserve(kept_rows.size());
   for (int64_t n : kept_rows) kept_labels.push_back(labels[n]);
   EXPECT_EQ(cross_entropy_target_rows(p, label_view(labels)), 4);
   for (bool fast : {true, false}) {

@@ -119,7 +119,10 @@ TEST(Embedding, RepeatedIdsSumAndPaddingGetsNoGradient) {
     const EmbeddingParams p{.B = 2, .R = 5, .V = 4, .D = 3, .padding_idx = 0};
     std::vector<int32_t> ids = {2, 0, 2, 2, 1};
     Buffer dy(p.y_shape()), dweight(p.weight_shape(), 0.5f);
-    for (int64_t i = 0; i < dy.numel(); ++i) dy.values[i] = float(1 + i / p.D);  // row number + 1
+    for (int64_t i = 0; i < dy.numel(); ++i) {
+      const int64_t row = i / p.D;
+      dy.values[i] = float(row + 1);
+    }
     (fast ? embedding_backward : ref::embedding_backward)(
         p, {.ids = id_view(ids), .dy = dy.view(), .dweight = dweight.view()});
     for (int64_t b = 0; b < 2; ++b)

@@ -11,11 +11,22 @@ static void check_cross_entropy_sizes(const CrossEntropyParams& p) {
 
 static void check_labels(const CrossEntropyParams& p, const IndexView& labels) {
   check_shape(labels, p.labels_shape(), "cross-entropy labels");
-  for (int64_t n = 0; n < p.N; ++n)
+  for (int64_t n = 0; n < p.N; ++n) {
+    if (p.ignored(labels.data[n])) continue;
     HFTA_CHECK(labels.data[n] >= 0 && labels.data[n] < p.K,
-               "cross-entropy label {} at row {} is outside [0, K={}): labels must be class "
+               "cross-entropy label {} at row {} is outside [0, K={}){}: labels must be class "
                "indices below the model's number of classes",
-               labels.data[n], n, p.K);
+               labels.data[n], n, p.K,
+               p.ignore_index ? fmt::format(" and is not ignore_index={}", *p.ignore_index)
+                              : std::string());
+  }
+}
+
+int64_t cross_entropy_target_rows(const CrossEntropyParams& p, const IndexView& labels) {
+  check_shape(labels, p.labels_shape(), "cross-entropy labels");
+  int64_t rows = 0;
+  for (int64_t n = 0; n < p.N; ++n) rows += !p.ignored(labels.data[n]);
+  return rows;
 }
 
 void check_cross_entropy(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a) {

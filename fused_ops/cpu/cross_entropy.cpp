@@ -3,8 +3,8 @@
 // Parallelization: the B*N rows are independent, so parallel_for spreads rows (not models) over
 // the threads; one model with many rows uses every thread. Each row is three vectorized passes
 // (max; exp and sum; scale). glibc's expf does not vectorize without -ffast-math, so the exp pass
-// uses exp_approx below (relative error 8.4e-8): several times to an order of magnitude faster
-// than scalar exp loops (docs/benchmarks.md, 'Measurements behind code choices').
+// uses exp_approx (fused_ops/cpu/exp_approx.h, relative error 8.4e-8): several times to an order of
+// magnitude faster than scalar exp loops (docs/benchmarks.md, 'Measurements behind code choices').
 //
 // Per-model losses need a sum over each model's rows, but no scratch memory is owned here and a
 // per-thread partial sum would make the result depend on the thread count. So pass 1 parks each
@@ -14,43 +14,17 @@
 // is off by at most |l| e^l 2^-24 <= 2^-24 / e (2.2e-8) absolute, from the float-rounded l.
 #include "fused_ops/cross_entropy.h"
 
+#include <algorithm>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <limits>
 
 #include "core/parallel.h"
+#include "fused_ops/cpu/exp_approx.h"
 
 namespace hfta::cpu {
 
 namespace {
-
-// exp(x) in float from arithmetic and bit operations only, so `omp simd` loops vectorize it:
-// Cephes' expf (range reduction by ln 2, degree-5 polynomial); relative error <= 8.4e-8
-// (1.4 times 2^-24, measured over every float in [-87, 0]).
-// Returns 0 below -87.3 (where expf goes subnormal), NaN for NaN, and is meant for x <= 0.
-// Keep every branch a flat `a = cond ? b : a` select: GCC 12 did not if-convert a nested ?: here,
-// and the exp loop silently went scalar (check with -fopt-info-vec-missed).
-inline float exp_approx(float x) {
-  constexpr float kLowest = -87.33654f, kLog2e = 1.44269504088896341f;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: t + kRound rounds t to an integer
-  float r = x < kLowest ? kLowest : x;
-  r = r > 88.0f ? 88.0f : r;
-  r = r != r ? 0.0f : r;  // keep the bit tricks away from NaN; the NaN is restored at the end
-  const float t = r * kLog2e + kRound;
-  const int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
-  const float fn = t - kRound;
-  r = r - fn * 0.693359375f + fn * 2.12194440e-4f;  // r - n ln 2, in two parts
-  float poly = 1.9875691500e-4f;                    // Horner, highest degree first
-  poly = poly * r + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  float e = (poly * r * r + r + 1.0f) * std::bit_cast<float>((n + 127) << 23);
-  e = x < kLowest ? 0.0f : e;
-  return x != x ? x : e;
-}
 
 // Writes softmax(x) to probs and returns log softmax(x)[label]. A NaN or +inf logit makes the
 // sum of exponentials NaN (x - max is NaN there), and with it the whole row.
@@ -102,22 +76,27 @@ void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwar
   const TensorView &logits = a.logits, &losses = a.losses;
   const IndexView& labels = a.labels;
   const CrossEntropySaved& saved = a.saved;
-  const int64_t N = p.N, K = p.K;
+  const int64_t N = p.N, K = p.K, M = cross_entropy_target_rows(p, labels);
   float* probs = saved.probs.data;
   parallel_for(p.B * N, [&](int64_t row) {
     const int32_t label = labels.data[row % N];
-    const double log_likelihood = softmax_row(logits.data + row * K, probs + row * K, K, label);
-    probs[row * K + label] = static_cast<float>(log_likelihood);  // parked for pass 2
+    // An ignored row still gets its softmax (probs stays fully written); its label may be no
+    // class index, so class 0 stands in and nothing is parked.
+    const bool ignored = p.ignored(label);
+    const double log_likelihood =
+        softmax_row(logits.data + row * K, probs + row * K, K, ignored ? 0 : label);
+    if (!ignored) probs[row * K + label] = static_cast<float>(log_likelihood);  // for pass 2
   });
   parallel_for(p.B, [&](int64_t b) {
     double total = 0.0;
     for (int64_t n = 0; n < N; ++n) {
+      if (p.ignored(labels.data[n])) continue;
       float& slot = probs[(b * N + n) * K + labels.data[n]];
       const double log_likelihood = slot;
       total += log_likelihood;
       slot = static_cast<float>(std::exp(log_likelihood));
     }
-    losses.data[b] = static_cast<float>(-total / N);
+    losses.data[b] = M == 0 ? 0.0f : static_cast<float>(-total / M);
   });
 }
 
@@ -125,12 +104,16 @@ void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackw
   const TensorView &dlosses = a.dlosses, &dlogits = a.dlogits;
   const IndexView& labels = a.labels;
   const CrossEntropySaved& saved = a.saved;
-  const int64_t N = p.N, K = p.K;
+  const int64_t N = p.N, K = p.K, M = cross_entropy_target_rows(p, labels);
   parallel_for(p.B * N, [&](int64_t row) {
     const int32_t label = labels.data[row % N];
-    const float scale = static_cast<float>(double(dlosses.data[row / N]) / N);
-    const float* probs = saved.probs.data + row * K;
     float* d = dlogits.data + row * K;
+    if (p.ignored(label)) {  // also every row when M = 0
+      std::fill(d, d + K, 0.0f);
+      return;
+    }
+    const float scale = static_cast<float>(double(dlosses.data[row / N]) / M);
+    const float* probs = saved.probs.data + row * K;
     const float p_label = probs[label];  // read first: d may be probs
 #pragma omp simd
     for (int64_t k = 0; k < K; ++k) d[k] = scale * probs[k];
@@ -148,6 +131,7 @@ void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
   parallel_for(p.B * N, [&](int64_t row) {
     const float* x = logits.data + row * K;
     const int32_t label = labels.data[row % N];
+    if (p.ignored(label)) return;
     // Vectorized: the row maximum and whether any logit is NaN, then "the first maximum is the
     // label" as "x[label] is the maximum and no earlier logit equals it".
     float m = x[0];

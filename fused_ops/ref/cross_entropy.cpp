@@ -6,13 +6,14 @@ namespace hfta {
 namespace ref {
 
 // The specification: B independent single-model losses, each row in double. NaN needs no
-// special case: a NaN (or +inf) logit makes the row's sum of exponentials NaN.
+// special case: a NaN (or +inf) logit makes the row's sum of exponentials NaN. Ignored rows get
+// their softmax but no part of the loss, whose mean is over the M = target rows (0 when M = 0).
 void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a) {
   const TensorView &logits = a.logits, &losses = a.losses;
   const IndexView& labels = a.labels;
   const CrossEntropySaved& saved = a.saved;
   check_cross_entropy(p, a);
-  const int64_t K = p.K;
+  const int64_t K = p.K, M = cross_entropy_target_rows(p, labels);
   for (int64_t b = 0; b < p.B; ++b) {
     double total = 0.0;
     for (int64_t n = 0; n < p.N; ++n) {
@@ -23,9 +24,9 @@ void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwar
       double s = 0.0;
       for (int64_t k = 0; k < K; ++k) s += std::exp(x[k] - m);
       for (int64_t k = 0; k < K; ++k) probs[k] = static_cast<float>(std::exp(x[k] - m) / s);
-      total += x[labels.data[n]] - m - std::log(s);
+      if (!p.ignored(labels.data[n])) total += x[labels.data[n]] - m - std::log(s);
     }
-    losses.data[b] = static_cast<float>(-total / p.N);
+    losses.data[b] = M == 0 ? 0.0f : static_cast<float>(-total / M);
   }
 }
 
@@ -34,14 +35,18 @@ void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackw
   const IndexView& labels = a.labels;
   const CrossEntropySaved& saved = a.saved;
   check_cross_entropy_backward(p, a);
-  const int64_t K = p.K;
+  const int64_t K = p.K, M = cross_entropy_target_rows(p, labels);
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t n = 0; n < p.N; ++n)
       for (int64_t k = 0; k < K; ++k) {
         const int64_t at = (b * p.N + n) * K + k;
+        if (p.ignored(labels.data[n])) {
+          dlogits.data[at] = 0.0f;
+          continue;
+        }
         const double onehot = k == labels.data[n] ? 1.0 : 0.0;
         dlogits.data[at] =
-            static_cast<float>(double(dlosses.data[b]) * (saved.probs.data[at] - onehot) / p.N);
+            static_cast<float>(double(dlosses.data[b]) * (saved.probs.data[at] - onehot) / M);
       }
 }
 
@@ -60,7 +65,7 @@ void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
         has_nan = has_nan || std::isnan(x[k]);
         if (x[k] > x[best]) best = k;  // strict: the first maximum wins ties
       }
-      correct[b] += !has_nan && best == labels.data[n];
+      correct[b] += !has_nan && best == labels.data[n] && !p.ignored(labels.data[n]);
     }
   }
 }

@@ -2,8 +2,10 @@
 // probabilities, gradient and accuracy (count_correct) equal a single-model reference run;
 // reference gradients equal finite differences; a NaN in one model leaves the others untouched;
 // bad labels and shapes raise hfta::Error.
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "fused_ops/cross_entropy.h"
 #include "op_harness.h"
@@ -35,13 +37,17 @@ struct CeP {
   int64_t N = 1, K = 2;
   float range = 4.0f;     // logits uniform in [-range, range]; 60 makes probabilities underflow
   bool in_place = false;  // the fast path writes dlogits over probs
-  CrossEntropyParams params() const { return {B, N, K}; }
+  // Labels drawn in [label_lo, K); ignore_index (if any) is one of those values.
+  int32_t label_lo = 0;
+  std::optional<int32_t> ignore_index{};
+  CrossEntropyParams params() const { return {B, N, K, ignore_index}; }
 };
 
 struct CrossEntropyOp {
   using Params = CeP;
   static std::string describe(const CeP& q) {
-    return fmt::format("N={} K={} range={} in_place={}", q.N, q.K, q.range, q.in_place);
+    return fmt::format("N={} K={} range={} in_place={} ignore_index={}", q.N, q.K, q.range,
+                       q.in_place, q.ignore_index ? std::to_string(*q.ignore_index) : "none");
   }
   // Error budget against the double reference, with u = 2^-24 and d_k = max - x_k:
   // - exp_approx is within 1.4u, and its argument x_k - max is rounded (absolute d_k u), so e_k
@@ -51,7 +57,8 @@ struct CrossEntropyOp {
   //   The label slot is exp of the float-rounded log-likelihood l: l e^l u <= u/e as well.
   //   (exp_approx flushes below 1.2e-38, far under that.)
   // - loss: log s as above, each l rounded to float (|l| u), the mean rounded (u/2).
-  // - dlogits = scale * (p - onehot): the probs' error times |scale| <= 2/N, two roundings.
+  // - dlogits = scale * (p - onehot): the probs' error times |scale| <= 2/M (M target rows,
+  //   tolerance() below), two roundings; ignored rows exactly 0.
   // - correct counts: exact.
   static std::vector<TensorSpec> tensors(const CeP& q, const OpCase<CeP>& c) {
     const CrossEntropyParams p = q.params();
@@ -65,7 +72,7 @@ struct CrossEntropyOp {
         {.name = "labels",
          .shape = p.labels_shape(),
          .layout = test::Layout::kShared,
-         .lo = 0.0f,
+         .lo = float(q.label_lo),
          .hi = float(p.K),
          .is_index = true},
         {.name = "dlosses", .shape = p.losses_shape(), .lo = 0.5f, .hi = 2.0f},
@@ -86,6 +93,13 @@ struct CrossEntropyOp {
          .rtol = (7 + ln_k) * u},
         {.name = "correct", .shape = Shape{p.B}, .role = Role::kOutput, .atol = 0.0, .rtol = 0.0},
     };
+  }
+  // dlogits' absolute part scales with 1/M, which depends on the drawn labels.
+  static std::pair<double, double> tolerance(const CeP& q, const test::Views& v,
+                                             const TensorSpec& s) {
+    if (s.name != "dlogits") return {s.atol, s.rtol};
+    const int64_t M = cross_entropy_target_rows(q.params(), v.index("labels"));
+    return {3e-8 * 2.0 / double(std::max<int64_t>(1, M)), s.rtol};
   }
   static void run(const CeP& q, const test::Views& v, const test::RunContext& ctx) {
     const CrossEntropyParams p = q.params();
@@ -145,6 +159,49 @@ std::vector<OpCase<CeP>> cross_entropy_cases() {
                              in_place ? "_inplace" : "", c.fd ? "_fd" : "");
         cases.push_back(c);
       }
+  // ignore_index: a language model's padding label outside the classes (-1, drawn with
+  // probability 1/(K+1)) or a class (0); K = 1 with ignore_index 0 ignores every row (loss 0,
+  // dlogits 0); N = n*T token rows, and vocabulary-sized K at small N (WikiText-2: 33278).
+  struct Ignore {
+    int64_t N, K;
+    float range;
+    int32_t label_lo, ignore_index;
+  };
+  const Ignore ignores[] = {
+      {9, 3, 4.0f, -1, -1},     {40, 17, 8.0f, -1, -1},  {33, 5, 8.0f, 0, 0},
+      {6, 1, 4.0f, 0, 0},       {4, 2, 2.0f, -1, -1},  // the last: differences
+      {3, 33278, 8.0f, -1, -1}, {2, 10000, 60.0f, 0, 0},
+  };
+  for (const Ignore& s : ignores)
+    for (int64_t B : test::model_counts())
+      for (bool in_place : {false, true}) {
+        OpCase<CeP> c;
+        c.p = CeP{.N = s.N,
+                  .K = s.K,
+                  .range = s.range,
+                  .in_place = in_place,
+                  .label_lo = s.label_lo,
+                  .ignore_index = s.ignore_index};
+        c.B = B;
+        c.threads = 1 + (k++ % 3);
+        c.fd = B == 1 && !in_place && s.N * s.K <= 15 && s.range <= 2.0f;
+        c.name = fmt::format("N{}_K{}_range{}_ignore{}_B{}_t{}{}{}", s.N, s.K, int(s.range),
+                             s.ignore_index < 0 ? "m1" : "0", B, c.threads,
+                             in_place ? "_inplace" : "", c.fd ? "_fd" : "");
+        cases.push_back(c);
+      }
+  {  // no ignore_index: vocabulary-sized K at small N, token rows at K = 10000
+    const Size big[] = {{3, 33278, 8.0f}, {64, 10000, 8.0f}};
+    for (const Size& s : big)
+      for (int64_t B : {int64_t{1}, int64_t{3}}) {
+        OpCase<CeP> c;
+        c.p = CeP{.N = s.N, .K = s.K, .range = s.range};
+        c.B = B;
+        c.threads = 1 + (k++ % 2);
+        c.name = fmt::format("N{}_K{}_range{}_B{}_t{}", s.N, s.K, int(s.range), B, c.threads);
+        cases.push_back(c);
+      }
+  }
   return cases;
 }
 
@@ -246,6 +303,77 @@ TEST(CrossEntropy, CountCorrectTakesFirstMaximumAndSkipsNan) {
     // model 0: tie -> 1 (yes), tie -> 0 (yes), 2 (yes), NaN row (argmax 1 = label, but no)
     // model 1: 0 (no), tie -> 1 (no), tie -> 0 (no), 2 (no)
     EXPECT_EQ(correct, (std::vector<int64_t>{3, 0}));
+  }
+}
+
+// torch's F.cross_entropy(ignore_index=...): the loss, gradient and count over the labelled rows
+// equal those of the same rows alone without ignore_index; ignored rows get a zero gradient; an
+// all-ignored batch gives loss 0 and a zero gradient (not PyTorch's NaN).
+TEST(CrossEntropy, IgnoreIndexEqualsTheKeptRowsAlone) {
+  const uint64_t seed = test::case_seed("CrossEntropy.IgnoreIndexEqualsTheKeptRowsAlone");
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  const int64_t B = 3, N = 7, K = 11;
+  const CrossEntropyParams p{B, N, K, -100};
+  Buffer logits = test::random_buffer(p.logits_shape(), rng, -4.0f, 4.0f);
+  Buffer dlosses = test::random_buffer(p.losses_shape(), rng, 0.5f, 2.0f);
+  std::vector<int32_t> labels = random_labels(N, K, rng);
+  const std::vector<int64_t> kept_rows = {0, 2, 3, 6};
+  for (int64_t n : {1, 4, 5}) labels[n] = -100;
+  // The kept rows alone, without ignore_index.
+  const CrossEntropyParams kept{B, int64_t(kept_rows.size()), K};
+  Buffer kept_logits(kept.logits_shape());
+  std::vector<int32_t> kept_labels;
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t r = 0; r < kept_rows.size(); ++r)
+      std::copy_n(logits.values.begin() + (b * N + kept_rows[r]) * K, K,
+                  kept_logits.values.begin() + (b * kept.N + int64_t(r)) * K);
+  kept_labels.reserve(kept_rows.size());
+  for (int64_t n : kept_rows) kept_labels.push_back(labels[n]);
+  EXPECT_EQ(cross_entropy_target_rows(p, label_view(labels)), 4);
+  for (bool fast : {true, false}) {
+    SCOPED_TRACE(fast ? "fast" : "reference");
+    const CeResult r =
+        fast ? run_cpu(p, logits, labels, dlosses, false) : run_ref(p, logits, labels, dlosses);
+    const CeResult want = fast ? run_cpu(kept, kept_logits, kept_labels, dlosses, false)
+                               : run_ref(kept, kept_logits, kept_labels, dlosses);
+    expect_close(r.losses, want.losses, 1e-6, 1e-6, "losses");
+    EXPECT_EQ(r.correct, want.correct);
+    for (int64_t b = 0; b < B; ++b) {
+      for (size_t k = 0; k < kept_rows.size(); ++k)
+        expect_close(r.dlogits.values.data() + (b * N + kept_rows[k]) * K,
+                     want.dlogits.values.data() + (b * kept.N + int64_t(k)) * K, K, 1e-7, 1e-6,
+                     "dlogits of a kept row");
+      for (int64_t n : {1, 4, 5})
+        for (int64_t k = 0; k < K; ++k)
+          EXPECT_EQ(r.dlogits.values[(b * N + n) * K + k], 0.0f) << "ignored row " << n;
+    }
+    // All ignored: loss 0, gradient 0, nothing correct; probs still the softmax.
+    std::vector<int32_t> none(N, -100);
+    const CeResult z =
+        fast ? run_cpu(p, logits, none, dlosses, true) : run_ref(p, logits, none, dlosses);
+    for (int64_t b = 0; b < B; ++b) {
+      EXPECT_EQ(z.losses.values[b], 0.0f);
+      EXPECT_EQ(z.correct[b], 0);
+    }
+    for (float d : z.dlogits.values) ASSERT_EQ(d, 0.0f);
+    expect_close(z.probs, r.probs, 1e-7, 1e-6, "probs of ignored rows");
+  }
+  // A label that is neither a class nor ignore_index names both.
+  labels[2] = -7;
+  Buffer probs(p.logits_shape()), losses(p.losses_shape());
+  try {
+    cross_entropy_forward(p, {.logits = logits.view(),
+                              .labels = label_view(labels),
+                              .losses = losses.view(),
+                              .saved = {probs.view()}});
+    FAIL() << "expected hfta::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "cross-entropy label -7 at row 2 is outside [0, K=11) and is not ignore_index=-100"),
+        std::string::npos)
+        << e.what();
   }
 }
 

@@ -96,7 +96,7 @@ int64_t gather_part_labels(const PointCloudSet& set, const Loader& loader, int64
 }
 
 double shape_iou(std::span<const int32_t> pred, std::span<const int32_t> truth,
-                 std::span<const int32_t> parts_of_class) {
+                 const std::vector<int32_t>& parts_of_class) {
   HFTA_CHECK(pred.size() == truth.size(),
              "shape_iou: {} predicted labels for {} true labels, expected one of each per point",
              pred.size(), truth.size());
@@ -115,7 +115,7 @@ double shape_iou(std::span<const int32_t> pred, std::span<const int32_t> truth,
 }
 
 void predict_class_parts(std::span<const float> logits, int64_t num_parts,
-                         std::span<const int32_t> parts_of_class, std::span<int32_t> pred) {
+                         const std::vector<int32_t>& parts_of_class, std::span<int32_t> pred) {
   HFTA_CHECK(num_parts >= 1 && logits.size() == pred.size() * static_cast<size_t>(num_parts),
              "predict_class_parts: {} logits for {} points x {} parts", logits.size(), pred.size(),
              num_parts);

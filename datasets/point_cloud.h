@@ -53,12 +53,12 @@ int64_t gather_part_labels(const PointCloudSet& set, const Loader& loader, int64
 // shape's class, |pred == p and truth == p| / |pred == p or truth == p|, or 1 when p occurs in
 // neither; the mean over the class's parts. pred and truth hold one label per point.
 double shape_iou(std::span<const int32_t> pred, std::span<const int32_t> truth,
-                 std::span<const int32_t> parts_of_class);
+                 const std::vector<int32_t>& parts_of_class);
 
 // The predicted part of each of L points: the arg max of its logits [L, P] over the parts of the
 // shape's class only (PointNet's evaluation never predicts another class's part).
 void predict_class_parts(std::span<const float> logits, int64_t num_parts,
-                         std::span<const int32_t> parts_of_class, std::span<int32_t> pred);
+                         const std::vector<int32_t>& parts_of_class, std::span<int32_t> pred);
 
 // Shape IoUs summed per class over an evaluation.
 //   instance mIoU: the mean over all shapes;  class mIoU: the mean over classes seen of the mean

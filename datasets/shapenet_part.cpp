@@ -72,6 +72,8 @@ std::vector<std::string_view> split_words(std::string_view line) {
 
 template <typename T>
 bool parse_number(std::string_view word, T& value) {
+  // from_chars takes no leading '+', which some exporters write.
+  if (word.size() > 1 && word[0] == '+' && word[1] != '-') word.remove_prefix(1);
   const char* end = word.data() + word.size();
   auto [ptr, ec] = std::from_chars(word.data(), end, value);
   return ec == std::errc() && ptr == end;

@@ -286,7 +286,7 @@ TEST(DatasetShapeNetPart, ErrorsNameFileAndLine) {
   // A malformed .pts line.
   t.write(fs::relative(pts, dir.path), "1 2 3\n4 five 6\n");
   expect_error(load, {pts.string(), "line 2", "three finite numbers", "'4 five 6'"});
-  t.write(fs::relative(pts, dir.path), "1 2 3\n4 5\n");
+  t.write(fs::relative(pts, dir.path), "+1 2e-1 -3\n4 5\n");
   expect_error(load, {pts.string(), "line 2", "'4 5'"});
   t.write(fs::relative(pts, dir.path), "");
   expect_error(load, {pts.string(), "no point"});

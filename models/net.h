@@ -225,6 +225,12 @@ class Net {
   // [B] loss value, marked as a loss.
   Value cross_entropy(Value logits, Value labels);
 
+  // ---- Point-cloud ops (models/ops_point.cpp) ----------------------------------------------
+
+  // ---- Generative ops (models/ops_gan.cpp) -------------------------------------------------
+
+  // ---- Sequence ops (models/ops_text.cpp) --------------------------------------------------
+
   // Sizes the arenas, carves every tensor, initializes parameters and buffers. Throws
   // hfta::Error when nothing was recorded or no loss was marked.
   void finalize();

@@ -218,9 +218,18 @@ ConvTranspose2dStrategy initial_strategy() {
 constexpr int64_t kCacheCapacity = 32;
 std::mutex g_cache_mutex;
 ConvTranspose2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_mutex
-std::map<std::pair<ConvTranspose2dParams, ConvTranspose2dStrategy>, std::shared_ptr<Entry>>
-    g_cache;          // guarded by g_cache_mutex
-uint64_t g_tick = 0;  // guarded by g_cache_mutex
+// Keyed as conv2d's cache (fused_ops/cpu/conv2d.cpp): by the problem, the strategy, the thread
+// count the primitives are planned for and the OpenMP thread calling from inside a parallel
+// region, so plans that run models per thread neither share an entry nor wait on one.
+struct CacheKey {
+  ConvTranspose2dParams p;
+  ConvTranspose2dStrategy strategy;
+  int threads;
+  int caller;
+  auto operator<=>(const CacheKey&) const = default;
+};
+std::map<CacheKey, std::shared_ptr<Entry>> g_cache;  // guarded by g_cache_mutex
+uint64_t g_tick = 0;                                 // guarded by g_cache_mutex
 
 // kAuto: grouped, unless only oneDNN's reference kernel takes the grouped problem and a faster
 // one takes the single model. A shared input is per model under every strategy.
@@ -241,7 +250,7 @@ void choose_strategy(Entry& e, ConvTranspose2dStrategy asked) {
 
 std::shared_ptr<Entry> cached_entry(const ConvTranspose2dParams& p) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
-  const auto key = std::make_pair(p, g_strategy);
+  const CacheKey key{p, g_strategy, num_threads(), omp_in_parallel() ? omp_get_thread_num() : -1};
   auto it = g_cache.find(key);
   if (it == g_cache.end()) {
     auto e = std::make_shared<Entry>();

@@ -357,6 +357,15 @@ void Net::initialize() {
         case InitRule::kConstant:
           std::fill(slice.data, slice.data + slice.numel(), p.init.value);
           break;
+        case InitRule::kUniform:
+          for (int64_t i = 0; i < slice.numel(); ++i)
+            slice[i] = rng.uniform(-p.init.value, p.init.value);
+          break;
+        case InitRule::kXavierUniform: {
+          const float bound = std::sqrt(6.0f / static_cast<float>(p.fan_in + p.fan_out));
+          for (int64_t i = 0; i < slice.numel(); ++i) slice[i] = rng.uniform(-bound, bound);
+          break;
+        }
       }
     }
   }
@@ -392,6 +401,11 @@ void Net::set_input(Value v, const IndexView& batch) {
   check_shape(batch, expected, "labels");
   vi.index_data = batch.data;
   vi.input_rows = batch.shape[0];
+  // A net whose only inputs are indices (a language model's tokens) takes its rows from them.
+  HFTA_CHECK(vi.input_rows >= 1 && vi.input_rows <= capacity(),
+             "a batch of {} rows, but the model was built for 1 to {} rows", vi.input_rows,
+             capacity());
+  n_ = vi.input_rows;
 }
 
 TensorView Net::value(Value v) const {

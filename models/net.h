@@ -61,6 +61,8 @@ enum class InitRule {
   kKaimingNormalFanOut,  // N(0, 2 / fan_out): kaiming_normal_(mode="fan_out", relu)
   kNormal,               // N(0, value^2)
   kConstant,             // value
+  kUniform,              // U(-value, value): word_language_model's init_weights (0.1)
+  kXavierUniform,        // U(-a, a), a = sqrt(6 / (fan_in + fan_out)): MultiheadAttention's in_proj
 };
 struct Init {
   InitRule rule = InitRule::kUniformFanIn;
@@ -68,6 +70,8 @@ struct Init {
   static Init constant(float v) { return {InitRule::kConstant, v}; }
   static Init normal(float stddev) { return {InitRule::kNormal, stddev}; }
   static Init kaiming_normal_fan_out() { return {InitRule::kKaimingNormalFanOut, 0.0f}; }
+  static Init uniform(float bound) { return {InitRule::kUniform, bound}; }
+  static Init xavier_uniform() { return {InitRule::kXavierUniform, 0.0f}; }
 };
 
 // What a parameter is, for weight decay exemptions (--no-decay-norm-bias).
@@ -230,6 +234,39 @@ class Net {
   // ---- Generative ops (models/ops_gan.cpp) -------------------------------------------------
 
   // ---- Sequence ops (models/ops_text.cpp) --------------------------------------------------
+  // Token sequences: the shared tokens are an index_input(Shape{T}) ([n, T] int32 per batch);
+  // token activations have per-model features [T, D] in the row layout, [B, n, T, D], which
+  // row-wise ops read as [B, n*T, D]. relu(), add() and dropout() work on them unchanged.
+  struct EmbeddingSpec {
+    int64_t vocab = 1;
+    int64_t dim = 1;
+    Init weight_init = Init::normal(1.0f);  // torch.nn.Embedding's default N(0, 1)
+  };
+  // [T] shared token ids -> [T, D] (PyTorch's nn.Embedding, parameter name + ".weight" [V, D]).
+  // Ids outside [0, V) throw hfta::Error at forward.
+  Value embedding(Value tokens, const std::string& name, const EmbeddingSpec& spec);
+  // x * x_scale + the sinusoidal table of word_language_model's PositionalEncoding (no
+  // parameters; x_scale = sqrt(D) folds in its TransformerModel's embedding scaling).
+  Value sinusoidal_positions(Value x, float x_scale = 1.0f);
+  // Linear on the last axis of every token: [T, F] -> [T, out_features], parameters
+  // name + ".weight" / ".bias".
+  Value token_linear(Value x, const std::string& name, const LinearSpec& spec);
+  // torch.nn.MultiheadAttention self-attention (batch of queries = keys = values = x [T, D]):
+  // in_proj_weight [3D, D] and in_proj_bias (xavier_uniform / 0), the attention core,
+  // out_proj (Linear default init, bias 0), recorded as linear + attention + linear nodes.
+  struct SelfAttentionSpec {
+    int64_t heads = 1;
+    bool causal = true;
+    float dropout = 0.0f;  // on the attention probabilities; --dropout overrides it
+  };
+  Value self_attention(Value x, const std::string& name, const SelfAttentionSpec& spec);
+  // torch.nn.LayerNorm over the last axis (weight 1, bias 0).
+  Value layernorm(Value x, const std::string& name, double eps = 1e-5);
+  Value gelu(Value x);
+  // Per-model mean cross-entropy over every token of logits [T, V] against shared next-token
+  // targets [T] (rows labelled ignore_index skipped): a [B] loss value, marked as a loss.
+  Value token_cross_entropy(Value logits, Value targets,
+                            std::optional<int32_t> ignore_index = std::nullopt);
 
   // Sizes the arenas, carves every tensor, initializes parameters and buffers. Throws
   // hfta::Error when nothing was recorded or no loss was marked.

@@ -1,0 +1,24 @@
+// Per-model gradient clipping over a fused gradient arena: model b's gradients are clipped by
+// model b's own global norm, as torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) does
+// for that model alone:
+//   norm_b = sqrt(sum of g^2 over every element of model b's slices of every gradient tensor)
+//   coef_b = max_norm_b / (norm_b + 1e-6); when coef_b < 1 every gradient of model b is scaled by
+//   it.
+// The grads are [B, ...] tensors (model b's slice contiguous in each). A NaN or Inf norm leaves
+// the model's gradients as they are (the optimizer then skips that model).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+
+namespace hfta {
+
+// Writes model b's norm before clipping to norms[b] (B entries, or empty). max_norm holds B
+// values (one per model) or 1 (shared); throws hfta::Error for another count, a non-positive or
+// non-finite max_norm, or a gradient that is not [B, ...].
+void clip_grad_norm_per_model(std::span<const TensorView> grads, int64_t B,
+                              std::span<const float> max_norm, std::span<float> norms = {});
+
+}  // namespace hfta

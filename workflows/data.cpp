@@ -9,10 +9,15 @@
 
 namespace hfta {
 
-std::vector<std::string> dataset_names() { return {"cifar10", "fashion-mnist", "synthetic"}; }
+std::vector<std::string> dataset_names() {
+  return {"cifar10", "fashion-mnist", "synthetic", "text", "wikitext2"};
+}
 
 Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,
                int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed) {
+  // Text corpora feed language models (workflows/train_lm.h), not classifiers.
+  HFTA_CHECK(dataset != "text" && dataset != "wikitext2",
+             "--dataset {} is text: train a language model on it (--model transformer)", dataset);
   if (dataset == "fashion-mnist") {
     std::string d = dir.empty() ? kFashionMnistDefaultDir : dir;
     return {load_fashion_mnist(d, Split::kTrain), load_fashion_mnist(d, Split::kTest)};

@@ -233,6 +233,18 @@ std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const Model& mo
                                     values);
 }
 
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const Net& net,
+                                          const HyperValues& values, bool no_decay_norm_bias) {
+  std::vector<TensorView> views;
+  std::vector<uint8_t> decay;
+  for (const Param& p : net.params()) {
+    views.push_back(p.value);
+    decay.push_back(!no_decay_norm_bias || p.kind == ParamKind::kWeight);
+  }
+  return optimizer_entry(name).make(ParamTable::from_arena(net.param_arena(), views, decay),
+                                    values);
+}
+
 std::map<std::string, std::vector<double>> hyper_record(const HyperValues& values) {
   std::map<std::string, std::vector<double>> out;
   for (const auto& [name, v] : values) out[name].assign(v.begin(), v.end());

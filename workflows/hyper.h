@@ -22,6 +22,7 @@
 namespace hfta {
 
 class Model;
+class Net;
 class Optimizer;
 
 struct HyperDefault {
@@ -75,6 +76,10 @@ std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const Model& mo
                                           const HyperValues& values,
                                           bool no_decay_norm_bias = false);
 
+// The same over a net's parameters (a language model's, models/language_model.h).
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const Net& net,
+                                          const HyperValues& values,
+                                          bool no_decay_norm_bias = false);
 // The values as a checkpoint records them.
 std::map<std::string, std::vector<double>> hyper_record(const HyperValues& values);
 

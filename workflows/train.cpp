@@ -13,16 +13,19 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/error.h"
+#include "models/language_model.h"
 #include "workflows/csv.h"
 #include "workflows/data.h"
 #include "workflows/interrupt.h"
 #include "workflows/results.h"
 #include "workflows/resume.h"
+#include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
 
 namespace hfta {
 
 TrainResult run_train(const TrainOptions& o) {
+  if (is_language_model(o.model)) return run_train_lm(o);
   const auto start = std::chrono::steady_clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
   HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);

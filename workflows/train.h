@@ -42,6 +42,12 @@ struct TrainOptions {
   bool checkpoint = true;
   // Continue from the checkpoints in <out> (same flags required; metrics.csv is kept).
   bool resume = false;
+  // Language models (models/language_model.h; dataset = text or wikitext2).
+  std::string text_files;  // --text-files: comma-separated files or directories
+  int64_t emsize = 128, nhid = 128, nlayers = 2, nhead = 2, bptt = 32;
+  std::vector<float> clip = {0.25f};     // per-model global gradient norm limit; empty = off
+  std::vector<float> lr_gamma = {1.0f};  // StepLR per model: lr * gamma^floor(epoch / step)
+  std::vector<int64_t> lr_step_size = {1};
   // Synthetic data sizes (dataset = synthetic).
   int64_t synthetic_train_size = 4096, synthetic_test_size = 1024;
 };

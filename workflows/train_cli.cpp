@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "datasets/fashion_mnist.h"
+#include "models/language_model.h"
 #include "models/model.h"
 #include "workflows/checkpoint.h"
 #include "workflows/cli.h"
@@ -47,8 +48,10 @@ void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand(
       "train", "Train an array of models, one per hyperparameter setting, on one dataset");
+  std::vector<std::string> architectures = model_names();
+  for (const std::string& lm : language_model_names()) architectures.push_back(lm);
   cmd->add_option("--model", opts->model, "Architecture")
-      ->check(CLI::IsMember(model_names()))
+      ->check(CLI::IsMember(architectures))
       ->capture_default_str();
   cmd->add_option("--dataset", opts->dataset, "Dataset")
       ->check(CLI::IsMember(dataset_names()))
@@ -111,6 +114,37 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag(
       "--no-checkpoint", [opts](int64_t) { opts->checkpoint = false; },
       "Do not save checkpoints (after every epoch and on Ctrl-C by default)");
+  // Language models (--model transformer, --dataset text or wikitext2).
+  cmd->add_option("--text-files", opts->text_files,
+                  "--dataset text: comma-separated UTF-8 text files or directories (e.g. "
+                  "/usr/share/games/fortunes), split 90/5/5 by line");
+  cmd->add_option("--emsize", opts->emsize, "Language models: embedding width")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--nhid", opts->nhid, "Language models: feed-forward width")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--nlayers", opts->nlayers, "Language models: encoder layers")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--nhead", opts->nhead, "Language models: attention heads")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--bptt", opts->bptt, "Language models: tokens per window")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--clip", opts->clip,
+                  "Language models: each model's gradient norm limit, one value or one per model")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--lr-gamma", opts->lr_gamma,
+                  "Language models: StepLR gamma per epoch, one value or one per model")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--lr-step-size", opts->lr_step_size,
+                  "Language models: StepLR step size in epochs, one value or one per model")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--synthetic-size", opts->synthetic_train_size,
                   "Training samples of --dataset synthetic")
       ->check(integer_at_least(1));

@@ -70,22 +70,79 @@ def run(model, optimizer, lr, shape):
     return rows
 
 
+# The language model's golden run: hfta's `export --init` weights (seed 7), sizes below, dropout
+# 0, 3 training steps and an eval loss on fixed_tokens windows [T, S], loss = the mean over every
+# token (word_language_model's criterion). Lines: "transformer <optimizer> <lr> <phase> <step> <loss>".
+LM = {"vocab": 50, "emsize": 128, "nhid": 128, "nlayers": 2, "nhead": 2, "streams": 4, "bptt": 8}
+LM_LR = {"adam": 1e-3, "adadelta": 1.0}
+
+
+def initial_lm(hfta, workdir):
+    path = os.path.join(workdir, "transformer.safetensors")
+    cmd = [hfta, "export", "--init", "--arch", "transformer", "--seed", str(SEED), "--out", path]
+    for k in ("vocab", "emsize", "nhid", "nlayers", "nhead"):
+        cmd += [f"--{k}", str(LM[k])]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+    state, _ = torch_models.read_safetensors(path)
+    model = torch_models.TransformerModel(LM["vocab"], LM["emsize"], LM["nhead"], LM["nhid"],
+                                          LM["nlayers"], dropout=0.0)
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def run_lm(model, optimizer, lr):
+    opt = optimizer(model.parameters(), lr=lr)
+    model.train()
+    rows = []
+    V = LM["vocab"]
+    for step in range(STEPS):
+        x, y = torch_models.fixed_tokens(step, LM["streams"], LM["bptt"], V)
+        opt.zero_grad()
+        loss = F.nll_loss(model(x).view(-1, V), y.view(-1))
+        loss.backward()
+        opt.step()
+        rows.append(("train", step + 1, loss.item()))
+    model.eval()
+    with torch.no_grad():
+        x, y = torch_models.fixed_tokens(STEPS, LM["streams"], LM["bptt"], V)
+        rows.append(("eval", STEPS + 1, F.nll_loss(model(x).view(-1, V), y.view(-1)).item()))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hfta", default="build/hfta")
     ap.add_argument("--out", default="tests/models/golden/torch_losses.txt")
+    ap.add_argument("--only", default="",
+                    help="comma-separated models to rerun; the file's other lines are kept")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     torch.set_num_threads(2)
     lines = [f"# PyTorch {torch.__version__}: model optimizer lr phase step loss "
              f"(seed {SEED}, batch {BATCH}); written by benchmarks/torch_golden.py"]
     with tempfile.TemporaryDirectory() as workdir:
         for name, shape in MODELS.items():
+            if only and name not in only:
+                continue
             base = initial_model(args.hfta, name, shape, workdir)
             for opt_name, optimizer in OPTIMIZERS.items():
                 lr = LR[(name, opt_name)]
                 for phase, step, loss in run(copy.deepcopy(base), optimizer, lr, shape):
                     lines.append(f"{name} {opt_name} {lr:g} {phase} {step} {loss:.9g}")
                     print(lines[-1], flush=True)
+        lm_optimizers = OPTIMIZERS if not only or "transformer" in only else {}
+        base = initial_lm(args.hfta, workdir) if lm_optimizers else None
+        for opt_name, optimizer in lm_optimizers.items():
+            lr = LM_LR[opt_name]
+            for phase, step, loss in run_lm(copy.deepcopy(base), optimizer, lr):
+                lines.append(f"transformer {opt_name} {lr:g} {phase} {step} {loss:.9g}")
+                print(lines[-1], flush=True)
+    if only and os.path.exists(args.out):
+        with open(args.out) as f:
+            kept = [l.rstrip("\n") for l in f if l.strip() and l.split()[0] not in only]
+        lines = kept + lines[1:]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -5,6 +5,7 @@ torch_eval_export.py (loading an `hfta export` file). Needs Debian's python3-tor
 resnet18/mobilenetv2, python3-torchvision.
 """
 import json
+import math
 import struct
 
 import numpy as np
@@ -39,6 +40,57 @@ class LeNet(nn.Module):
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
         x = F.relu(F.max_pool2d(self.conv2(x), 2))
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+class PositionalEncoding(nn.Module):
+    """PyTorch's examples/word_language_model PositionalEncoding (sinusoids, then dropout)."""
+
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:x.size(0), :])
+
+
+class TransformerModel(nn.Module):
+    """word_language_model's TransformerModel (HFTA's examples/transformer): src [T, S] token ids
+    -> log-probabilities [T, S, ntoken], with a causal mask."""
+
+    def __init__(self, ntoken, ninp=128, nhead=2, nhid=128, nlayers=2, dropout=0.2):
+        super().__init__()
+        self.pos_encoder = PositionalEncoding(ninp, dropout)
+        layer = nn.TransformerEncoderLayer(ninp, nhead, nhid, dropout)
+        self.transformer_encoder = nn.TransformerEncoder(layer, nlayers)
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.ninp = ninp
+        self.decoder = nn.Linear(ninp, ntoken)
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+        nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+    def forward(self, src):
+        T = src.size(0)
+        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+        x = self.pos_encoder(self.encoder(src) * math.sqrt(self.ninp))
+        x = self.transformer_encoder(x, mask)
+        return F.log_softmax(self.decoder(x), dim=-1)
+
+
+def fixed_tokens(step, streams, bptt, vocab):
+    """Inputs and next-token targets [T, S] (PyTorch's layout; hfta's is [S, T]): token t of
+    stream s is (13 s + 7 t + 3 step + s t) mod vocab, the target the next token's value."""
+    def tok(s, t):
+        return (13 * s + 7 * t + 3 * step + s * t) % vocab
+    x = torch.tensor([[tok(s, t) for s in range(streams)] for t in range(bptt)])
+    y = torch.tensor([[tok(s, t + 1) for s in range(streams)] for t in range(bptt)])
+    return x, y
 
 
 def build(name, sample_shape, num_classes=10, dropout=None):

@@ -4,10 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <memory>
 
 #include "core/error.h"
+#include "datasets/text_corpus.h"
+#include "fused_ops/positions.h"
+#include "models/language_model.h"
 #include "models/model.h"
 #include "workflows/checkpoint.h"
 #include "workflows/cli.h"
@@ -18,8 +22,13 @@ namespace hfta {
 std::vector<SafeTensor> state_dict(const Model& model, int64_t b) {
   HFTA_CHECK(b >= 0 && b < model.B(), "{}: no model {} in an array of {}", model.name(), b,
              model.B());
+  return state_dict(model.net(), b);
+}
+
+std::vector<SafeTensor> state_dict(const Net& net, int64_t b) {
+  HFTA_CHECK(b >= 0 && b < net.B(), "no model {} in an array of {}", b, net.B());
   std::vector<SafeTensor> out;
-  for (const Param& p : model.params()) {
+  for (const Param& p : net.params()) {
     const TensorView v = p.value.replica(b);
     SafeTensor t{.name = p.name};
     if (p.torch_transposed) {  // [in, out] here, [out, in] in PyTorch
@@ -35,7 +44,7 @@ std::vector<SafeTensor> state_dict(const Model& model, int64_t b) {
     }
     out.push_back(std::move(t));
   }
-  for (const ModelBuffer& buf : model.buffers()) {
+  for (const ModelBuffer& buf : net.buffers()) {
     const TensorView v = buf.value.replica(b);
     SafeTensor t{.name = buf.name, .shape = std::vector<int64_t>(v.shape.begin(), v.shape.end())};
     if (buf.integer) {
@@ -63,6 +72,45 @@ std::map<std::string, std::string> export_metadata(const Model& model, const std
           {"source", source}};
 }
 
+// A language model's initial weights (--init --arch transformer), with its PositionalEncoding's
+// `pos_encoder.pe` buffer [5000, 1, D] (word_language_model's max_len), so PyTorch's
+// TransformerModel loads the file strictly, and its vocabulary beside it (<out>.vocab.txt, one
+// word per line in id order; "<w17>" placeholders without --text-files).
+void export_language_model(const std::string& arch, const std::string& out, uint64_t seed,
+                           const LmConfig& sizes, const std::string& text_files) {
+  LmConfig config = sizes;
+  std::vector<std::string> words;
+  if (!text_files.empty()) {
+    TextCorpus corpus = load_text_files(split_paths(text_files), {.seed = seed});
+    words = corpus.dictionary.words();
+    config.vocab = corpus.vocab_size();
+  } else {
+    for (int64_t i = 0; i < config.vocab; ++i) words.push_back(fmt::format("<w{}>", i));
+  }
+  auto model = make_language_model(arch, {.B = 1, .streams = 1, .seed = seed, .config = config});
+  std::vector<SafeTensor> tensors = state_dict(model->net(), 0);
+  constexpr int64_t kMaxLen = 5000;
+  tensors.push_back({.name = "pos_encoder.pe",
+                     .shape = {kMaxLen, 1, config.emsize},
+                     .floats = sinusoidal_table(kMaxLen, config.emsize)});
+  const std::string source = fmt::format("initial weights, seed {}", seed);
+  write_safetensors(out, tensors,
+                    {{"format", "pt"},
+                     {"hfta_model", arch},
+                     {"vocab", std::to_string(config.vocab)},
+                     {"emsize", std::to_string(config.emsize)},
+                     {"nhid", std::to_string(config.nhid)},
+                     {"nlayers", std::to_string(config.nlayers)},
+                     {"nhead", std::to_string(config.nhead)},
+                     {"source", source}});
+  const std::string vocab_path = out + ".vocab.txt";
+  std::ofstream vocab(vocab_path);
+  for (const std::string& w : words) vocab << w << "\n";
+  HFTA_CHECK(vocab.good(), "cannot write the vocabulary to {}", vocab_path);
+  fmt::print("{} ({}; vocabulary {} in {}) written to {}: {} parameter values\n", arch, source,
+             config.vocab, vocab_path, out, model->params_per_model());
+}
+
 }  // namespace
 
 void add_export_command(CLI::App& app) {
@@ -72,6 +120,8 @@ void add_export_command(CLI::App& app) {
     int64_t model = -1, classes = 10;
     uint64_t seed = 1;
     bool init = false;
+    LmConfig lm;  // language models' sizes (--vocab --emsize --nhid --nlayers --nhead)
+    std::string text_files;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -88,8 +138,18 @@ void add_export_command(CLI::App& app) {
   auto* init = cmd->add_flag("--init", args->init,
                              "Export freshly initialized weights (--arch, --seed, --sample-shape, "
                              "--classes): the starting point of benchmarks/torch_golden.py");
+  std::vector<std::string> architectures = model_names();
+  for (const std::string& lm : language_model_names()) architectures.push_back(lm);
   cmd->add_option("--arch", args->arch, "With --init: the architecture")
-      ->check(CLI::IsMember(model_names()));
+      ->check(CLI::IsMember(architectures));
+  cmd->add_option("--vocab", args->lm.vocab, "With --init, language models: vocabulary size")
+      ->check(integer_at_least(2));
+  cmd->add_option("--emsize", args->lm.emsize, "With --init, language models: embedding width");
+  cmd->add_option("--nhid", args->lm.nhid, "With --init, language models: feed-forward width");
+  cmd->add_option("--nlayers", args->lm.nlayers, "With --init, language models: layers");
+  cmd->add_option("--nhead", args->lm.nhead, "With --init, language models: heads");
+  cmd->add_option("--text-files", args->text_files,
+                  "With --init, language models: the corpus whose vocabulary the model gets");
   cmd->add_option("--seed", args->seed, "With --init: the seed (model 0's weights)");
   cmd->add_option("--sample-shape", args->sample_shape,
                   "With --init: one sample's shape, e.g. 3,32,32 (default: the architecture's)")
@@ -100,6 +160,8 @@ void add_export_command(CLI::App& app) {
   run->excludes(checkpoint)->excludes(init);
   checkpoint->excludes(init);
   cmd->callback([args] {
+    if (args->init && is_language_model(args->arch))
+      return export_language_model(args->arch, args->out, args->seed, args->lm, args->text_files);
     std::unique_ptr<Model> model;
     std::string source;
     if (args->init) {

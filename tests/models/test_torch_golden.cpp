@@ -13,6 +13,7 @@
 #include <map>
 #include <sstream>
 
+#include "models/language_model.h"
 #include "models/model.h"
 #include "optim/adadelta.h"
 #include "optim/adam.h"
@@ -125,6 +126,64 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchGolden,
                          ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18",
                                                               "mobilenetv2"),
                                             ::testing::Values("adam", "adadelta")));
+
+// The transformer language model (benchmarks/torch_golden.py's LM sizes): word_language_model's
+// TransformerModel from the same initial weights, dropout 0, windows of torch_models.fixed_tokens.
+class TorchGoldenLm : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TorchGoldenLm, LossesMatchPyTorch) {
+  const std::string optimizer = GetParam();
+  constexpr int64_t kVocab = 50, kStreams = 4, kBptt = 8;
+  const auto golden = read_golden();
+  auto lr = golden.lr.find({"transformer", optimizer});
+  ASSERT_NE(lr, golden.lr.end()) << "no golden run: run benchmarks/torch_golden.py";
+  for (int64_t B : {1, 2}) {
+    SCOPED_TRACE(fmt::format("transformer {} B={} (model 0 compared)", optimizer, B));
+    auto model = make_language_model("transformer",
+                                     {.B = B,
+                                      .streams = kStreams,
+                                      .seed = kSeed,
+                                      .config = {.vocab = kVocab, .bptt = kBptt, .dropout = 0.0f}});
+    std::vector<TensorView> values;
+    for (const Param& p : model->params()) values.push_back(p.value);
+    ParamTable table = ParamTable::from_arena(model->net().param_arena(), values);
+    std::unique_ptr<Optimizer> opt;
+    if (optimizer == "adam")
+      opt = std::make_unique<FusedAdam>(std::move(table), AdamHyper{.lr = {lr->second}});
+    else
+      opt = std::make_unique<FusedAdadelta>(std::move(table), AdadeltaHyper{.lr = {lr->second}});
+    std::vector<int32_t> x(kStreams * kBptt), y(kStreams * kBptt);
+    auto window = [&](int step) {  // torch_models.fixed_tokens, as [S, T]
+      for (int64_t s = 0; s < kStreams; ++s)
+        for (int64_t t = 0; t < kBptt; ++t) {
+          x[static_cast<size_t>(s * kBptt + t)] =
+              static_cast<int32_t>((13 * s + 7 * t + 3 * step + s * t) % kVocab);
+          y[static_cast<size_t>(s * kBptt + t)] =
+              static_cast<int32_t>((13 * s + 7 * (t + 1) + 3 * step + s * (t + 1)) % kVocab);
+        }
+    };
+    auto expect_loss = [&](const std::string& phase, int step) {
+      auto it = golden.loss.find({"transformer", optimizer, phase, step});
+      ASSERT_NE(it, golden.loss.end()) << "no golden " << phase << " loss for step " << step;
+      const double ours = model->losses()[0];
+      EXPECT_NEAR(ours, it->second, kRtol * std::fabs(it->second))
+          << phase << " step " << step << ": hfta " << ours << " PyTorch " << it->second;
+    };
+    const Shape shape{kStreams, kBptt};
+    for (int step = 0; step < kSteps; ++step) {
+      window(step);
+      model->forward(IndexView(x.data(), shape), IndexView(y.data(), shape), true);
+      expect_loss("train", step + 1);
+      model->backward();
+      opt->step(model->net().param_arena(), model->net().grad_arena());
+    }
+    window(kSteps);
+    model->forward(IndexView(x.data(), shape), IndexView(y.data(), shape), false);
+    expect_loss("eval", kSteps + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, TorchGoldenLm, ::testing::Values("adam", "adadelta"));
 
 }  // namespace
 }  // namespace hfta

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   gnuplot-nox              # plots from `hfta sweep`
   dataset-fashion-mnist    # /usr/share/datasets/fashion-mnist
+  fortunes-min fortunes    # plain English text in /usr/share/games/fortunes (language models)
 )
 missing=()
 for p in "${packages[@]}"; do

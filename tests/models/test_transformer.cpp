@@ -134,10 +134,9 @@ TEST(Transformer, BadTokenIdsThrow) {
   w.out[2] = kVocab + 3;
   EXPECT_THROW(m->forward(w.inputs(kBptt), w.targets(kBptt), true), Error);
   w.out[2] = 0;
-  EXPECT_THROW(
-      m->forward(w.inputs(kBptt + 1 > kBptt ? kBptt : 1).reshaped(Shape{1, kStreams * kBptt}),
-                 w.targets(kBptt).reshaped(Shape{1, kStreams * kBptt}), true),
-      Error);  // a window longer than bptt
+  std::vector<int32_t> long_ids(kStreams * (kBptt + 1), 0);
+  const IndexView longer(long_ids.data(), Shape{kStreams, kBptt + 1});
+  EXPECT_THROW(m->forward(longer, longer, true), Error);  // a window longer than bptt
   EXPECT_THROW(make_language_model("transformer",
                                    [] {
                                      LanguageModelSpec s = spec_for(1, {}, 0.2f);

@@ -123,6 +123,18 @@ TEST(Transformer, DropoutZeroGivesTheSameLossInTrainingAndEvaluation) {
   EXPECT_NEAR(train[0], std::log(static_cast<float>(kVocab)), 1.0f);
 }
 
+TEST(Transformer, DropoutChangesTrainingLossesOnly) {
+  auto m = make_language_model("transformer", spec_for(2, {}, 0.2f));
+  Window w = random_window(9, kBptt);
+  m->forward(w.inputs(kBptt), w.targets(kBptt), false);
+  const std::vector<float> eval = m->losses();
+  m->forward(w.inputs(kBptt), w.targets(kBptt), true);
+  EXPECT_NE(eval[0], m->losses()[0]);
+  EXPECT_NE(eval[1], m->losses()[1]);
+  m->forward(w.inputs(kBptt), w.targets(kBptt), false);
+  EXPECT_EQ(eval, m->losses());
+}
+
 TEST(Transformer, BadTokenIdsThrow) {
   auto m = make_language_model("transformer", spec_for(2, {}, 0.2f));
   Window w = random_window(8, kBptt);

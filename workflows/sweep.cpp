@@ -371,6 +371,7 @@ void add_sweep_command(CLI::App& app) {
   t->add_option("--steps", trial->steps)->check(integer_at_least(1));
   t->add_option("--seed", trial->seed)->check(integer_at_least(0));
   t->add_option("--threads", trial->threads)->check(integer_at_least(0));
+  t->add_option("--plan", trial->plan)->check(plan_name());
   t->add_flag("--wait-for-go", *wait_for_go);
   t->callback([trial, wait_for_go] { trial_command(*trial, *wait_for_go); });
 }

@@ -110,8 +110,13 @@ void CheckpointWriter::run() {
 
 PeriodicCheckpoints::PeriodicCheckpoints(std::string path, CheckpointSchedule schedule,
                                          std::function<void(Checkpoint&)> fill,
-                                         std::function<void(const std::string&)> log)
-    : path_(std::move(path)), schedule_(schedule), fill_(std::move(fill)), log_(std::move(log)) {
+                                         std::function<void(const std::string&)> log,
+                                         CheckpointWriter::WriteFn write)
+    : path_(std::move(path)),
+      schedule_(schedule),
+      fill_(std::move(fill)),
+      log_(std::move(log)),
+      writer_(std::move(write)) {
   HFTA_CHECK(schedule_.every_steps >= 0, "--checkpoint-every must be 0 (off) or more, got {}",
              schedule_.every_steps);
   HFTA_CHECK(std::isfinite(schedule_.interval_seconds) && schedule_.interval_seconds >= 0.0,

@@ -94,10 +94,13 @@ class CheckpointWriter {
 // The periodic checkpoints of one array in `hfta train`: the schedule, the writer and the log.
 class PeriodicCheckpoints {
  public:
-  // `fill` copies the array and its progress into a snapshot; `log` prints one line.
+  // `fill` copies the array and its progress into a snapshot; `log` prints one line; `write`
+  // writes a snapshot in the background (tests give a slow or failing one). Throws hfta::Error
+  // for a negative or non-finite schedule.
   PeriodicCheckpoints(std::string path, CheckpointSchedule schedule,
                       std::function<void(Checkpoint&)> fill,
-                      std::function<void(const std::string&)> log);
+                      std::function<void(const std::string&)> log,
+                      CheckpointWriter::WriteFn write = save_checkpoint);
   // Starts the schedule at `step` (the first step of this process: 0, or the resumed step).
   void start(int64_t step);
   // After optimizer step `step`: reports a finished write (rethrowing its error), then takes a

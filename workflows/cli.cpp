@@ -86,12 +86,14 @@ double parse_duration_seconds(const std::string& text, const std::string& flag) 
     else
       unit = 1.0;
   }
+  // CLI11 names the flag itself before a validator's message.
+  const std::string what = flag.empty() ? fmt::format("'{}'", text) : flag + " '" + text + "'";
   double value = 0;
   HFTA_CHECK(parse_whole(number, value) && std::isfinite(value),
-             "{} '{}' is not a duration: give seconds (90), or a number with s, m or h (90s, 5m, "
-             "1h), or off",
-             flag, text);
-  HFTA_CHECK(value >= 0, "{} {} is negative: give a duration such as 5m, or off", flag, text);
+             "{} is not a duration: give seconds (90), or a number with s, m or h (90s, 5m, 1h), "
+             "or off",
+             what);
+  HFTA_CHECK(value >= 0, "{} is negative: give a duration such as 5m, or off", what);
   return value * unit;
 }
 
@@ -99,7 +101,7 @@ CLI::Validator duration() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         try {
-          parse_duration_seconds(text, "the value");
+          parse_duration_seconds(text, "");
         } catch (const Error& e) {
           return e.what();
         }

@@ -311,7 +311,7 @@ ModelSpec model_spec(const Checkpoint& c, int64_t batch_size) {
 }
 
 void capture_tensors(const Model& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& out) {
+                     std::vector<CheckpointTensor>& out, bool values) {
   size_t next = 0;
   auto put = [&](const std::string& name, const Shape& shape, const float* first) {
     if (next == out.size()) out.emplace_back();
@@ -320,7 +320,7 @@ void capture_tensors(const Model& model, const Optimizer* optimizer,
     t.shape = shape;
     // Same size as last time: no reallocation, only the copy.
     t.values.resize(static_cast<size_t>(shape.numel()));
-    std::copy(first, first + shape.numel(), t.values.data());
+    if (values) std::copy(first, first + shape.numel(), t.values.data());
   };
   const auto names = param_names(model);
   for (size_t i = 0; i < model.params().size(); ++i)

@@ -78,9 +78,10 @@ ModelSpec model_spec(const Checkpoint& checkpoint, int64_t batch_size);
 // The tensors of a live array: parameters, then the optimizer's state buffers (if `optimizer`).
 std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer);
 // The same into `tensors`, reusing its vectors when it already holds this array's tensors (a
-// periodic snapshot then costs one copy of the values and no allocation).
+// periodic snapshot then costs one copy of the values and no allocation). With `values` false it
+// only names and sizes them (zeros): the memory is allocated and touched, values not read.
 void capture_tensors(const Model& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& tensors);
+                     std::vector<CheckpointTensor>& tensors, bool values = true);
 // Copies the tensors back (optimizer state and step counts only when `optimizer`). Throws
 // hfta::Error naming the first tensor whose name or shape differs from the live array's.
 void restore_tensors(const Checkpoint& checkpoint, Model& model, Optimizer* optimizer);

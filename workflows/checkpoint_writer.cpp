@@ -57,6 +57,17 @@ bool CheckpointWriter::submit(const std::string& path, double copy_seconds) {
   return true;
 }
 
+bool CheckpointWriter::prepare(std::function<void(Checkpoint&)> job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (busy_) return false;
+    busy_ = true;
+    job_ = std::move(job);
+  }
+  cv_.notify_all();
+  return true;
+}
+
 std::optional<CheckpointWritten> CheckpointWriter::poll() {
   std::lock_guard lock(mutex_);
   if (error_) {
@@ -82,9 +93,26 @@ void CheckpointWriter::run() {
   for (;;) {
     cv_.wait(lock, [&] { return busy_ || stop_; });
     if (!busy_) return;  // stop_ with nothing to write
+    // The training thread leaves the snapshot alone while busy_: it is used without the lock.
+    if (job_) {
+      std::function<void(Checkpoint&)> job = std::move(job_);
+      job_ = nullptr;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        job(snapshot_);
+      } catch (const std::exception& e) {
+        error = std::make_exception_ptr(
+            Error(fmt::format("cannot prepare the periodic checkpoint snapshot: {}", e.what())));
+      }
+      lock.lock();
+      if (error) error_ = error;
+      busy_ = false;
+      cv_.notify_all();
+      continue;
+    }
     const std::string path = path_;
     CheckpointWritten written{.path = path, .step = snapshot_.step, .copy_seconds = copy_seconds_};
-    // The training thread leaves the snapshot alone while busy_: it is read without the lock.
     lock.unlock();
     const auto start = CheckpointSchedule::Clock::now();
     std::exception_ptr error;
@@ -111,11 +139,13 @@ void CheckpointWriter::run() {
 PeriodicCheckpoints::PeriodicCheckpoints(std::string path, CheckpointSchedule schedule,
                                          std::function<void(Checkpoint&)> fill,
                                          std::function<void(const std::string&)> log,
+                                         std::function<void(Checkpoint&)> reserve,
                                          CheckpointWriter::WriteFn write)
     : path_(std::move(path)),
       schedule_(schedule),
       fill_(std::move(fill)),
       log_(std::move(log)),
+      reserve_(std::move(reserve)),
       writer_(std::move(write)) {
   HFTA_CHECK(schedule_.every_steps >= 0, "--checkpoint-every must be 0 (off) or more, got {}",
              schedule_.every_steps);
@@ -126,6 +156,7 @@ PeriodicCheckpoints::PeriodicCheckpoints(std::string path, CheckpointSchedule sc
 
 void PeriodicCheckpoints::start(int64_t step) {
   schedule_.start(step, CheckpointSchedule::Clock::now());
+  if (schedule_.enabled() && reserve_) writer_.prepare(reserve_);
 }
 
 void PeriodicCheckpoints::after_step(int64_t step) {
@@ -136,8 +167,10 @@ void PeriodicCheckpoints::after_step(int64_t step) {
   if (!writer_.idle()) {
     if (delayed_since_ < 0) {
       delayed_since_ = step;
-      log_(fmt::format("checkpoint due at step {} delayed: the previous one is still being written",
-                       step));
+      log_(
+          fmt::format("checkpoint due at step {} delayed: the background writer is still busy "
+                      "with the previous one",
+                      step));
     }
     return;
   }

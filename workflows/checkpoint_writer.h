@@ -70,6 +70,9 @@ class CheckpointWriter {
   // Starts writing snapshot() to `path` (`copy_seconds`: what filling it took, for the report).
   // Returns false, and starts nothing, while the previous write is in flight.
   bool submit(const std::string& path, double copy_seconds = 0.0);
+  // Runs `job` on the snapshot in the background instead of a write (allocating it ahead of the
+  // first snapshot); the writer is busy meanwhile. Returns false while it is busy.
+  bool prepare(std::function<void(Checkpoint&)> job);
   // The write that finished since the last call, once; rethrows its error (hfta::Error naming
   // the file) when it failed.
   std::optional<CheckpointWritten> poll();
@@ -85,6 +88,7 @@ class CheckpointWriter {
   std::condition_variable cv_;
   bool busy_ = false, stop_ = false;
   std::string path_;
+  std::function<void(Checkpoint&)> job_;  // set: the background task is this, not a write
   double copy_seconds_ = 0.0;
   std::optional<CheckpointWritten> done_;
   std::exception_ptr error_;
@@ -94,12 +98,15 @@ class CheckpointWriter {
 // The periodic checkpoints of one array in `hfta train`: the schedule, the writer and the log.
 class PeriodicCheckpoints {
  public:
-  // `fill` copies the array and its progress into a snapshot; `log` prints one line; `write`
+  // `fill` copies the array and its progress into a snapshot; `log` prints one line; `reserve`
+  // (if given) sizes a snapshot without reading the array, run in the background at start() so
+  // that the first snapshot does not pay for allocating and faulting in its memory; `write`
   // writes a snapshot in the background (tests give a slow or failing one). Throws hfta::Error
   // for a negative or non-finite schedule.
   PeriodicCheckpoints(std::string path, CheckpointSchedule schedule,
                       std::function<void(Checkpoint&)> fill,
                       std::function<void(const std::string&)> log,
+                      std::function<void(Checkpoint&)> reserve = {},
                       CheckpointWriter::WriteFn write = save_checkpoint);
   // Starts the schedule at `step` (the first step of this process: 0, or the resumed step).
   void start(int64_t step);
@@ -120,6 +127,7 @@ class PeriodicCheckpoints {
   CheckpointSchedule schedule_;
   std::function<void(Checkpoint&)> fill_;
   std::function<void(const std::string&)> log_;
+  std::function<void(Checkpoint&)> reserve_;
   CheckpointWriter writer_;
   int64_t delayed_since_ = -1;  // the step a snapshot fell due while the writer was busy
 };

@@ -129,6 +129,9 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
         if (current_bar != nullptr) current_bar->finish();
         fmt::print("{}: {}\n", who, line);
         std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
+      },
+      [&](Checkpoint& c) {  // on the writer thread: shapes only, never the training's values
+        capture_tensors(*array.model, array.optimizer.get(), c.tensors, /*values=*/false);
       });
   periodic.start(p.step);
   if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0) &&

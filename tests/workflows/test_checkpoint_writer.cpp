@@ -155,7 +155,7 @@ TEST(PeriodicCheckpoints, ADueSnapshotWaitsForTheWriterNotTheOtherWayRound) {
   std::vector<std::string> log;
   PeriodicCheckpoints periodic(
       "run/checkpoint.bin", {.every_steps = 2}, [&](Checkpoint& c) { c.step = step; },
-      [&](const std::string& line) { log.push_back(line); }, gate.fn());
+      [&](const std::string& line) { log.push_back(line); }, {}, gate.fn());
   periodic.start(0);
   for (step = 1; step <= 7; ++step) periodic.after_step(step);  // never blocks on the gate
   // Step 2 was taken; 4 and 6 fell due while it was being written: one "delayed" line.
@@ -178,6 +178,37 @@ TEST(PeriodicCheckpoints, ADueSnapshotWaitsForTheWriterNotTheOtherWayRound) {
       << log[1];
   EXPECT_NE(log[2].find(fmt::format("checkpoint of step {} written", taken)), std::string::npos)
       << log[2];
+}
+
+// The snapshot is allocated once, in the background, and every snapshot after reuses it.
+TEST(PeriodicCheckpoints, TheSnapshotIsReservedInTheBackgroundAndReused) {
+  std::thread::id reserved_on;
+  const float* reserved = nullptr;
+  std::vector<const float*> filled;
+  int64_t step = 0;
+  PeriodicCheckpoints periodic(
+      "x.bin", {.every_steps = 1},
+      [&](Checkpoint& c) {
+        c.step = step;
+        c.tensors.at(0).values.resize(1000);
+        filled.push_back(c.tensors[0].values.data());
+      },
+      [](const std::string&) {},
+      [&](Checkpoint& c) {
+        reserved_on = std::this_thread::get_id();
+        c.tensors.assign(1, {"w", Shape{1, 1000}, std::vector<float>(1000)});
+        reserved = c.tensors[0].values.data();
+      },
+      [](const std::string&, const Checkpoint&) {});
+  periodic.start(0);
+  for (step = 1; step <= 50 && filled.size() < 3; ++step) {
+    periodic.after_step(step);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  periodic.wait();
+  EXPECT_NE(reserved_on, std::this_thread::get_id());
+  ASSERT_GE(filled.size(), 3u);
+  for (const float* p : filled) EXPECT_EQ(p, reserved) << "the snapshot was reallocated";
 }
 
 TEST(PeriodicCheckpoints, AFailedWriteFailsTheNextStepNamingTheFile) {
@@ -213,7 +244,7 @@ TEST(PeriodicCheckpoints, AFailedWriteFailsTheNextStepNamingTheFile) {
 
 TEST(PeriodicCheckpoints, AFailedLastWriteFailsWait) {
   PeriodicCheckpoints periodic(
-      "x.bin", {.every_steps = 1}, [](Checkpoint& c) { c.step = 3; }, [](const std::string&) {},
+      "x.bin", {.every_steps = 1}, [](Checkpoint& c) { c.step = 3; }, [](const std::string&) {}, {},
       [](const std::string& path, const Checkpoint&) {
         fail("cannot write checkpoint {}.tmp: No space left on device", path);
       });

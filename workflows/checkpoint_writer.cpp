@@ -186,6 +186,8 @@ void PeriodicCheckpoints::save_now(int64_t step) {
   fill_(writer_.snapshot());
   save_checkpoint(path_, writer_.snapshot());
   schedule_.taken(step, CheckpointSchedule::Clock::now());
+  // Without periodic checkpoints the buffer would sit unused until the next epoch ends.
+  if (!schedule_.enabled()) writer_.snapshot() = Checkpoint{};
 }
 
 void PeriodicCheckpoints::wait() {

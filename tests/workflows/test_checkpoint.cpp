@@ -185,13 +185,19 @@ TEST(CheckpointCli, ResumingFromAPeriodicCheckpointMidEpochGivesTheUninterrupted
   const std::string log = cut + "/log.txt";
   const pid_t pid = test::spawn_hfta(periodic + " --out " + cut, log);
   ASSERT_GT(pid, 0);
+  // The first periodic checkpoint (step 5, or later if the writer was still busy).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline &&
-         read_file(log).find("checkpoint of step 5 written") == std::string::npos)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  kill(pid, SIGKILL);
   int status = 0;
-  waitpid(pid, &status, 0);
+  bool exited = false;
+  while (std::chrono::steady_clock::now() < deadline &&
+         read_file(log).find(" written to ") == std::string::npos) {
+    if ((exited = waitpid(pid, &status, WNOHANG) == pid)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
   if (WIFEXITED(status)) GTEST_SKIP() << "the run finished before the kill reached it";
   const Checkpoint c = load_checkpoint(cut + "/checkpoint.bin");
   EXPECT_GE(c.step, 5);

@@ -225,9 +225,10 @@ TEST_P(CrashTest, KilledAndResumedRunsEqualTheUninterruptedOne) {
       }
       if (!who.empty() && expected_resume >= 0) {
         const SegmentLog seg = read_log(log, who);
-        if (seg.resumed_at >= 0)
+        if (seg.resumed_at >= 0) {
           EXPECT_EQ(seg.resumed_at, expected_resume)
               << who << " must resume from its newest checkpoint";
+        }
       }
       if (WIFEXITED(status)) {  // it finished before the kill
         ASSERT_EQ(WEXITSTATUS(status), 0) << test::read_file(log);
@@ -262,8 +263,9 @@ TEST_P(CrashTest, KilledAndResumedRunsEqualTheUninterruptedOne) {
       // The bound needs this segment's rows: a run killed before it rewrote metrics.csv (the
       // "training" line comes after) leaves the last segment's.
       const bool started = seg.started;
-      if (started && !seg.delayed)
+      if (started && !seg.delayed) {
         EXPECT_LE(K - S, 2 * c.every) << "killed at step " << K << " with checkpoint " << S;
+      }
       summary += fmt::format(" [{:.2f}s: {} killed at step {}, checkpoint {}{}]", delay, who, K, S,
                              tmp_left ? ", write cut off" : "");
     }
@@ -272,10 +274,11 @@ TEST_P(CrashTest, KilledAndResumedRunsEqualTheUninterruptedOne) {
     const test::CommandResult done =
         test::run_hfta(periodic + " --out " + dir + (resume ? " --resume" : ""));
     ASSERT_EQ(done.exit_code, 0) << done.output();
-    if (!who.empty() && expected_resume >= 0)
+    if (!who.empty() && expected_resume >= 0) {
       EXPECT_NE(done.out.find(fmt::format("{}: resuming after step {}", who, expected_resume)),
                 std::string::npos)
           << done.out;
+    }
     std::printf("%s seed %llu:%s; %d kills cut a checkpoint write off\n", c.name.c_str(),
                 static_cast<unsigned long long>(seed), summary.c_str(), torn_writes);
 

@@ -44,7 +44,11 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition)
   fused_ = record(nullptr);
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
   correct_.assign(static_cast<size_t>(spec_.B), 0);
-  if (layout_.is_fused()) return;
+  // A plan that amounts to fused (one group) is fused: say so (plan(), logs, the sweep's CSV).
+  if (layout_.is_fused()) {
+    spec_.plan = ExecutionPlan::fused();
+    return;
+  }
   for (const PlanGroup& g : layout_.groups) {
     // Workers running at once each need their own activations (a runner per group); one worker
     // rebinds one runner per group size to each chunk in turn.

@@ -1,6 +1,8 @@
 #include "workflows/checkpoint.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -20,17 +22,68 @@ namespace {
 constexpr char kMagic[8] = {'H', 'F', 'T', 'A', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kVersion = 2;
 
-uint32_t crc_of(const std::vector<float>& data) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* bytes = reinterpret_cast<const Bytef*>(data.data());
-  size_t left = data.size() * sizeof(float);
-  while (left > 0) {  // zlib takes 32-bit lengths
+// zlib's crc32 takes 32-bit lengths: longer spans go in pieces.
+uint32_t crc_update(uint32_t crc, const float* data, size_t count) {
+  uLong c = crc;
+  const auto* bytes = reinterpret_cast<const Bytef*>(data);
+  size_t left = count * sizeof(float);
+  while (left > 0) {
     uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
-    crc = crc32(crc, bytes, chunk);
+    c = crc32(c, bytes, chunk);
     bytes += chunk;
     left -= chunk;
   }
-  return static_cast<uint32_t>(crc);
+  return static_cast<uint32_t>(c);
+}
+
+uint32_t crc_of(const std::vector<float>& data) {
+  return crc_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), data.data(), data.size());
+}
+
+// A file written with plain POSIX calls, so that it can be fsync'ed before the rename.
+class RawFile {
+ public:
+  explicit RawFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    HFTA_CHECK(fd_ >= 0, "cannot write checkpoint {}: {}", path, std::strerror(errno));
+  }
+  ~RawFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawFile(const RawFile&) = delete;
+  RawFile& operator=(const RawFile&) = delete;
+  void write(const void* data, size_t bytes) {
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+      const ssize_t n = ::write(fd_, p, bytes);
+      if (n < 0 && errno == EINTR) continue;
+      HFTA_CHECK(n > 0, "cannot write checkpoint {}: {}{}", path_, std::strerror(errno),
+                 errno == ENOSPC ? " (free some space or choose another --out)" : "");
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    }
+  }
+  // Flushes the data to the disk and closes the file.
+  void sync_and_close() {
+    HFTA_CHECK(::fsync(fd_) == 0, "cannot write checkpoint {}: fsync failed: {}", path_,
+               std::strerror(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    HFTA_CHECK(::close(fd) == 0, "cannot write checkpoint {}: {}", path_, std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Makes a rename inside `dir` durable. Best effort: some file systems refuse fsync on a
+// directory, and the checkpoint is already complete under its new name.
+void sync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
 }
 
 std::vector<int64_t> dims(const Shape& s) { return {s.begin(), s.end()}; }
@@ -108,36 +161,38 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
       {"optimizer_steps", c.optimizer_steps},
       {"skipped_steps", c.skipped_steps},
   };
-  std::vector<float> data;
+  // The tensors are written one after another straight from the checkpoint (no copy of all
+  // values in one buffer): the writer of periodic checkpoints holds one snapshot, not two.
+  uint64_t floats = 0;
   nlohmann::json tensors = nlohmann::json::array();
   for (const CheckpointTensor& t : c.tensors) {
-    tensors.push_back({{"name", t.name}, {"shape", dims(t.shape)}, {"offset", data.size()}});
-    data.insert(data.end(), t.values.begin(), t.values.end());
+    tensors.push_back({{"name", t.name}, {"shape", dims(t.shape)}, {"offset", floats}});
+    floats += t.values.size();
   }
   header["tensors"] = tensors;
-  header["data_floats"] = data.size();
+  header["data_floats"] = floats;
   const std::string text = header.dump();
   const uint64_t header_bytes = text.size();
-  const uint32_t crc = crc_of(data);
 
   const std::string tmp = path + ".tmp";
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    HFTA_CHECK(out.good(), "cannot write checkpoint {}: {}", tmp, std::strerror(errno));
+    RawFile out(tmp);
     out.write(kMagic, sizeof kMagic);
-    out.write(reinterpret_cast<const char*>(&kVersion), sizeof kVersion);
-    out.write(reinterpret_cast<const char*>(&header_bytes), sizeof header_bytes);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.write(reinterpret_cast<const char*>(data.data()),
-              static_cast<std::streamsize>(data.size() * sizeof(float)));
-    out.write(reinterpret_cast<const char*>(&crc), sizeof crc);
-    out.flush();
-    HFTA_CHECK(out.good(), "cannot write checkpoint {}: {} (disk full?)", tmp,
-               std::strerror(errno));
+    out.write(&kVersion, sizeof kVersion);
+    out.write(&header_bytes, sizeof header_bytes);
+    out.write(text.data(), text.size());
+    uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+    for (const CheckpointTensor& t : c.tensors) {
+      out.write(t.values.data(), t.values.size() * sizeof(float));
+      crc = crc_update(crc, t.values.data(), t.values.size());
+    }
+    out.write(&crc, sizeof crc);
+    out.sync_and_close();
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   HFTA_CHECK(!ec, "cannot move checkpoint {} to {}: {}", tmp, path, ec.message());
+  sync_directory(std::filesystem::path(path).parent_path());
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -255,26 +310,37 @@ ModelSpec model_spec(const Checkpoint& c, int64_t batch_size) {
   return spec;
 }
 
-std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {
-  std::vector<CheckpointTensor> out;
+void capture_tensors(const Model& model, const Optimizer* optimizer,
+                     std::vector<CheckpointTensor>& out, bool values) {
+  size_t next = 0;
+  auto put = [&](const std::string& name, const Shape& shape, const float* first) {
+    if (next == out.size()) out.emplace_back();
+    CheckpointTensor& t = out[next++];
+    if (t.name != name) t.name = name;
+    t.shape = shape;
+    // Same size as last time: no reallocation, only the copy.
+    t.values.resize(static_cast<size_t>(shape.numel()));
+    if (values) std::copy(first, first + shape.numel(), t.values.data());
+  };
   const auto names = param_names(model);
-  for (size_t i = 0; i < model.params().size(); ++i) {
-    const TensorView& v = model.params()[i].value;
-    out.push_back({names[i], v.shape, std::vector<float>(v.data, v.data + v.numel())});
-  }
-  for (const ModelBuffer& b : model.buffers())
-    out.push_back(
-        {b.name, b.value.shape, std::vector<float>(b.value.data, b.value.data + b.value.numel())});
-  if (optimizer == nullptr) return out;
-  for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
-    const float* base = optimizer->state_buffer(s);
-    for (size_t i = 0; i < model.params().size(); ++i) {
-      const Param& p = model.params()[i];
-      const float* first = base + arena_offset(model, p);
-      out.push_back({state_name(names[i], s), p.value.shape,
-                     std::vector<float>(first, first + p.value.numel())});
+  for (size_t i = 0; i < model.params().size(); ++i)
+    put(names[i], model.params()[i].value.shape, model.params()[i].value.data);
+  for (const ModelBuffer& b : model.buffers()) put(b.name, b.value.shape, b.value.data);
+  if (optimizer != nullptr) {
+    for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
+      const float* base = optimizer->state_buffer(s);
+      for (size_t i = 0; i < model.params().size(); ++i) {
+        const Param& p = model.params()[i];
+        put(state_name(names[i], s), p.value.shape, base + arena_offset(model, p));
+      }
     }
   }
+  out.resize(next);
+}
+
+std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {
+  std::vector<CheckpointTensor> out;
+  capture_tensors(model, optimizer, out);
   return out;
 }
 

@@ -61,7 +61,9 @@ struct Checkpoint {
   void check() const;
 };
 
-// Writes atomically (a temporary file renamed over `path`), so a crash never leaves half a file.
+// Writes atomically: a temporary file (`path`.tmp), fsync'ed, then renamed over `path`, so a
+// crash (even SIGKILL or a power cut while writing) leaves the previous checkpoint or the new
+// one, never half a file. Throws hfta::Error naming the file when it cannot be written.
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Throws hfta::Error naming the file: missing, not a checkpoint, another version, truncated, or
 // a checksum mismatch.
@@ -75,6 +77,11 @@ ModelSpec model_spec(const Checkpoint& checkpoint, int64_t batch_size);
 
 // The tensors of a live array: parameters, then the optimizer's state buffers (if `optimizer`).
 std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer);
+// The same into `tensors`, reusing its vectors when it already holds this array's tensors (a
+// periodic snapshot then costs one copy of the values and no allocation). With `values` false it
+// only names and sizes them (zeros): the memory is allocated and touched, values not read.
+void capture_tensors(const Model& model, const Optimizer* optimizer,
+                     std::vector<CheckpointTensor>& tensors, bool values = true);
 // Copies the tensors back (optimizer state and step counts only when `optimizer`). Throws
 // hfta::Error naming the first tensor whose name or shape differs from the live array's.
 void restore_tensors(const Checkpoint& checkpoint, Model& model, Optimizer* optimizer);

@@ -63,4 +63,51 @@ CLI::Validator plan_name() {
       "PLAN");
 }
 
+double parse_duration_seconds(const std::string& text, const std::string& flag) {
+  if (text == "off") return 0.0;
+  std::string number = text;
+  double unit = 1.0;
+  if (!number.empty()) {
+    switch (number.back()) {
+      case 's':
+        unit = 1.0;
+        break;
+      case 'm':
+        unit = 60.0;
+        break;
+      case 'h':
+        unit = 3600.0;
+        break;
+      default:
+        unit = 0.0;  // no unit: plain seconds
+    }
+    if (unit != 0.0)
+      number.pop_back();
+    else
+      unit = 1.0;
+  }
+  // CLI11 names the flag itself before a validator's message.
+  const std::string what = flag.empty() ? fmt::format("'{}'", text) : flag + " '" + text + "'";
+  double value = 0;
+  HFTA_CHECK(parse_whole(number, value) && std::isfinite(value),
+             "{} is not a duration: give seconds (90), or a number with s, m or h (90s, 5m, 1h), "
+             "or off",
+             what);
+  HFTA_CHECK(value >= 0, "{} is negative: give a duration such as 5m, or off", what);
+  return value * unit;
+}
+
+CLI::Validator duration() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          parse_duration_seconds(text, "");
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "DURATION");
+}
+
 }  // namespace hfta

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <string>
 
 namespace hfta {
 
@@ -12,5 +13,13 @@ CLI::Validator integer_at_least(int64_t min);
 CLI::Validator number_at_least(double min);
 // An execution plan (models/plan.h): auto, fused, chunk:C or threads.
 CLI::Validator plan_name();
+
+// A duration as typed after a flag: a number of seconds ("90", "2.5"), or a number with a unit
+// "s", "m" or "h" ("90s", "5m", "1h"); "0" and "off" mean none. Returns seconds (0 for none).
+// Throws hfta::Error naming `flag` (if not empty) and the text when it is none of these, negative
+// or not finite.
+double parse_duration_seconds(const std::string& text, const std::string& flag);
+// The same check as a CLI11 validator.
+CLI::Validator duration();
 
 }  // namespace hfta

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "core/error.h"
 #include "workflows/csv.h"
@@ -18,6 +20,12 @@ Checkpoint make_checkpoint(const TrainOptions& o, const ModelConfig& config,
                            const HyperValues& values, const ArrayProgress& p,
                            const ModelArray& array) {
   Checkpoint c;
+  fill_checkpoint(c, o, config, values, p, array);
+  return c;
+}
+
+void fill_checkpoint(Checkpoint& c, const TrainOptions& o, const ModelConfig& config,
+                     const HyperValues& values, const ArrayProgress& p, const ModelArray& array) {
   c.model = config.name;
   c.sample_shape.assign(config.sample_shape.begin(), config.sample_shape.end());
   c.num_classes = config.num_classes;
@@ -37,8 +45,7 @@ Checkpoint make_checkpoint(const TrainOptions& o, const ModelConfig& config,
   auto steps = array.optimizer->steps();
   c.optimizer_steps.assign(steps.begin(), steps.end());
   c.skipped_steps = p.skipped;
-  c.tensors = capture_tensors(*array.model, array.optimizer.get());
-  return c;
+  capture_tensors(*array.model, array.optimizer.get(), c.tensors);
 }
 
 ArrayProgress restore_checkpoint(const Checkpoint& c, ModelArray& array) {
@@ -100,6 +107,18 @@ void check_resumable(const Checkpoint& c, const TrainOptions& o, const ModelConf
 
 void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step) {
   if (!std::filesystem::exists(path)) return;
+  // A run killed while appending a row may leave it without its line break: such a row is past
+  // every checkpoint (rows are written before the step's snapshot), so it goes.
+  const auto size = std::filesystem::file_size(path);
+  if (size > 0) {
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!text.empty() && text.back() != '\n') {
+      const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+      std::filesystem::resize_file(path, keep);
+      if (keep == 0) return;  // not even a whole header: the resumed run writes it again
+    }
+  }
   CsvTable t = read_csv(path);
   const size_t model_col = t.column("model"), step_col = t.column("step");
   CsvWriter rewrite(path, t.header);

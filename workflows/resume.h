@@ -33,6 +33,12 @@ struct ArrayProgress {
 Checkpoint make_checkpoint(const TrainOptions& options, const ModelConfig& config,
                            const HyperValues& values, const ArrayProgress& progress,
                            const ModelArray& array);
+// The same into `checkpoint`, reusing its tensors' vectors: how a periodic snapshot is taken
+// while training waits (one copy of the parameters, buffers and optimizer state; no allocation
+// after the first).
+void fill_checkpoint(Checkpoint& checkpoint, const TrainOptions& options, const ModelConfig& config,
+                     const HyperValues& values, const ArrayProgress& progress,
+                     const ModelArray& array);
 // Copies the checkpoint's tensors and optimizer state into `array`; returns its progress.
 ArrayProgress restore_checkpoint(const Checkpoint& checkpoint, ModelArray& array);
 
@@ -43,7 +49,9 @@ void check_resumable(const Checkpoint& checkpoint, const TrainOptions& options,
                      const std::vector<int64_t>& ids, const std::string& path);
 
 // Keeps the rows of <metrics> a resumed run does not redo: those of models resuming from a
-// checkpoint, up to its step (model -> step). Rows of models that start over are dropped.
+// checkpoint, up to its step (model -> step), which may lie inside an epoch (a periodic
+// checkpoint): the resumed run then writes the epoch's later steps. Rows of models that start
+// over are dropped, and so is a last line cut short by a crash.
 void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step);
 
 // Model b of the run in `dir` (fused: from checkpoint.bin, serial: its own file) as a B = 1

@@ -146,7 +146,7 @@ void print_summary(const std::string& dir) {
   std::vector<std::string> modes;
   for (const auto& p : points)
     if (std::find(modes.begin(), modes.end(), p.mode) == modes.end()) modes.push_back(p.mode);
-  fmt::print("medians over the repeats (min-max):\n{:<11} {:>6} {:>24} {:>12} {:>14}\n", "mode",
+  fmt::print("medians over the repeats (min-max):\n{:<18} {:>6} {:>24} {:>12} {:>14}\n", "mode",
              "best B", "normalized (min-max)", "samples/s", "peak RSS MiB");
   for (const std::string& mode : modes) {
     const SweepPoint* best = nullptr;
@@ -156,7 +156,7 @@ void print_summary(const std::string& dir) {
                                  ? fmt::format("{:.2f} ({:.2f}-{:.2f})", best->normalized_median,
                                                best->normalized_min, best->normalized_max)
                                  : "-";
-    fmt::print("{:<11} {:>6} {:>24} {:>12.0f} {:>14.0f}\n", mode, best->B, normalized,
+    fmt::print("{:<18} {:>6} {:>24} {:>12.0f} {:>14.0f}\n", mode, best->B, normalized,
                best->samples_median, best->rss_mib_median);
   }
 }
@@ -371,6 +371,7 @@ void add_sweep_command(CLI::App& app) {
   t->add_option("--steps", trial->steps)->check(integer_at_least(1));
   t->add_option("--seed", trial->seed)->check(integer_at_least(0));
   t->add_option("--threads", trial->threads)->check(integer_at_least(0));
+  t->add_option("--plan", trial->plan)->check(plan_name());
   t->add_flag("--wait-for-go", *wait_for_go);
   t->callback([trial, wait_for_go] { trial_command(*trial, *wait_for_go); });
 }

@@ -114,6 +114,18 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag(
       "--no-checkpoint", [opts](int64_t) { opts->checkpoint = false; },
       "Do not save checkpoints (after every epoch and on Ctrl-C by default)");
+  cmd->add_option("--checkpoint-every", opts->checkpoint_every,
+                  "Also checkpoint every N optimizer steps, written in the background while "
+                  "training goes on (0: off)")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  auto interval_text =
+      std::make_shared<std::string>(fmt::format("{:g}m", kDefaultCheckpointIntervalSeconds / 60.0));
+  cmd->add_option("--checkpoint-interval", *interval_text,
+                  "Also checkpoint every DURATION of training (90s, 5m, 1h, plain seconds; 0 or "
+                  "off: never), written in the background while training goes on")
+      ->check(duration())
+      ->capture_default_str();
   // Language models (--model transformer, --dataset text or wikitext2).
   cmd->add_option("--text-files", opts->text_files,
                   "--dataset text: comma-separated UTF-8 text files or directories (e.g. "
@@ -148,7 +160,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--synthetic-size", opts->synthetic_train_size,
                   "Training samples of --dataset synthetic")
       ->check(integer_at_least(1));
-  cmd->callback([opts, fused_flag, hyper_text, hyper_flags] {
+  cmd->callback([opts, fused_flag, hyper_text, hyper_flags, interval_text] {
+    opts->checkpoint_interval_seconds =
+        parse_duration_seconds(*interval_text, "--checkpoint-interval");
     for (const auto& [row, option] : hyper_flags)
       if (option->count() > 0)
         opts->hyper[std::string(row->name)] =

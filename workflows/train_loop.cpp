@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "workflows/checkpoint_writer.h"
 #include "workflows/csv.h"
 #include "workflows/evaluate.h"
 #include "workflows/interrupt.h"
@@ -117,8 +118,33 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
                p.batch_in_epoch);
   }
   const std::string path = checkpoint_path(o.out, o.serial, ids);
+  // Mid-epoch lines must not land inside a progress bar: the bar in use is cleared first.
+  ProgressBar* current_bar = nullptr;
+  PeriodicCheckpoints periodic(
+      path,
+      {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
+       .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
+      [&](Checkpoint& c) { fill_checkpoint(c, o, config, values, p, array); },
+      [&](const std::string& line) {
+        if (current_bar != nullptr) current_bar->finish();
+        fmt::print("{}: {}\n", who, line);
+        std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
+      },
+      [&](Checkpoint& c) {  // on the writer thread: shapes only, never the training's values
+        capture_tensors(*array.model, array.optimizer.get(), c.tensors, /*values=*/false);
+      });
+  periodic.start(p.step);
+  if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0) &&
+      ids.front() == 0)
+    fmt::print("checkpoints {} in the background, and after every epoch\n",
+               o.checkpoint_every > 0 && o.checkpoint_interval_seconds > 0
+                   ? fmt::format("every {} steps and every {:g} s", o.checkpoint_every,
+                                 o.checkpoint_interval_seconds)
+               : o.checkpoint_every > 0
+                   ? fmt::format("every {} steps", o.checkpoint_every)
+                   : fmt::format("every {:g} s", o.checkpoint_interval_seconds));
   auto save = [&] {
-    if (o.checkpoint) save_checkpoint(path, make_checkpoint(o, config, values, p, array));
+    if (o.checkpoint) periodic.save_now(p.step);
   };
 
   Evaluation eval;
@@ -133,6 +159,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
     }
     ProgressBar bar(fmt::format("epoch {}/{} {}", epoch, o.epochs, who), loader.batches_per_epoch(),
                     o.progress && stdout_is_terminal());
+    current_bar = &bar;
     const int64_t resumed_steps = epoch_steps;
     const auto epoch_start = std::chrono::steady_clock::now();
     train_steps(array, loader, batch, kUntilEpochEnds, [&](const StepReport& report) {
@@ -145,6 +172,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
         metrics.row(metrics_row(ids[b], p.step, epoch, array.optimizer->lr()[b], loss));
       }
       bar.update(epoch_steps, format_losses(model.losses()));
+      periodic.after_step(p.step);  // after the step's metrics rows: a checkpoint has them all
       if (InterruptGuard::interrupted()) {
         bar.finish();
         save();
@@ -157,6 +185,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
       return true;
     });
     bar.finish();
+    current_bar = nullptr;
     const double train_seconds = seconds_since(epoch_start);
     eval = evaluate(model, data.test);
     const double samples_per_s =
@@ -177,6 +206,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
     p.batch_in_epoch = 0;
     save();
   }
+  periodic.wait();               // an error of the last background write fails the run
   if (first_epoch > o.epochs) {  // resumed a finished run: just report it again
     eval = evaluate(model, data.test);
     fmt::print("{}: already trained for {} epochs\n", who, o.epochs);

@@ -175,6 +175,40 @@ TEST(CheckpointCli, CtrlCSavesACheckpointAndResumeFinishesIdentically) {
   EXPECT_EQ(metric_rows(cut), metric_rows(full));
 }
 
+// A periodic checkpoint lies inside an epoch: a run killed (SIGKILL: no Ctrl-C checkpoint) once
+// the log reports one written resumes from it and writes the uninterrupted run's metrics.
+TEST(CheckpointCli, ResumingFromAPeriodicCheckpointMidEpochGivesTheUninterruptedMetrics) {
+  TempDir full_tmp("full_p"), cut_tmp("cut_p");
+  const std::string full = full_tmp.str(), cut = cut_tmp.str();
+  succeed(kRun + " --out " + full);
+  const std::string periodic = kRun + " --checkpoint-every 5";
+  const std::string log = cut + "/log.txt";
+  const pid_t pid = test::spawn_hfta(periodic + " --out " + cut, log);
+  ASSERT_GT(pid, 0);
+  // The first periodic checkpoint (step 5, or later if the writer was still busy).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int status = 0;
+  bool exited = false;
+  while (std::chrono::steady_clock::now() < deadline &&
+         read_file(log).find(" written to ") == std::string::npos) {
+    if ((exited = waitpid(pid, &status, WNOHANG) == pid)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  if (WIFEXITED(status)) GTEST_SKIP() << "the run finished before the kill reached it";
+  const Checkpoint c = load_checkpoint(cut + "/checkpoint.bin");
+  EXPECT_GE(c.step, 5);
+  const std::string out = succeed(periodic + " --out " + cut + " --resume");
+  EXPECT_NE(out.find(fmt::format("resuming after step {} (epoch {}, batch {})", c.step, c.epoch + 1,
+                                 c.batch_in_epoch)),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(metric_rows(cut), metric_rows(full));
+}
+
 TEST(CheckpointCli, ResumeWithOtherFlagsIsRefusedNamingTheFlag) {
   TempDir dir("mismatch");
   succeed(kRun + " --out " + dir.str());

@@ -243,6 +243,14 @@ class Net {
   Value max_over_points(Value x);
   // [k*k] rows -> [k, k] matrices plus the identity (the T-Net's "x + iden" and view).
   Value add_identity(Value x, int64_t k);
+  // [C] -> [L, C]: each sample's feature copied to its L points (segmentation's global feature).
+  Value repeat_points(Value x, int64_t L);
+  // Joins per-model row values along the last axis: [..., C_i] -> [..., sum C_i] (equal leading
+  // axes, e.g. [L, 64] and [L, 1024] -> [L, 1088]).
+  Value concat(const std::vector<Value>& xs);
+  // Per-model mean softmax cross-entropy of per-point logits [L, K] against shared int32 labels
+  // [L] per sample (mean over all n*L points): a [B] loss value, marked as a loss.
+  Value point_cross_entropy(Value logits, Value labels);
   // PointNet's feature-transform regularizer on [k, k] matrices A: per model, scale times the
   // mean over samples of ||I - A A^T||_F (fxia22's feature_transform_regularizer), marked as a
   // loss added to the model's other losses.

@@ -8,8 +8,11 @@
 #include "core/error.h"
 #include "fused_ops/batchnorm1d.h"
 #include "fused_ops/bmm.h"
+#include "fused_ops/concat.h"
+#include "fused_ops/cross_entropy.h"
 #include "fused_ops/linear.h"
 #include "fused_ops/max_points.h"
+#include "fused_ops/repeat_points.h"
 #include "models/net.h"
 
 namespace hfta {
@@ -224,6 +227,105 @@ class MaxOverPointsNode : public Node {
   int argmax_;
 };
 
+class RepeatPointsNode : public Node {
+ public:
+  explicit RepeatPointsNode(RepeatPointsParams p) : p_(p) {}
+  std::string describe() const override {
+    return fmt::format("RepeatPoints({} points, {} channels)", p_.L, p_.C);
+  }
+  void forward(Net& net, int64_t n, bool) override {
+    RepeatPointsParams p = p_;
+    p.N = n;
+    repeat_points_forward(
+        p, {.x = net.value(inputs[0]), .y = net.value(output).reshaped(p.y_shape())});
+  }
+  void backward(Net& net, int64_t n) override {
+    RepeatPointsParams p = p_;
+    p.N = n;
+    InputGrad dx = net.input_grad(*this, 0);
+    if (dx.view.empty()) return;
+    repeat_points_backward(p, {.dy = net.grad(output).reshaped(p.y_shape()),
+                               .dx = dx.view,
+                               .accumulate_dx = dx.accumulate});
+  }
+  bool accumulates_dx() const override { return true; }
+
+ private:
+  RepeatPointsParams p_;
+};
+
+// Rows layout: every input is [B, n*rows_per_sample, C_i].
+class ConcatNode : public Node {
+ public:
+  ConcatNode(ConcatParams p, int64_t rows_per_sample) : p_(p), rows_(rows_per_sample) {}
+  std::string describe() const override { return fmt::format("Concat({} inputs)", p_.inputs); }
+  void forward(Net& net, int64_t n, bool) override {
+    const ConcatParams p = rows(n);
+    ConcatForwardArgs a{.y = net.value(output).reshaped(p.y_shape())};
+    for (int i = 0; i < p.inputs; ++i)
+      a.x[static_cast<size_t>(i)] =
+          net.value(inputs[static_cast<size_t>(i)]).reshaped(p.input_shape(i));
+    concat_forward(p, a);
+  }
+  void backward(Net& net, int64_t n) override {
+    const ConcatParams p = rows(n);
+    ConcatBackwardArgs a{.dy = net.grad(output).reshaped(p.y_shape())};
+    for (int i = 0; i < p.inputs; ++i) {
+      InputGrad dx = net.input_grad(*this, i);
+      if (dx.view.empty()) continue;
+      a.dx[static_cast<size_t>(i)] = dx.view.reshaped(p.input_shape(i));
+      a.accumulate_dx[static_cast<size_t>(i)] = dx.accumulate;
+    }
+    concat_backward(p, a);
+  }
+  bool accumulates_dx() const override { return true; }
+
+ private:
+  ConcatParams rows(int64_t n) const {
+    ConcatParams p = p_;
+    p.R = n * rows_;
+    return p;
+  }
+  ConcatParams p_;
+  int64_t rows_;
+};
+
+// Cross-entropy over n*L points per model: the classifier's op with N = n*L.
+class PointCrossEntropyNode : public Node {
+ public:
+  PointCrossEntropyNode(int64_t L, int64_t classes, int probs)
+      : L_(L), classes_(classes), probs_(probs) {}
+  std::string describe() const override {
+    return fmt::format("PointCrossEntropy({} points, {} classes)", L_, classes_);
+  }
+  void forward(Net& net, int64_t n, bool) override {
+    const CrossEntropyParams p{net.B(), n * L_, classes_};
+    cross_entropy_forward(p, {.logits = net.value(inputs[0]).reshaped(p.logits_shape()),
+                              .labels = labels(net, p),
+                              .losses = net.value(output),
+                              .saved = saved(net, p)});
+  }
+  void backward(Net& net, int64_t n) override {
+    const CrossEntropyParams p{net.B(), n * L_, classes_};
+    InputGrad dlogits = net.input_grad(*this, 0);
+    if (dlogits.view.empty()) return;
+    cross_entropy_backward(p, {.saved = saved(net, p),
+                               .labels = labels(net, p),
+                               .dlosses = net.grad(output),
+                               .dlogits = dlogits.view.reshaped(p.logits_shape())});
+  }
+
+ private:
+  IndexView labels(Net& net, const CrossEntropyParams& p) const {
+    return IndexView(net.index_value(inputs[1]).data, p.labels_shape());
+  }
+  CrossEntropySaved saved(Net& net, const CrossEntropyParams& p) const {
+    return {TensorView(net.saved(probs_).data, p.logits_shape())};
+  }
+  int64_t L_, classes_;
+  int probs_;
+};
+
 // y = x + I per sample (x viewed as [k, k]); dx = dy.
 class AddIdentityNode : public Node {
  public:
@@ -411,6 +513,50 @@ Value Net::add_identity(Value x, int64_t k) {
   HFTA_CHECK(!shared(x) && layout(x) == Layout::kRows && f.rank() == 1 && k >= 1 && f[0] == k * k,
              "AddIdentity({0}x{0}) needs per-model [{1}] rows, got {2}", k, k * k, f.str());
   return add_node(std::make_unique<AddIdentityNode>(k), {x}, {k, k}, Layout::kRows);
+}
+
+Value Net::repeat_points(Value x, int64_t L) {
+  const Shape& f = features(x);
+  HFTA_CHECK(!shared(x) && layout(x) == Layout::kRows && f.rank() == 1,
+             "RepeatPoints needs per-model [C] rows (a global feature), got {}", f.str());
+  HFTA_CHECK(L >= 1, "RepeatPoints: points per sample must be positive, got {}", L);
+  RepeatPointsParams p{.B = B(), .N = capacity(), .L = L, .C = f[0]};
+  return add_node(std::make_unique<RepeatPointsNode>(p), {x}, {L, f[0]}, Layout::kRows);
+}
+
+Value Net::concat(const std::vector<Value>& xs) {
+  HFTA_CHECK(!xs.empty() && static_cast<int>(xs.size()) <= kMaxConcatInputs,
+             "Concat takes 1 to {} values, got {}", kMaxConcatInputs, xs.size());
+  const Shape& first = features(xs[0]);
+  ConcatParams p{.layout = ConcatLayout::kRows, .B = B(), .inputs = static_cast<int>(xs.size())};
+  Shape out = first;
+  out[out.rank() - 1] = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Shape& f = features(xs[i]);
+    bool same_lead = f.rank() == first.rank() && f.rank() >= 1;
+    for (int d = 0; same_lead && d + 1 < f.rank(); ++d) same_lead = f[d] == first[d];
+    HFTA_CHECK(!shared(xs[i]) && layout(xs[i]) == Layout::kRows && same_lead,
+               "Concat needs per-model row values with equal leading axes, got {} and {}",
+               first.str(), f.str());
+    p.C[i] = f[f.rank() - 1];
+    out[out.rank() - 1] += p.C[i];
+  }
+  const int64_t rows_per_sample = first.numel() / first[first.rank() - 1];
+  p.R = capacity() * rows_per_sample;
+  return add_node(std::make_unique<ConcatNode>(p, rows_per_sample), xs, out, Layout::kRows);
+}
+
+Value Net::point_cross_entropy(Value logits, Value labels) {
+  const PointShape ps = expect_points(*this, logits, "PointCrossEntropy");
+  HFTA_CHECK(!shared(logits), "PointCrossEntropy needs per-model logits [L, K]");
+  HFTA_CHECK(shared(labels) && features(labels) == Shape{ps.L},
+             "PointCrossEntropy needs the shared labels, one int32 per point ([{}] per sample)",
+             ps.L);
+  const int probs = add_saved(Shape{B(), capacity() * ps.L, ps.C});
+  Value loss = add_node(std::make_unique<PointCrossEntropyNode>(ps.L, ps.C, probs),
+                        {logits, labels}, Shape{}, Layout::kPerModel);
+  add_loss(loss);
+  return loss;
 }
 
 Value Net::transform_regularizer(Value a, float scale) {

@@ -8,6 +8,8 @@
 // Names are that module's state_dict names ("feat.stn.conv1.weight", "fc1.weight",
 // "bn1.running_mean"); init is PyTorch's default (Conv1d and Linear U(+-1/sqrt(fan_in)),
 // BatchNorm weight 1, bias 0).
+// define_pointnet_seg is fxia22's PointNetDenseCls (part segmentation): per-point features
+// [1088] -> 512 -> 256 -> 128 -> parts, per-point logits [L, parts] for point_cross_entropy.
 // Samples are [L, 3] clouds (points x xyz), i.e. the transpose of PyTorch's [3, L] input.
 #include <string>
 
@@ -34,29 +36,35 @@ Value tnet(Net& n, Value x, int64_t k) {
   return n.add_identity(n.linear(h, "fc3", {.out_features = k * k}), k);
 }
 
-Value pointnet_cls(Net& n, Value points, int64_t num_classes, bool feature_transform) {
-  Value global;
+// PointNetfeat: the global feature [1024] or, for segmentation (global_feat = false), each
+// point's [1088]: the repeated global feature, then the point's 64-d feature (torch.cat order).
+Value pointnet_feat(Net& n, Value points, bool feature_transform, bool global_feat) {
+  auto feat = n.scope("feat");
+  Value trans;
   {
-    auto feat = n.scope("feat");
-    Value trans;
-    {
-      auto stn = n.scope("stn");
-      trans = tnet(n, points, 3);
-    }
-    Value x = conv_bn_relu(n, n.bmm(points, trans), 1, 64);
-    if (feature_transform) {
-      Value trans_feat;
-      {
-        auto fstn = n.scope("fstn");
-        trans_feat = tnet(n, x, 64);
-      }
-      x = n.bmm(x, trans_feat);
-      n.transform_regularizer(trans_feat, 0.001f);
-    }
-    x = conv_bn_relu(n, x, 2, 128);
-    x = conv_bn_relu(n, x, 3, 1024, /*relu=*/false);
-    global = n.max_over_points(x);
+    auto stn = n.scope("stn");
+    trans = tnet(n, points, 3);
   }
+  Value x = conv_bn_relu(n, n.bmm(points, trans), 1, 64);
+  if (feature_transform) {
+    Value trans_feat;
+    {
+      auto fstn = n.scope("fstn");
+      trans_feat = tnet(n, x, 64);
+    }
+    x = n.bmm(x, trans_feat);
+    n.transform_regularizer(trans_feat, 0.001f);
+  }
+  const Value pointfeat = x;
+  x = conv_bn_relu(n, x, 2, 128);
+  x = conv_bn_relu(n, x, 3, 1024, /*relu=*/false);
+  const Value global = n.max_over_points(x);
+  if (global_feat) return global;
+  return n.concat({n.repeat_points(global, n.features(points)[0]), pointfeat});
+}
+
+Value pointnet_cls(Net& n, Value points, int64_t num_classes, bool feature_transform) {
+  const Value global = pointnet_feat(n, points, feature_transform, true);
   Value h = n.relu(n.batchnorm1d(n.linear(global, "fc1", {.out_features = 512}), "bn1"));
   h = n.linear(h, "fc2", {.out_features = 256});
   h = n.relu(n.batchnorm1d(n.dropout(h, 0.3f), "bn2"));
@@ -71,6 +79,14 @@ Value define_pointnet_cls(Net& n, Value points, int64_t num_classes) {
 
 Value define_pointnet_cls_ft(Net& n, Value points, int64_t num_classes) {
   return pointnet_cls(n, points, num_classes, true);
+}
+
+Value define_pointnet_seg(Net& n, Value points, int64_t num_parts, bool feature_transform) {
+  Value x = pointnet_feat(n, points, feature_transform, false);
+  x = conv_bn_relu(n, x, 1, 512);
+  x = conv_bn_relu(n, x, 2, 256);
+  x = conv_bn_relu(n, x, 3, 128);
+  return n.conv1d(x, "conv4", {.out_features = num_parts});
 }
 
 }  // namespace hfta

@@ -128,6 +128,108 @@ TEST_P(PointNetArray, FusedReplicasComputeWhatEachModelComputesAlone) {
 INSTANTIATE_TEST_SUITE_P(Models, PointNetArray,
                          ::testing::Values("pointnet_cls", "pointnet_cls_ft"));
 
+// The segmentation ops through a small net (per-point features joined with the repeated global
+// feature, per-point cross-entropy): replica b of a fused net gives model b's loss and gradients.
+struct SegNet {
+  std::unique_ptr<Net> net;
+  Value points, labels, loss;
+};
+
+SegNet seg_net(const std::vector<int64_t>& ids, int64_t classes) {
+  SegNet s;
+  s.net = std::make_unique<Net>(NetSpec{
+      .B = static_cast<int64_t>(ids.size()), .capacity = kBatch, .seed = 9, .model_ids = ids});
+  Net& n = *s.net;
+  s.points = n.input(Shape{kPoints, 3});
+  s.labels = n.index_input(Shape{kPoints});
+  Value x = n.relu(n.batchnorm1d(n.conv1d(s.points, "conv1", {.out_features = 16}), "bn1"));
+  Value t = n.add_identity(n.linear(n.max_over_points(x), "fc", {.out_features = 16 * 16}), 16);
+  x = n.bmm(x, t);
+  Value g = n.max_over_points(n.batchnorm1d(n.conv1d(x, "conv2", {.out_features = 32}), "bn2"));
+  Value h = n.concat({x, n.repeat_points(g, kPoints)});
+  h = n.relu(n.batchnorm1d(n.conv1d(h, "conv3", {.out_features = 16}), "bn3"));
+  s.loss = n.point_cross_entropy(n.conv1d(h, "conv4", {.out_features = classes}), s.labels);
+  n.transform_regularizer(t, 0.01f);
+  n.finalize();
+  return s;
+}
+
+TEST(PointNet, SegmentationOpsGiveEachReplicaItsOwnGradients) {
+  constexpr int64_t kClasses = 5;
+  PointCloudSet data = make_shapes(Split::kTrain, kBatch, kPoints, 3);
+  std::vector<int32_t> labels(static_cast<size_t>(kBatch * kPoints));
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = data.part_labels[i] % static_cast<int32_t>(kClasses);
+  const TensorView points(data.images.data(), Shape{kBatch, kPoints, 3});
+  auto run = [&](SegNet& s) {
+    s.net->set_input(s.points, points);
+    s.net->set_input(s.labels, IndexView(labels.data(), Shape{kBatch, kPoints}));
+    s.net->forward(true);
+    s.net->zero_grad();
+    s.net->backward();
+  };
+  SegNet fused = seg_net({0, 1, 2}, kClasses);
+  run(fused);
+  for (int64_t b = 0; b < 3; ++b) {
+    SegNet alone = seg_net({b}, kClasses);
+    run(alone);
+    const float f = fused.net->value(fused.loss)[b], a = alone.net->value(alone.loss)[0];
+    EXPECT_NEAR(f, a, 2e-5f * std::fabs(a)) << "model " << b;
+    ASSERT_EQ(fused.net->params().size(), alone.net->params().size());
+    for (size_t i = 0; i < alone.net->params().size(); ++i) {
+      const TensorView fg = fused.net->params()[i].grad.replica(b);
+      const TensorView ag = alone.net->params()[i].grad.replica(0);
+      expect_close(std::vector<float>(fg.data, fg.data + fg.numel()),
+                   std::vector<float>(ag.data, ag.data + ag.numel()), 1e-4,
+                   alone.net->params()[i].name + " of model " + std::to_string(b));
+    }
+  }
+  EXPECT_NE(fused.net->value(fused.loss)[0], fused.net->value(fused.loss)[1]);
+}
+
+// fxia22's PointNetDenseCls (with the feature transform) on a Net: fused replicas == singles.
+TEST(PointNet, SegmentationModelGivesEachReplicaItsOwnGradients) {
+  constexpr int64_t kParts = kShapesParts;
+  PointCloudSet data = make_shapes(Split::kTrain, kBatch, kPoints, 4);
+  const TensorView points(data.images.data(), Shape{kBatch, kPoints, 3});
+  const IndexView labels(data.part_labels.data(), Shape{kBatch, kPoints});
+  struct Built {
+    std::unique_ptr<Net> net;
+    Value loss;
+  };
+  auto build_and_run = [&](const std::vector<int64_t>& ids) {
+    Built r;
+    r.net = std::make_unique<Net>(NetSpec{
+        .B = static_cast<int64_t>(ids.size()), .capacity = kBatch, .seed = 2, .model_ids = ids});
+    Net& n = *r.net;
+    Value x = n.input(Shape{kPoints, 3});
+    Value y = n.index_input(Shape{kPoints});
+    r.loss = n.point_cross_entropy(define_pointnet_seg(n, x, kParts, true), y);
+    n.finalize();
+    n.set_input(x, points);
+    n.set_input(y, labels);
+    n.forward(true);
+    n.zero_grad();
+    n.backward();
+    return r;
+  };
+  Built fused = build_and_run({0, 1});
+  for (int64_t b = 0; b < 2; ++b) {
+    Built alone = build_and_run({b});
+    const float f = fused.net->value(fused.loss)[b], a = alone.net->value(alone.loss)[0];
+    EXPECT_NEAR(f, a, 2e-5f * std::fabs(a)) << "model " << b;
+    std::vector<float> fg, ag;
+    for (size_t i = 0; i < alone.net->params().size(); ++i) {
+      const TensorView fv = fused.net->params()[i].grad.replica(b);
+      const TensorView av = alone.net->params()[i].grad.replica(0);
+      fg.insert(fg.end(), fv.data, fv.data + fv.numel());
+      ag.insert(ag.end(), av.data, av.data + av.numel());
+    }
+    expect_close(fg, ag, 1e-4, "gradients of model " + std::to_string(b));
+  }
+  EXPECT_EQ(fused.net->params()[fused.net->params().size() - 2].name, "conv4.weight");
+}
+
 TEST(PointNet, StateDictNamesAreFxia22s) {
   auto model =
       make_model("pointnet_cls_ft",

@@ -91,6 +91,86 @@ def fixed_tokens(step, streams, bptt, vocab):
     x = torch.tensor([[tok(s, t) for s in range(streams)] for t in range(bptt)])
     y = torch.tensor([[tok(s, t + 1) for s in range(streams)] for t in range(bptt)])
     return x, y
+class STNkd(nn.Module):
+    """fxia22's STN3d (k = 3) and STNkd: a per-cloud k x k transform."""
+
+    def __init__(self, k=3):
+        super().__init__()
+        self.k = k
+        self.conv1 = nn.Conv1d(k, 64, 1)
+        self.conv2 = nn.Conv1d(64, 128, 1)
+        self.conv3 = nn.Conv1d(128, 1024, 1)
+        self.fc1 = nn.Linear(1024, 512)
+        self.fc2 = nn.Linear(512, 256)
+        self.fc3 = nn.Linear(256, k * k)
+        self.bn1 = nn.BatchNorm1d(64)
+        self.bn2 = nn.BatchNorm1d(128)
+        self.bn3 = nn.BatchNorm1d(1024)
+        self.bn4 = nn.BatchNorm1d(512)
+        self.bn5 = nn.BatchNorm1d(256)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        x = F.relu(self.bn3(self.conv3(x)))
+        x = torch.max(x, 2)[0]
+        x = F.relu(self.bn4(self.fc1(x)))
+        x = F.relu(self.bn5(self.fc2(x)))
+        iden = torch.eye(self.k, dtype=x.dtype).flatten()[None, :]
+        return (self.fc3(x) + iden).view(-1, self.k, self.k)
+
+
+class PointNetCls(nn.Module):
+    """fxia22's pointnet.pytorch PointNetCls (HFTA's examples/pointnet) on [n, L, 3] clouds (hfta's
+    sample layout; the module transposes them to PyTorch's [n, 3, L]). forward() returns logits
+    (log_softmax + nll_loss = cross_entropy); after a forward, self.trans_feat holds the feature
+    transform (or None) for regularizer()."""
+
+    def __init__(self, num_classes=10, feature_transform=False, dropout=0.3):
+        super().__init__()
+        self.feature_transform = feature_transform
+        self.feat = nn.Module()
+        self.feat.stn = STNkd(3)
+        self.feat.conv1 = nn.Conv1d(3, 64, 1)
+        self.feat.conv2 = nn.Conv1d(64, 128, 1)
+        self.feat.conv3 = nn.Conv1d(128, 1024, 1)
+        self.feat.bn1 = nn.BatchNorm1d(64)
+        self.feat.bn2 = nn.BatchNorm1d(128)
+        self.feat.bn3 = nn.BatchNorm1d(1024)
+        if feature_transform:
+            self.feat.fstn = STNkd(64)
+        self.fc1 = nn.Linear(1024, 512)
+        self.fc2 = nn.Linear(512, 256)
+        self.fc3 = nn.Linear(256, num_classes)
+        self.dropout = nn.Dropout(p=dropout)
+        self.bn1 = nn.BatchNorm1d(512)
+        self.bn2 = nn.BatchNorm1d(256)
+        self.trans_feat = None
+
+    def forward(self, points):
+        f = self.feat
+        x = points.transpose(2, 1)
+        trans = f.stn(x)
+        x = torch.bmm(x.transpose(2, 1), trans).transpose(2, 1)
+        x = F.relu(f.bn1(f.conv1(x)))
+        self.trans_feat = None
+        if self.feature_transform:
+            self.trans_feat = f.fstn(x)
+            x = torch.bmm(x.transpose(2, 1), self.trans_feat).transpose(2, 1)
+        x = F.relu(f.bn2(f.conv2(x)))
+        x = f.bn3(f.conv3(x))
+        x = torch.max(x, 2)[0]
+        x = F.relu(self.bn1(self.fc1(x)))
+        x = F.relu(self.bn2(self.dropout(self.fc2(x))))
+        return self.fc3(x)
+
+    def regularizer(self):
+        """fxia22's feature_transform_regularizer(trans_feat) * 0.001 (0 without the transform)."""
+        if self.trans_feat is None:
+            return 0.0
+        a = self.trans_feat
+        eye = torch.eye(a.size(1), dtype=a.dtype)[None, :, :]
+        return torch.mean(torch.norm(torch.bmm(a, a.transpose(2, 1)) - eye, dim=(1, 2))) * 0.001
 
 
 def build(name, sample_shape, num_classes=10, dropout=None):
@@ -100,6 +180,9 @@ def build(name, sample_shape, num_classes=10, dropout=None):
         return Mlp(int(np.prod(sample_shape)), num_classes)
     if name == "lenet":
         return LeNet(channels, size, num_classes)
+    if name in ("pointnet_cls", "pointnet_cls_ft"):
+        return PointNetCls(num_classes, name == "pointnet_cls_ft",
+                           0.3 if dropout is None else dropout)
     import torchvision
     if name == "resnet18":
         model = torchvision.models.resnet18(num_classes=num_classes)

@@ -234,6 +234,8 @@ const std::vector<ModelInfo>& registry() {
       {"lenet", Shape{1, 28, 28}, 10, define_lenet},
       {"mlp", Shape{1, 28, 28}, 10, define_mlp},
       {"mobilenetv2", Shape{3, 32, 32}, 10, define_mobilenetv2},
+      {"pointnet_cls", Shape{1024, 3}, 10, define_pointnet_cls},
+      {"pointnet_cls_ft", Shape{1024, 3}, 10, define_pointnet_cls_ft},
       {"resnet18", Shape{3, 32, 32}, 10, define_resnet18},
   };
   return table;

@@ -142,5 +142,11 @@ Value define_mlp(Net& n, Value images, int64_t num_classes);
 Value define_lenet(Net& n, Value images, int64_t num_classes);
 Value define_resnet18(Net& n, Value images, int64_t num_classes);
 Value define_mobilenetv2(Net& n, Value images, int64_t num_classes);
+// PointNet on [L, 3] clouds; _ft adds the feature transform and its regularizer loss.
+Value define_pointnet_cls(Net& n, Value points, int64_t num_classes);
+Value define_pointnet_cls_ft(Net& n, Value points, int64_t num_classes);
+// fxia22's PointNetDenseCls: per-point logits [L, num_parts] (not a classifier Model yet: the
+// Model's labels are one per sample; record it on a Net with point_cross_entropy).
+Value define_pointnet_seg(Net& n, Value points, int64_t num_parts, bool feature_transform);
 
 }  // namespace hfta

@@ -88,6 +88,8 @@ struct Param {
   ParamKind kind = ParamKind::kWeight;
   // Stored [in, out] here and [out, in] in PyTorch (Linear weights): export transposes it.
   bool torch_transposed = false;
+  // PyTorch adds a trailing kernel axis of 1 ([out, in, 1]: a Conv1d with kernel 1).
+  bool torch_kernel1 = false;
 };
 
 // A persistent buffer [B, ...] (running statistics): saved and restored with the parameters, never
@@ -230,6 +232,33 @@ class Net {
   Value cross_entropy(Value logits, Value labels);
 
   // ---- Point-cloud ops (models/ops_point.cpp) ----------------------------------------------
+  // Per-point values have features [L, C] in the row layout ([B, n, L, C]: model b's n*L points
+  // contiguous, C channels each); the shared points input is [n, L, C] (input(Shape{L, C})).
+  //
+  // Conv1d(in, out, kernel 1) over [L, in] points: a Linear over n*L rows (weight stored [in,
+  // out], PyTorch's [out, in, 1]; PyTorch's default init). Reads the shared points directly.
+  Value conv1d(Value x, const std::string& name, const LinearSpec& spec);
+  // BatchNorm1d(C) over [L, C] points (statistics over n*L rows) or [C] rows (over n rows).
+  Value batchnorm1d(Value x, const std::string& name, double eps = 1e-5, double momentum = 0.1);
+  // Per sample: [L, K] points (per model or shared) times a per-model [K, M] matrix -> [L, M]
+  // (torch.bmm of PointNet's transforms).
+  Value bmm(Value x, Value t);
+  // [L, C] -> [C]: the max over each sample's points (PointNet's global feature).
+  Value max_over_points(Value x);
+  // [k*k] rows -> [k, k] matrices plus the identity (the T-Net's "x + iden" and view).
+  Value add_identity(Value x, int64_t k);
+  // [C] -> [L, C]: each sample's feature copied to its L points (segmentation's global feature).
+  Value repeat_points(Value x, int64_t L);
+  // Joins per-model row values along the last axis: [..., C_i] -> [..., sum C_i] (equal leading
+  // axes, e.g. [L, 64] and [L, 1024] -> [L, 1088]).
+  Value concat(const std::vector<Value>& xs);
+  // Per-model mean softmax cross-entropy of per-point logits [L, K] against shared int32 labels
+  // [L] per sample (mean over all n*L points): a [B] loss value, marked as a loss.
+  Value point_cross_entropy(Value logits, Value labels);
+  // PointNet's feature-transform regularizer on [k, k] matrices A: per model, scale times the
+  // mean over samples of ||I - A A^T||_F (fxia22's feature_transform_regularizer), marked as a
+  // loss added to the model's other losses.
+  Value transform_regularizer(Value a, float scale);
 
   // ---- Generative ops (models/ops_gan.cpp) -------------------------------------------------
 

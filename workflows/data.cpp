@@ -5,13 +5,22 @@
 #include "core/error.h"
 #include "datasets/cifar10.h"
 #include "datasets/fashion_mnist.h"
+#include "datasets/shapenet_part.h"
+#include "datasets/shapes.h"
 #include "datasets/synthetic.h"
 
 namespace hfta {
 
 std::vector<std::string> dataset_names() {
-  return {"cifar10", "fashion-mnist", "synthetic", "text", "wikitext2"};
+  return {"cifar10", "fashion-mnist", "shapenet-part", "shapes", "synthetic", "text", "wikitext2"};
 }
+
+namespace {
+// Points per cloud: the model's [L, 3] samples (--npoints), else PointNet's classification size.
+int64_t points_per_cloud(const Shape& sample_shape) {
+  return sample_shape.rank() == 2 && sample_shape[1] == 3 ? sample_shape[0] : 1024;
+}
+}  // namespace
 
 Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,
                int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed) {
@@ -27,6 +36,19 @@ Data load_data(const std::string& dataset, const std::string& dir, const Shape& 
                "--dataset cifar10 needs --data-dir: the cifar-10-batches-bin folder of CIFAR-10's "
                "binary version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin)");
     return {load_cifar10(dir, Split::kTrain), load_cifar10(dir, Split::kTest)};
+  }
+  if (dataset == "shapes") {  // procedural clouds of 10 classes: sizes as synthetic data's
+    const int64_t L = points_per_cloud(sample_shape);
+    return {make_shapes(Split::kTrain, train_size, L, seed),
+            make_shapes(Split::kTest, test_size, L, seed)};
+  }
+  if (dataset == "shapenet-part") {  // class labels of ShapeNet part's clouds
+    HFTA_CHECK(!dir.empty(),
+               "--dataset shapenet-part needs --data-dir: the shapenetcore_partanno_segmentation_"
+               "benchmark_v0 folder (synsetoffset2category.txt, train_test_split/)");
+    const ShapeNetPartOptions options{.npoints = points_per_cloud(sample_shape), .seed = seed};
+    return {load_shapenet_part(dir, Split::kTrain, options),
+            load_shapenet_part(dir, Split::kTest, options)};
   }
   HFTA_CHECK(dataset == "synthetic", "--dataset {} is not known: choose {}", dataset,
              fmt::join(dataset_names(), " or "));

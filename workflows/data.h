@@ -20,7 +20,9 @@ struct Data {
 
 // `dataset` is "fashion-mnist" (from `dir`, empty = Debian's directory), "cifar10" (the binary
 // batches in `dir`) or "synthetic"
-// (train_size and test_size samples of `sample_shape` in `num_classes` classes, from `seed`).
+// (train_size and test_size samples of `sample_shape` in `num_classes` classes, from `seed`);
+// point clouds: "shapes" (procedural, train_size and test_size clouds) or "shapenet-part" (from
+// `dir`), both of sample_shape[0] points when sample_shape is [L, 3], else 1024.
 // Throws hfta::Error naming an unknown dataset or a missing file.
 Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,
                int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed);

@@ -38,6 +38,7 @@ std::vector<SafeTensor> state_dict(const Net& net, int64_t b) {
       for (int64_t i = 0; i < in; ++i)
         for (int64_t o = 0; o < outs; ++o)
           t.floats[static_cast<size_t>(o * in + i)] = v[i * outs + o];
+      if (p.torch_kernel1) t.shape.push_back(1);  // Conv1d(kernel 1): [out, in, 1]
     } else {
       t.shape.assign(v.shape.begin(), v.shape.end());
       t.floats.assign(v.data, v.data + v.numel());

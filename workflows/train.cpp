@@ -36,7 +36,9 @@ TrainResult run_train(const TrainOptions& o) {
   const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
   if (o.threads > 0) cpu::set_num_threads(o.threads);
   const ModelInfo& info = model_info(o.model);
-  Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
+  Shape sample_shape = info.default_sample_shape;
+  if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds
+  Data data = load_data(o.dataset, o.data_dir, sample_shape, info.default_num_classes,
                         o.synthetic_train_size, o.synthetic_test_size, o.seed);
   ModelConfig config = model_config(o.model, data, o.dropout, o.no_decay_norm_bias);
   // Builds one model now, so that data the architecture cannot take fails before training.

@@ -58,6 +58,8 @@ struct TrainOptions {
   std::vector<int64_t> lr_step_size = {1};
   // Synthetic data sizes (dataset = synthetic).
   int64_t synthetic_train_size = 4096, synthetic_test_size = 1024;
+  // Points per cloud of point-cloud datasets (--npoints); 0 = the model's default.
+  int64_t npoints = 0;
 };
 
 struct ModelResult {

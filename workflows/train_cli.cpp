@@ -158,7 +158,11 @@ void add_train_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--synthetic-size", opts->synthetic_train_size,
-                  "Training samples of --dataset synthetic")
+                  "Training samples of --dataset synthetic or shapes")
+      ->check(integer_at_least(1));
+  cmd->add_option("--npoints", opts->npoints,
+                  "Points per cloud of --dataset shapes or shapenet-part (default: the model's, "
+                  "1024 for pointnet_cls)")
       ->check(integer_at_least(1));
   cmd->callback([opts, fused_flag, hyper_text, hyper_flags, interval_text] {
     opts->checkpoint_interval_seconds =

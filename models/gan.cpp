@@ -95,7 +95,7 @@ void GanArray::draw_noise(TensorView z, uint64_t seed, uint64_t purpose) const {
   }
 }
 
-GanStepStats GanArray::step(const TensorView& real) {
+GanStepStats GanArray::step(const TensorView& real, const TensorView* noise) {
   const int64_t n = real.shape.rank() > 0 ? real.shape[0] : 0;
   HFTA_CHECK(n >= 2 && n <= spec_.batch, "a GAN step needs 2 to {} real rows, got {}", spec_.batch,
              n);
@@ -109,7 +109,12 @@ GanStepStats GanArray::step(const TensorView& real) {
   stats.d_x = to_vector(d_real_->saved(ms_real_));
 
   TensorView z(noise_.data(), Shape{n, spec_.B * spec_.arch.nz, 1, 1});
-  draw_noise(z, spec_.seed ^ static_cast<uint64_t>(steps_), kRngGanNoise);
+  if (noise != nullptr) {
+    check_shape(*noise, z.shape, "noise");
+    std::copy(noise->data, noise->data + noise->numel(), z.data);
+  } else {
+    draw_noise(z, spec_.seed ^ static_cast<uint64_t>(steps_), kRngGanNoise);
+  }
   g_->set_input(z_, z);
   g_->forward(true);
   const TensorView fake = g_->value(fake_);

@@ -74,8 +74,9 @@ class GanArray {
 
   int64_t B() const { return spec_.B; }
   const GanSpec& spec() const { return spec_; }
-  // One step of PyTorch's example on a shared real batch [n, nc, S, S] (n <= batch).
-  GanStepStats step(const TensorView& real);
+  // One step of PyTorch's example on a shared real batch [n, nc, S, S] (n <= batch). `noise`
+  // [n, B*nz, 1, 1], when given, replaces the step's own draw (golden tests against PyTorch).
+  GanStepStats step(const TensorView& real, const TensorView* noise = nullptr);
   // Model b's noise for `rows` rows of stream `rng` into z [rows, B*nz, 1, 1].
   void draw_noise(TensorView z, uint64_t seed, uint64_t purpose) const;
   // G's samples for the fixed noise (64 rows per model, drawn once): [64, B*nc, S, S]. Runs G

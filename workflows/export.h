@@ -13,10 +13,13 @@
 namespace hfta {
 
 class Model;
+class Net;
 
 // Replica b's parameters and persistent buffers in state_dict order and layout: Linear weights
 // transposed to [out, in], BatchNorm's num_batches_tracked as an int64 scalar.
 std::vector<SafeTensor> state_dict(const Model& model, int64_t b);
+// Same for any Net (e.g. a DCGAN generator or discriminator, which are not classifier Models).
+std::vector<SafeTensor> state_dict(const Net& net, int64_t b);
 
 // Registers the `export` subcommand.
 void add_export_command(CLI::App& app);

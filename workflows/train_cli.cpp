@@ -47,8 +47,10 @@ void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand(
       "train", "Train an array of models, one per hyperparameter setting, on one dataset");
+  std::vector<std::string> architectures = model_names();
+  architectures.push_back("dcgan");  // a GAN: trained by train_gan.cpp
   cmd->add_option("--model", opts->model, "Architecture")
-      ->check(CLI::IsMember(model_names()))
+      ->check(CLI::IsMember(architectures))
       ->capture_default_str();
   cmd->add_option("--dataset", opts->dataset, "Dataset")
       ->check(CLI::IsMember(dataset_names()))

@@ -21,12 +21,12 @@ struct Net::ValueInfo {
   int last_consumer = -1;  // node index of the last node reading it
   float* data = nullptr;   // capacity rows (inputs: the caller's batch)
   int32_t* index_data = nullptr;
-  float* grad_data = nullptr;  // null: no gradient flows into this value
-  int64_t grad_offset = -1;    // bytes into the activation-gradient arena, when it has one
-  int64_t input_rows = 0;      // inputs: rows of the batch set
+  float* grad_data = nullptr;    // null: no gradient flows into this value
+  int64_t grad_offset = -1;      // bytes into the activation-gradient arena, when it has one
+  int64_t input_rows = 0;        // inputs: rows of the batch set
   bool per_model_input = false;  // model_input(): data is the caller's, in the per-model layout
   bool input_needs_grad = false;
-  bool grad_written = false;   // during backward: some consumer wrote the gradient
+  bool grad_written = false;  // during backward: some consumer wrote the gradient
 };
 
 Net::Net(NetSpec spec) : spec_(std::move(spec)) {
@@ -330,7 +330,8 @@ void Net::finalize() {
   for (size_t id = 0; id < values_.size(); ++id) {
     ValueInfo& vi = values_[id];
     if (vi.shared) continue;
-    if (!vi.per_model_input) vi.data = act_arena_.carve(batch_shape({static_cast<int32_t>(id)}, cap)).data;
+    if (!vi.per_model_input)
+      vi.data = act_arena_.carve(batch_shape({static_cast<int32_t>(id)}, cap)).data;
     if (vi.grad_offset >= 0)
       vi.grad_data = reinterpret_cast<float*>(act_grad_arena_.data() + vi.grad_offset);
   }

@@ -121,6 +121,59 @@ def run_lm(model, optimizer, lr):
     with torch.no_grad():
         x, y = torch_models.fixed_tokens(STEPS, LM["streams"], LM["bptt"], V)
         rows.append(("eval", STEPS + 1, F.nll_loss(model(x).view(-1, V), y.view(-1)).item()))
+DCGAN_SHAPE = (1, 64, 64)
+DCGAN_BATCH = 8
+# A GAN's first Adam steps are chaotic at the 1e-4 level: in PyTorch alone, initial weights
+# perturbed by 1e-6 (relative) move the third step's loss_g by 8e-5 at lr 1e-5 (and hfta's fused
+# and single runs differ by 5e-4 at the example's 2e-4). At 2e-6 the losses still move by a
+# third over the 3 steps and agree to 1e-4.
+DCGAN_LR = 2e-6
+DCGAN_NZ = 100
+
+
+def dcgan_noise(step):
+    """The noise of step `step` (tests/models/test_torch_golden.cpp): fixed_batch's formula for
+    samples [nz, 1, 1] at step 10 + step."""
+    z, _ = torch_models.fixed_batch(10 + step, DCGAN_BATCH, (DCGAN_NZ, 1, 1), 10)
+    return z
+
+
+def dcgan_losses(hfta, workdir):
+    """The example's step (Adam, beta1 0.5, lr DCGAN_LR) from hfta's initial G and D: loss_d and
+    loss_g of 3 steps on fixed batches and noise."""
+    nets = {}
+    for which, module in (("g", torch_models.DcganGenerator(nc=DCGAN_SHAPE[0])),
+                          ("d", torch_models.DcganDiscriminator(nc=DCGAN_SHAPE[0]))):
+        path = os.path.join(workdir, f"dcgan_{which}.safetensors")
+        cmd = [hfta, "export", "--init", "--arch", "dcgan", "--net", which, "--seed", str(SEED),
+               "--sample-shape", ",".join(map(str, DCGAN_SHAPE)), "--out", path]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+        state, _ = torch_models.read_safetensors(path)
+        module.load_state_dict(state, strict=True)
+        nets[which] = module.train()
+    g, d = nets["g"], nets["d"]
+    criterion = torch.nn.BCELoss()
+    opt_d = torch.optim.Adam(d.parameters(), lr=DCGAN_LR, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(g.parameters(), lr=DCGAN_LR, betas=(0.5, 0.999))
+    rows = []
+    for step in range(STEPS):
+        real, _ = torch_models.fixed_batch(step, DCGAN_BATCH, DCGAN_SHAPE, 10)
+        ones, zeros = torch.ones(DCGAN_BATCH), torch.zeros(DCGAN_BATCH)
+        d.zero_grad()
+        err_real = criterion(d(real).view(-1), ones)
+        err_real.backward()
+        fake = g(dcgan_noise(step))
+        err_fake = criterion(d(fake.detach()).view(-1), zeros)
+        err_fake.backward()
+        opt_d.step()
+        g.zero_grad()
+        err_g = criterion(d(fake).view(-1), ones)
+        err_g.backward()
+        opt_g.step()
+        rows.append(("loss_d", step + 1, (err_real + err_fake).item()))
+        rows.append(("loss_g", step + 1, err_g.item()))
     return rows
 
 
@@ -156,6 +209,9 @@ def main():
         with open(args.out) as f:
             kept = [l.rstrip("\n") for l in f if l.strip() and l.split()[0] not in only]
         lines = kept + lines[1:]
+        for phase, step, loss in dcgan_losses(args.hfta, workdir):
+            lines.append(f"dcgan adam {DCGAN_LR:g} {phase} {step} {loss:.9g}")
+            print(lines[-1], flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -171,6 +171,43 @@ class PointNetCls(nn.Module):
         a = self.trans_feat
         eye = torch.eye(a.size(1), dtype=a.dtype)[None, :, :]
         return torch.mean(torch.norm(torch.bmm(a, a.transpose(2, 1)) - eye, dim=(1, 2))) * 0.001
+class DcganGenerator(nn.Module):
+    """PyTorch's examples/dcgan Generator (64x64; nz, ngf, nc as its flags)."""
+
+    def __init__(self, nz=100, ngf=64, nc=3):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False), nn.BatchNorm2d(ngf * 8),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 4),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False), nn.Tanh())
+
+    def forward(self, z):
+        return self.main(z)
+
+
+class DcganDiscriminator(nn.Module):
+    """PyTorch's examples/dcgan Discriminator (64x64), Sigmoid included."""
+
+    def __init__(self, ndf=64, nc=3):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 2),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 4),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 8),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.main(x)
 
 
 def build(name, sample_shape, num_classes=10, dropout=None):

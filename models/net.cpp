@@ -21,10 +21,12 @@ struct Net::ValueInfo {
   int last_consumer = -1;  // node index of the last node reading it
   float* data = nullptr;   // capacity rows (inputs: the caller's batch)
   int32_t* index_data = nullptr;
-  float* grad_data = nullptr;  // null: no gradient flows into this value
-  int64_t grad_offset = -1;    // bytes into the activation-gradient arena, when it has one
-  int64_t input_rows = 0;      // inputs: rows of the batch set
-  bool grad_written = false;   // during backward: some consumer wrote the gradient
+  float* grad_data = nullptr;    // null: no gradient flows into this value
+  int64_t grad_offset = -1;      // bytes into the activation-gradient arena, when it has one
+  int64_t input_rows = 0;        // inputs: rows of the batch set
+  bool per_model_input = false;  // model_input(): data is the caller's, in the per-model layout
+  bool input_needs_grad = false;
+  bool grad_written = false;  // during backward: some consumer wrote the gradient
 };
 
 Net::Net(NetSpec spec) : spec_(std::move(spec)) {
@@ -54,6 +56,18 @@ Value Net::input(const Shape& sample) {
   vi.features = sample;
   vi.layout = sample.rank() == 1 ? Layout::kRows : Layout::kChannels;
   vi.shared = true;
+  values_.push_back(vi);
+  return {static_cast<int32_t>(values_.size() - 1)};
+}
+
+Value Net::model_input(const Shape& sample, bool needs_grad) {
+  HFTA_CHECK(!finalized_, "model_input() after finalize()");
+  HFTA_CHECK(sample.rank() >= 1, "a per-model input needs features, got a scalar sample");
+  ValueInfo vi;
+  vi.features = sample;
+  vi.layout = sample.rank() == 1 ? Layout::kRows : Layout::kChannels;
+  vi.per_model_input = true;
+  vi.input_needs_grad = needs_grad;
   values_.push_back(vi);
   return {static_cast<int32_t>(values_.size() - 1)};
 }
@@ -172,6 +186,23 @@ void Net::add_loss(Value per_model_loss) {
   losses_.push_back(per_model_loss);
 }
 
+void Net::add_output_grad(Value v) {
+  check_value(v, "add_output_grad");
+  HFTA_CHECK(!info(v).shared && info(v).producer >= 0,
+             "add_output_grad: value {} is not produced by an op of this net", v.id);
+  grad_outputs_.push_back(v);
+}
+
+void Net::set_init(const std::string& name, Init init) {
+  HFTA_CHECK(!finalized_, "set_init({}) after finalize()", name);
+  for (Param& p : params_)
+    if (p.name == name) {
+      p.init = init;
+      return;
+    }
+  fail("set_init: no parameter is named {}", name);
+}
+
 namespace {
 Shape with_models(int64_t B, const Shape& per_model) {
   Shape s{B};
@@ -193,15 +224,21 @@ size_t Net::plan_gradient_memory() {
   std::vector<Interval> intervals;
   for (size_t id = 0; id < values_.size(); ++id) {
     const ValueInfo& vi = values_[id];
-    if (vi.shared || vi.producer < 0) continue;
-    const bool is_loss = std::any_of(losses_.begin(), losses_.end(),
-                                     [&](Value l) { return l.id == static_cast<int32_t>(id); });
+    if (vi.shared) continue;
+    // A per-model input's gradient lives until the caller reads it after backward().
+    const bool fed = vi.per_model_input && vi.input_needs_grad;
+    if (vi.producer < 0 && !fed) continue;
+    auto among = [&](const std::vector<Value>& vs) {
+      return std::any_of(vs.begin(), vs.end(),
+                         [&](Value l) { return l.id == static_cast<int32_t>(id); });
+    };
+    const bool is_loss = among(losses_) || among(grad_outputs_);
     if (!is_loss && vi.last_consumer < 0) continue;  // nothing reads it: no gradient
     const size_t size = Arena::align_up(
         static_cast<size_t>(batch_shape({static_cast<int32_t>(id)}, capacity()).numel()) *
         sizeof(float));
-    intervals.push_back(
-        {static_cast<int>(id), is_loss ? -1 : last - vi.last_consumer, last - vi.producer, size});
+    intervals.push_back({static_cast<int>(id), is_loss ? -1 : last - vi.last_consumer,
+                         fed ? last + 1 : last - vi.producer, size});
   }
   std::sort(intervals.begin(), intervals.end(),
             [](const Interval& a, const Interval& b) { return a.birth < b.birth; });
@@ -241,7 +278,7 @@ size_t Net::plan_gradient_memory() {
 void Net::finalize() {
   HFTA_CHECK(!finalized_, "finalize() called twice");
   HFTA_CHECK(!nodes_.empty(), "the net has no ops");
-  HFTA_CHECK(!losses_.empty(), "the net has no loss");
+  HFTA_CHECK(!losses_.empty() || !grad_outputs_.empty(), "the net has no loss");
   const int64_t B = spec_.B, cap = spec_.capacity;
 
   // Parameters and gradients: same order, same offsets.
@@ -256,7 +293,7 @@ void Net::finalize() {
     if (vi.shared) continue;
     const size_t bytes = Arena::align_up(
         static_cast<size_t>(batch_shape({static_cast<int32_t>(id)}, cap).numel()) * sizeof(float));
-    act_bytes += bytes;
+    if (!vi.per_model_input) act_bytes += bytes;
     largest = std::max(largest, bytes);
   }
   for (const Shape& s : saved_shapes_)
@@ -293,7 +330,8 @@ void Net::finalize() {
   for (size_t id = 0; id < values_.size(); ++id) {
     ValueInfo& vi = values_[id];
     if (vi.shared) continue;
-    vi.data = act_arena_.carve(batch_shape({static_cast<int32_t>(id)}, cap)).data;
+    if (!vi.per_model_input)
+      vi.data = act_arena_.carve(batch_shape({static_cast<int32_t>(id)}, cap)).data;
     if (vi.grad_offset >= 0)
       vi.grad_data = reinterpret_cast<float*>(act_grad_arena_.data() + vi.grad_offset);
   }
@@ -352,7 +390,8 @@ void Net::initialize() {
           break;
         }
         case InitRule::kNormal:
-          for (int64_t i = 0; i < slice.numel(); ++i) slice[i] = p.init.value * rng.normal();
+          for (int64_t i = 0; i < slice.numel(); ++i)
+            slice[i] = p.init.mean + p.init.value * rng.normal();
           break;
         case InitRule::kConstant:
           std::fill(slice.data, slice.data + slice.numel(), p.init.value);
@@ -376,6 +415,17 @@ void Net::initialize() {
 void Net::set_input(Value v, const TensorView& batch) {
   check_value(v, "set_input");
   ValueInfo& vi = info(v);
+  if (vi.per_model_input) {
+    const int64_t n = batch.shape.rank() >= 2 ? batch.shape[vi.layout == Layout::kRows ? 1 : 0] : 0;
+    HFTA_CHECK(n >= 1 && n <= capacity(),
+               "a per-model input of shape {}: expected {} with 1 to {} rows", batch.shape.str(),
+               batch_shape(v, capacity()).str(), capacity());
+    check_shape(batch, batch_shape(v, n), "per-model input");
+    vi.data = batch.data;
+    vi.input_rows = n;
+    n_ = n;
+    return;
+  }
   HFTA_CHECK(vi.shared && !vi.integer, "set_input: value {} is not a float input", v.id);
   HFTA_CHECK(batch.shape.rank() == vi.features.rank() + 1,
              "the minibatch has shape {}, expected [n, {}]", batch.shape.str(),
@@ -450,7 +500,7 @@ void Net::forward(bool training) {
   HFTA_CHECK(!spec_.external_state || params_.empty() || params_[0].value.data != nullptr,
              "forward() before bind_state()");
   for (const ValueInfo& vi : values_)
-    if (vi.shared)
+    if (vi.shared || vi.per_model_input)
       HFTA_CHECK(vi.input_rows == n_ && (vi.data != nullptr || vi.index_data != nullptr),
                  "every input needs a batch of {} rows before forward()", n_);
   if (training) {
@@ -494,6 +544,7 @@ void Net::backward() {
     std::fill(vi.grad_data, vi.grad_data + spec_.B, 1.0f);
     vi.grad_written = true;
   }
+  for (Value o : grad_outputs_) info(o).grad_written = true;
   for (size_t i = nodes_.size(); i-- > 0;) {
     Node& node = *nodes_[i];
     if (!info(node.output).grad_written) continue;  // no loss depends on it

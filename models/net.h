@@ -59,7 +59,7 @@ struct Value {
 enum class InitRule {
   kUniformFanIn,         // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's Linear/Conv default
   kKaimingNormalFanOut,  // N(0, 2 / fan_out): kaiming_normal_(mode="fan_out", relu)
-  kNormal,               // N(0, value^2)
+  kNormal,               // N(mean, value^2)
   kConstant,             // value
   kUniform,              // U(-value, value): word_language_model's init_weights (0.1)
   kXavierUniform,        // U(-a, a), a = sqrt(6 / (fan_in + fan_out)): MultiheadAttention's in_proj
@@ -67,8 +67,9 @@ enum class InitRule {
 struct Init {
   InitRule rule = InitRule::kUniformFanIn;
   float value = 0.0f;  // kNormal: the standard deviation; kConstant: the value
+  float mean = 0.0f;   // kNormal only
   static Init constant(float v) { return {InitRule::kConstant, v}; }
-  static Init normal(float stddev) { return {InitRule::kNormal, stddev}; }
+  static Init normal(float stddev, float mean = 0.0f) { return {InitRule::kNormal, stddev, mean}; }
   static Init kaiming_normal_fan_out() { return {InitRule::kKaimingNormalFanOut, 0.0f}; }
   static Init uniform(float bound) { return {InitRule::kUniform, bound}; }
   static Init xavier_uniform() { return {InitRule::kXavierUniform, 0.0f}; }
@@ -160,6 +161,11 @@ class Net {
   // The shared minibatch: float samples of shape `sample` or int32 indices (labels).
   Value input(const Shape& sample);
   Value index_input(const Shape& sample);
+  // A per-model input: each model's own rows (a GAN's noise, a generator's samples fed to a
+  // discriminator), [n, B*C, ...] in the channel layout for [C, ...] samples, [B, n, F] for [F].
+  // The caller's buffer is read in place. With `needs_grad`, backward() writes its gradient,
+  // readable as grad(v) afterwards (a generator trained through its discriminator).
+  Value model_input(const Shape& sample, bool needs_grad = false);
 
   // Names: a scope prefixes every parameter and buffer recorded while it lives.
   class Scope {
@@ -195,6 +201,13 @@ class Net {
   int add_saved(const Shape& whole);
   // Marks a loss: a [B] value of per-model losses whose gradient is 1 for each model.
   void add_loss(Value per_model_loss);
+  // Marks v as an output whose gradient the caller writes into grad(v) before each backward():
+  // the generator of a GAN, whose gradient comes from the discriminator's input gradient. A net
+  // may have such outputs instead of (or besides) losses.
+  void add_output_grad(Value v);
+  // Replaces the init rule of the recorded parameter `name` (full name, before finalize()): for
+  // rules an op does not take, e.g. DCGAN's N(1, 0.02) BatchNorm scales.
+  void set_init(const std::string& name, Init init);
 
   // ---- Ops (models/ops_*.cpp) --------------------------------------------------------------
   // Each records one node; `name` is the module's name in PyTorch's state_dict ("conv1").
@@ -261,6 +274,26 @@ class Net {
   Value transform_regularizer(Value a, float scale);
 
   // ---- Generative ops (models/ops_gan.cpp) -------------------------------------------------
+  // ConvTranspose2d (groups 1, output_padding 0), weight [C_in, C_out, k, k] per model as in
+  // PyTorch. The input may be shared or per-model.
+  struct ConvTranspose2dSpec {
+    int64_t out_channels = 1;
+    int64_t kernel = 1;
+    int64_t stride = 1;
+    int64_t pad = 0;
+    bool bias = true;
+    Init weight_init = {};
+    Init bias_init = {};
+  };
+  Value conv_transpose2d(Value x, const std::string& name, const ConvTranspose2dSpec& spec);
+  Value leaky_relu(Value x, float negative_slope = 0.01f);
+  Value tanh(Value x);
+  Value sigmoid(Value x);
+  // Per-model mean BCE-with-logits of one logit per row (kRows [1] features, e.g. a flattened
+  // [1, 1, 1] conv output) against the constant `target` (1 real, 0 fake): a [B] loss value,
+  // marked as a loss. When `mean_sigmoid` is given it receives the index of a saved [B] tensor
+  // (saved(i)) that each forward fills with the mean sigmoid of the logits: D(x) / D(G(z)).
+  Value bce_with_logits(Value logits, float target, int* mean_sigmoid = nullptr);
 
   // ---- Sequence ops (models/ops_text.cpp) --------------------------------------------------
   // Token sequences: the shared tokens are an index_input(Shape{T}) ([n, T] int32 per batch);
@@ -373,6 +406,7 @@ class Net {
   std::vector<TensorView> saved_;
   std::vector<Shape> param_shapes_, buffer_shapes_;
   std::vector<Value> losses_;
+  std::vector<Value> grad_outputs_;  // add_output_grad(): gradients written by the caller
   bool finalized_ = false;
   Arena param_arena_, grad_arena_, buffer_arena_, act_arena_, act_grad_arena_;
   TensorView scratch_;            // an input gradient for ops that cannot accumulate, then added

@@ -8,6 +8,7 @@ packages=(
   ocl-icd-opencl-dev       # dnnl-config.cmake looks for OpenCL (a Recommends we skip otherwise)
   libomp-dev libfmt-dev libcli11-dev zlib1g-dev
   nlohmann-json3-dev       # checkpoint headers
+  libpng-dev               # sample grids of generative models
   libgtest-dev libbenchmark-dev
   gnuplot-nox              # plots from `hfta sweep`
   dataset-fashion-mnist    # /usr/share/datasets/fashion-mnist

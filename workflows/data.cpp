@@ -2,6 +2,9 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 #include "datasets/cifar10.h"
 #include "datasets/fashion_mnist.h"
@@ -56,6 +59,40 @@ Data load_data(const std::string& dataset, const std::string& dir, const Shape& 
                          {.sample_stream = 0}),
           make_synthetic(sample_shape, static_cast<int>(num_classes), test_size, seed,
                          {.sample_stream = 1})};
+}
+
+Dataset resize_images(const Dataset& data, int64_t side) {
+  HFTA_CHECK(data.sample_shape.rank() == 3 && side >= 1,
+             "resize_images: {} has samples {}, not [C, H, W] images (or size {} < 1)", data.name,
+             data.sample_shape.str(), side);
+  const int64_t C = data.sample_shape[0], H = data.sample_shape[1], W = data.sample_shape[2];
+  Dataset out = data;
+  out.sample_shape = Shape{C, side, side};
+  out.images.assign(static_cast<size_t>(data.size * C * side * side), 0.0f);
+  // Source coordinate of output pixel o: (o + 0.5) * in / out - 0.5, clamped at 0.
+  auto taps = [side](int64_t in, int64_t o, int64_t& i0, int64_t& i1, float& w1) {
+    const double src = std::max(0.0, (o + 0.5) * static_cast<double>(in) / side - 0.5);
+    i0 = std::min<int64_t>(static_cast<int64_t>(src), in - 1);
+    i1 = std::min<int64_t>(i0 + 1, in - 1);
+    w1 = static_cast<float>(src - static_cast<double>(i0));
+  };
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < data.size * C; ++i) {
+    const float* src = data.images.data() + i * H * W;
+    float* dst = out.images.data() + i * side * side;
+    for (int64_t y = 0; y < side; ++y) {
+      int64_t y0, y1, x0, x1;
+      float wy, wx;
+      taps(H, y, y0, y1, wy);
+      for (int64_t x = 0; x < side; ++x) {
+        taps(W, x, x0, x1, wx);
+        const float top = src[y0 * W + x0] * (1 - wx) + src[y0 * W + x1] * wx;
+        const float bottom = src[y1 * W + x0] * (1 - wx) + src[y1 * W + x1] * wx;
+        dst[y * side + x] = top * (1 - wy) + bottom * wy;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace hfta

@@ -27,4 +27,9 @@ struct Data {
 Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,
                int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed);
 
+// `data` with every image resized to side x side, bilinear with half-pixel centers (PyTorch's
+// interpolate(mode="bilinear", align_corners=False), which is also torchvision's Resize when
+// upsampling): for a 64x64 DCGAN on 28x28 Fashion-MNIST.
+Dataset resize_images(const Dataset& data, int64_t side);
+
 }  // namespace hfta

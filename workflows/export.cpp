@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "datasets/text_corpus.h"
 #include "fused_ops/positions.h"
+#include "models/gan.h"
 #include "models/language_model.h"
 #include "models/model.h"
 #include "workflows/checkpoint.h"
@@ -114,9 +115,39 @@ void export_language_model(const std::string& arch, const std::string& out, uint
 
 }  // namespace
 
+// The initial weights of one network of a DCGAN (model 0 of an array seeded with `seed`).
+template <typename Args>
+void export_dcgan_init(const Args& args) {
+  DcganArch arch;
+  if (!args.sample_shape.empty()) {
+    HFTA_CHECK(args.sample_shape.size() == 3 && args.sample_shape[1] == args.sample_shape[2],
+               "--sample-shape for dcgan is C,S,S (square images), got {}",
+               fmt::join(args.sample_shape, ","));
+    arch.nc = args.sample_shape[0];
+    arch.image = args.sample_shape[1];
+  }
+  const DcganNet which = args.net == "d" ? DcganNet::kDiscriminator : DcganNet::kGenerator;
+  Net net(NetSpec{.B = 1, .capacity = 2, .seed = dcgan_seed(args.seed, which)});
+  if (which == DcganNet::kGenerator) {
+    net.add_output_grad(dcgan_generator(net, net.model_input({arch.nz, 1, 1}), arch));
+  } else {
+    net.bce_with_logits(
+        dcgan_discriminator(net, net.input({arch.nc, arch.image, arch.image}), arch), 1.0f);
+  }
+  net.finalize();
+  const std::string source = fmt::format("initial weights, seed {}", args.seed);
+  write_safetensors(args.out, state_dict(net, 0),
+                    {{"format", "pt"},
+                     {"hfta_model", std::string("dcgan_") + args.net},
+                     {"sample_shape", fmt::format("[{}, {}, {}]", arch.nc, arch.image, arch.image)},
+                     {"source", source}});
+  fmt::print("dcgan {} ({}) written to {}: {} parameter and {} buffer values\n", args.net, source,
+             args.out, net.params_per_model(), net.buffers_per_model());
+}
+
 void add_export_command(CLI::App& app) {
   struct Args {
-    std::string run, checkpoint, out, arch;
+    std::string run, checkpoint, out, arch, net = "g";
     std::vector<int64_t> sample_shape;
     int64_t model = -1, classes = 10;
     uint64_t seed = 1;
@@ -140,6 +171,7 @@ void add_export_command(CLI::App& app) {
                              "Export freshly initialized weights (--arch, --seed, --sample-shape, "
                              "--classes): the starting point of benchmarks/torch_golden.py");
   std::vector<std::string> architectures = model_names();
+  architectures.push_back("dcgan");
   for (const std::string& lm : language_model_names()) architectures.push_back(lm);
   cmd->add_option("--arch", args->arch, "With --init: the architecture")
       ->check(CLI::IsMember(architectures));
@@ -151,6 +183,10 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--nhead", args->lm.nhead, "With --init, language models: heads");
   cmd->add_option("--text-files", args->text_files,
                   "With --init, language models: the corpus whose vocabulary the model gets");
+  cmd->add_option("--net", args->net,
+                  "With --init --arch dcgan: the generator (g) or the discriminator (d); "
+                  "--sample-shape gives the images (C,S,S with S 8, 16, 32 or 64)")
+      ->check(CLI::IsMember({"g", "d"}));
   cmd->add_option("--seed", args->seed, "With --init: the seed (model 0's weights)");
   cmd->add_option("--sample-shape", args->sample_shape,
                   "With --init: one sample's shape, e.g. 3,32,32 (default: the architecture's)")
@@ -165,6 +201,7 @@ void add_export_command(CLI::App& app) {
       return export_language_model(args->arch, args->out, args->seed, args->lm, args->text_files);
     std::unique_ptr<Model> model;
     std::string source;
+    if (args->init && args->arch == "dcgan") return export_dcgan_init(*args);
     if (args->init) {
       HFTA_CHECK(!args->arch.empty(), "--init needs --arch (one of {})",
                  fmt::join(model_names(), ", "));

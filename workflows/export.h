@@ -18,7 +18,8 @@ class Net;
 // Replica b's parameters and persistent buffers in state_dict order and layout: Linear weights
 // transposed to [out, in], BatchNorm's num_batches_tracked as an int64 scalar.
 std::vector<SafeTensor> state_dict(const Model& model, int64_t b);
-// The same for the parameters and buffers of any net (a language model's).
+// The same for the parameters and buffers of any net (a language model's, a DCGAN generator's
+// or discriminator's).
 std::vector<SafeTensor> state_dict(const Net& net, int64_t b);
 
 // Registers the `export` subcommand.

@@ -19,6 +19,7 @@
 #include "workflows/interrupt.h"
 #include "workflows/results.h"
 #include "workflows/resume.h"
+#include "workflows/train_gan.h"
 #include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
 
@@ -26,6 +27,7 @@ namespace hfta {
 
 TrainResult run_train(const TrainOptions& o) {
   if (is_language_model(o.model)) return run_train_lm(o);
+  if (o.model == "dcgan") return run_train_gan(o);  // a GAN: its own loop (train_gan.h)
   const auto start = std::chrono::steady_clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
   HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);

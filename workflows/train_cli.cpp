@@ -50,6 +50,7 @@ void add_train_command(CLI::App& app) {
       "train", "Train an array of models, one per hyperparameter setting, on one dataset");
   std::vector<std::string> architectures = model_names();
   for (const std::string& lm : language_model_names()) architectures.push_back(lm);
+  architectures.push_back("dcgan");  // a GAN: trained by train_gan.cpp
   cmd->add_option("--model", opts->model, "Architecture")
       ->check(CLI::IsMember(architectures))
       ->capture_default_str();

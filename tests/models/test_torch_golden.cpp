@@ -13,6 +13,7 @@
 #include <map>
 #include <sstream>
 
+#include "models/gan.h"
 #include "models/language_model.h"
 #include "models/model.h"
 #include "optim/adadelta.h"
@@ -187,6 +188,52 @@ TEST_P(TorchGoldenLm, LossesMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, TorchGoldenLm, ::testing::Values("adam", "adadelta"));
+
+// DCGAN (64x64, 1 channel, batch 8): PyTorch's example step from hfta's initial G and D on the
+// fixed batches, with noise from the same formula at step 10 + step; loss_d and loss_g of 3 steps.
+// Model 0 of a fused pair gives them too.
+TEST(TorchGoldenDcgan, LossesMatchPyTorch) {
+  const auto golden = read_golden();
+  constexpr int64_t kGanBatch = 8;
+  const DcganArch arch{.nc = 1, .image = 64};
+  auto batch = [](int step, const Shape& sample, std::vector<float>& x) {
+    const int64_t per = sample.numel();
+    x.resize(static_cast<size_t>(kGanBatch * per));
+    for (int64_t n = 0; n < kGanBatch; ++n)
+      for (int64_t i = 0; i < per; ++i)
+        x[static_cast<size_t>(n * per + i)] = static_cast<float>(
+            std::sin(0.05 * static_cast<double>(i + 1) * static_cast<double>(n + 1) + 0.3 * step));
+  };
+  auto lr = golden.lr.find({"dcgan", "adam"});
+  ASSERT_NE(lr, golden.lr.end()) << "no golden dcgan run: run benchmarks/torch_golden.py";
+  for (int64_t B : {1, 2}) {
+    SCOPED_TRACE(fmt::format("dcgan B={} (model 0 compared)", B));
+    GanSpec spec{.arch = arch, .B = B, .batch = kGanBatch, .seed = kSeed};
+    spec.g_adam = AdamHyper{.lr = {lr->second}, .beta1 = {0.5f}};
+    spec.d_adam = spec.g_adam;
+    GanArray gan(spec);
+    std::vector<float> real, z1, z;
+    for (int step = 0; step < kSteps; ++step) {
+      batch(step, Shape{arch.nc, arch.image, arch.image}, real);
+      batch(10 + step, Shape{arch.nz, 1, 1}, z1);
+      // Every model of the array gets the same noise: [n, B*nz, 1, 1].
+      z.resize(z1.size() * static_cast<size_t>(B));
+      for (int64_t n = 0; n < kGanBatch; ++n)
+        for (int64_t b = 0; b < B; ++b)
+          std::copy_n(z1.data() + n * arch.nz, arch.nz, z.data() + (n * B + b) * arch.nz);
+      const TensorView noise(z.data(), Shape{kGanBatch, B * arch.nz, 1, 1});
+      const GanStepStats s = gan.step(
+          TensorView(real.data(), Shape{kGanBatch, arch.nc, arch.image, arch.image}), &noise);
+      for (const auto& [phase, ours] :
+           {std::pair{"loss_d", s.loss_d[0]}, std::pair{"loss_g", s.loss_g[0]}}) {
+        auto it = golden.loss.find({"dcgan", "adam", phase, step + 1});
+        ASSERT_NE(it, golden.loss.end()) << "no golden dcgan " << phase << " for step " << step + 1;
+        EXPECT_NEAR(ours, it->second, kRtol * std::fabs(it->second))
+            << phase << " step " << step + 1 << ": hfta " << ours << " PyTorch " << it->second;
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace hfta

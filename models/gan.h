@@ -1,0 +1,103 @@
+// DCGAN as a fused array: B generators and B discriminators (PyTorch's examples/dcgan), model b of
+// each paired, trained by the example's step with per-model Adam.
+//
+// Nets. The generator G is one Net (per-model noise in, [nc, S, S] per model out, its output
+// gradient written by the caller). The discriminator is three Nets recorded by the same code:
+// d_real owns the parameters and reads the shared minibatch (target 1); d_fake reads G's samples
+// (target 0, no input gradient: fake.detach()); d_gen reads them again with target 1 and returns
+// the gradient at its input, which becomes G's output gradient. d_fake and d_gen hold no state:
+// their parameters, gradients and BatchNorm statistics are d_real's (Net::bind_state), so the
+// D step accumulates the real and fake gradients into one arena, as PyTorch's two backward calls.
+//
+// Equivalence: G's and D's weights come from (seed, model id) init streams (D's seed is
+// dcgan_seed(seed, kDiscriminator)), the noise of step t from (seed ^ t, model id), so model b of
+// an array trains exactly as the same model alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/net.h"
+#include "optim/adam.h"
+
+namespace hfta {
+
+struct DcganArch {
+  int64_t nz = 100;    // noise size
+  int64_t ngf = 64;    // generator width
+  int64_t ndf = 64;    // discriminator width
+  int64_t nc = 3;      // image channels
+  int64_t image = 64;  // image side: 8, 16, 32 or 64 (PyTorch's example: 64)
+
+  // Throws hfta::Error unless the sizes are positive and image is 8, 16, 32 or 64.
+  void check() const;
+};
+
+// PyTorch's Generator: z [nz, 1, 1] (per-model input) -> image [nc, S, S] in [-1, 1]. Parameters
+// are named as the example's nn.Sequential ("main.0.weight", "main.1.weight", ...).
+Value dcgan_generator(Net& n, Value z, const DcganArch& arch);
+// PyTorch's Discriminator without its final Sigmoid: image [nc, S, S] -> one logit per row
+// (kRows [1]); BCE-with-logits replaces Sigmoid + BCELoss.
+Value dcgan_discriminator(Net& n, Value image, const DcganArch& arch);
+
+enum class DcganNet { kGenerator, kDiscriminator };
+// The init seed of each network: G uses `seed`, D a derived one, so that G's and D's first
+// weights are not drawn from the same numbers.
+uint64_t dcgan_seed(uint64_t seed, DcganNet which);
+
+// RNG purposes of the GAN's noise (kept away from core/rng.h's list).
+inline constexpr uint64_t kRngGanNoise = 101, kRngGanFixedNoise = 102;
+
+struct GanSpec {
+  DcganArch arch;
+  int64_t B = 1;
+  int64_t batch = 64;  // rows per step (the capacity of every net)
+  uint64_t seed = 0;
+  std::vector<int64_t> model_ids;  // empty: 0..B-1
+  AdamHyper g_adam, d_adam;        // per-model lists (1 or B values)
+};
+
+// Per-model statistics of one step, as PyTorch's example prints them.
+struct GanStepStats {
+  std::vector<float> loss_d;  // errD_real + errD_fake
+  std::vector<float> loss_g;  // errG
+  std::vector<float> d_x;     // mean D(x) on the real batch
+  std::vector<float> d_g_z1;  // mean D(G(z)) before the D step
+  std::vector<float> d_g_z2;  // mean D(G(z)) after it
+};
+
+class GanArray {
+ public:
+  explicit GanArray(GanSpec spec);
+  ~GanArray();
+
+  int64_t B() const { return spec_.B; }
+  const GanSpec& spec() const { return spec_; }
+  // One step of PyTorch's example on a shared real batch [n, nc, S, S] (n <= batch). `noise`
+  // [n, B*nz, 1, 1], when given, replaces the step's own draw (golden tests against PyTorch).
+  GanStepStats step(const TensorView& real, const TensorView* noise = nullptr);
+  // Model b's noise for `rows` rows of stream `rng` into z [rows, B*nz, 1, 1].
+  void draw_noise(TensorView z, uint64_t seed, uint64_t purpose) const;
+  // G's samples for the fixed noise (64 rows per model, drawn once): [64, B*nc, S, S]. Runs G
+  // in training mode, as the example's netG(fixed_noise) does.
+  TensorView samples();
+  int64_t steps() const { return steps_; }
+
+  Net& generator() { return *g_; }
+  Net& discriminator() { return *d_real_; }
+  FusedAdam& g_optimizer() { return *opt_g_; }
+  FusedAdam& d_optimizer() { return *opt_d_; }
+
+ private:
+  GanSpec spec_;
+  std::unique_ptr<Net> g_, d_real_, d_fake_, d_gen_, g_sample_;
+  Value z_, fake_, real_in_, fake_in_, gen_in_, sample_z_, sample_out_;
+  Value loss_real_, loss_fake_, loss_gen_;
+  int ms_real_ = -1, ms_fake_ = -1, ms_gen_ = -1;
+  std::unique_ptr<FusedAdam> opt_g_, opt_d_;
+  std::vector<float> noise_, fixed_noise_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace hfta

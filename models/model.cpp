@@ -50,13 +50,12 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition)
     return;
   }
   for (const PlanGroup& g : layout_.groups) {
-    // Workers running at once each need their own activations (a runner per group); one worker
-    // rebinds one runner per group size to each chunk in turn.
+    // Each worker rebinds one runner per group size to each of its groups in turn; workers
+    // running at once never share a runner (activations).
     size_t r = 0;
-    if (layout_.workers > 1)
-      r = runners_.size();
-    else
-      while (r < runners_.size() && runners_[r].net->B() != g.count) ++r;
+    while (r < runners_.size() &&
+           !(runners_[r].net->B() == g.count && runner_worker_[r] == g.worker))
+      ++r;
     if (r == runners_.size()) {
       NetSpec ns = net_spec(spec_, false);
       ns.B = g.count;
@@ -64,6 +63,7 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition)
                           spec_.model_ids.begin() + g.first + g.count);
       ns.external_state = true;
       runners_.push_back(record(std::make_unique<Net>(std::move(ns))));
+      runner_worker_.push_back(g.worker);
     }
     runner_of_group_.push_back(r);
   }

@@ -119,6 +119,7 @@ class Model {
   Runner fused_;  // the fused plan runs on net_ itself
   PlanLayout layout_;
   std::vector<Runner> runners_;          // other plans: one per distinct (worker, group size)
+  std::vector<int> runner_worker_;       // the worker each runner belongs to
   std::vector<size_t> runner_of_group_;  // layout_.groups[g] runs on runners_[runner_of_group_[g]]
   std::vector<float> losses_;
   std::vector<int64_t> correct_;

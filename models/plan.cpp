@@ -12,8 +12,9 @@ ExecutionPlan ExecutionPlan::parse(const std::string& text) {
   if (text == "fused") return fused();
   if (text == "threads") return threads();
   if (text == "auto") return {Kind::kAuto, 0};
-  if (text.rfind("chunk:", 0) == 0) {
-    const std::string count = text.substr(6);
+  const bool threaded = text.rfind("threads:", 0) == 0;
+  if (text.rfind("chunk:", 0) == 0 || threaded) {
+    const std::string count = text.substr(threaded ? 8 : 6);
     size_t used = 0;
     long long c = 0;
     try {
@@ -21,10 +22,14 @@ ExecutionPlan ExecutionPlan::parse(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == count.size() && !count.empty() && c >= 1) return chunks(c);
-    fail("plan '{}': the chunk size must be a whole number of models >= 1, e.g. chunk:2", text);
+    if (used == count.size() && !count.empty() && c >= 1) return threaded ? threads(c) : chunks(c);
+    fail("plan '{}': the chunk size must be a whole number of models >= 1, e.g. {}:2", text,
+         threaded ? "threads" : "chunk");
   }
-  fail("unknown plan '{}': choose auto, fused, chunk:C (C models at a time) or threads", text);
+  fail(
+      "unknown plan '{}': choose auto, fused, chunk:C (C models at a time), threads or threads:C "
+      "(each thread its own models, C at a time)",
+      text);
 }
 
 std::string ExecutionPlan::str() const {
@@ -34,7 +39,7 @@ std::string ExecutionPlan::str() const {
     case Kind::kChunk:
       return fmt::format("chunk:{}", chunk);
     case Kind::kThreads:
-      return "threads";
+      return chunk > 0 ? fmt::format("threads:{}", chunk) : "threads";
     case Kind::kAuto:
       return "auto";
   }
@@ -60,8 +65,12 @@ PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads) {
     case ExecutionPlan::Kind::kThreads: {
       // Contiguous blocks as even as possible: worker w owns [w*B/W, (w+1)*B/W).
       const int64_t w = std::clamp<int64_t>(threads, 1, B);
-      for (int64_t i = 0; i < w; ++i)
-        layout.groups.push_back({i * B / w, (i + 1) * B / w - i * B / w, static_cast<int>(i)});
+      for (int64_t i = 0; i < w; ++i) {
+        const int64_t lo = i * B / w, hi = (i + 1) * B / w;
+        const int64_t c = plan.chunk > 0 ? plan.chunk : hi - lo;
+        for (int64_t first = lo; first < hi; first += c)
+          layout.groups.push_back({first, std::min(c, hi - first), static_cast<int>(i)});
+      }
       layout.workers = static_cast<int>(w);
       break;
     }

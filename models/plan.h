@@ -7,6 +7,8 @@
 //   threads   each thread owns whole models end to end (B / threads of them, fused among
 //             themselves), with no barrier inside the step: concurrent training inside one
 //             process, sharing the minibatch
+//   threads:C the same, each thread running its models C at a time depth-first (threads:1: a
+//             model's working set per thread, as B processes have)
 //   auto      chosen per model and machine by timing a few steps (workflows/plan_choice.h)
 //
 // The parameters, gradients and buffers of all B models stay in one [B, ...] arena either way,
@@ -22,13 +24,14 @@ namespace hfta {
 struct ExecutionPlan {
   enum class Kind { kFused, kChunk, kThreads, kAuto };
   Kind kind = Kind::kFused;
-  int64_t chunk = 0;  // kChunk: models per chunk
+  int64_t chunk = 0;  // kChunk: models per chunk; kThreads: per chunk of a thread (0: all)
 
-  // "fused", "chunk:C" (C >= 1), "threads" or "auto"; throws hfta::Error naming the choices.
+  // "fused", "chunk:C" (C >= 1), "threads", "threads:C" or "auto"; throws hfta::Error naming
+  // the choices.
   static ExecutionPlan parse(const std::string& text);
   static ExecutionPlan fused() { return {}; }
   static ExecutionPlan chunks(int64_t c) { return {Kind::kChunk, c}; }
-  static ExecutionPlan threads() { return {Kind::kThreads, 0}; }
+  static ExecutionPlan threads(int64_t c = 0) { return {Kind::kThreads, c}; }
   std::string str() const;
   bool operator==(const ExecutionPlan&) const = default;
 };

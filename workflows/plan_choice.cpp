@@ -23,7 +23,11 @@ std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads) {
   std::vector<ExecutionPlan> plans = {ExecutionPlan::fused()};
   if (B <= 1) return plans;
   for (int64_t c = 1; c < B; c *= 2) plans.push_back(ExecutionPlan::chunks(c));
-  if (threads > 1) plans.push_back(ExecutionPlan::threads());
+  if (threads > 1) {
+    plans.push_back(ExecutionPlan::threads());
+    // Blocks of several models per thread: also one model at a time (B processes' working set).
+    if (B > threads) plans.push_back(ExecutionPlan::threads(1));
+  }
   return plans;
 }
 

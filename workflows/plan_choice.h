@@ -18,7 +18,7 @@
 namespace hfta {
 
 // The plans worth timing for B models on `threads` threads: fused; chunks of 1, 2, 4, ... models
-// below B; threads when both B and threads exceed 1.
+// below B; threads when both B and threads exceed 1, and threads:1 when B exceeds threads.
 std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads);
 
 struct PlanTiming {

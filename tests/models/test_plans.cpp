@@ -131,6 +131,8 @@ std::vector<PlanCase> plan_cases() {
       if (B == 5) {  // uneven chunks and three workers
         cases.push_back({model, B, "chunk:3", 2});
         cases.push_back({model, B, "threads", 3});
+        cases.push_back({model, B, "threads:1", 2});
+        cases.push_back({model, B, "threads:2", 2});
       }
     }
   for (const char* model : {"resnet18", "mobilenetv2"}) {
@@ -147,7 +149,8 @@ TEST(PlanLayout, GroupsCoverEveryModelOnce) {
     for (int threads : {1, 2, 3})
       for (const ExecutionPlan& plan :
            {ExecutionPlan::fused(), ExecutionPlan::chunks(1), ExecutionPlan::chunks(3),
-            ExecutionPlan::chunks(100), ExecutionPlan::threads()}) {
+            ExecutionPlan::chunks(100), ExecutionPlan::threads(), ExecutionPlan::threads(1),
+            ExecutionPlan::threads(2)}) {
         const PlanLayout layout = lay_out(plan, B, threads);
         std::vector<int> seen(static_cast<size_t>(B), 0);
         for (const PlanGroup& g : layout.groups) {
@@ -163,13 +166,17 @@ TEST(PlanLayout, GroupsCoverEveryModelOnce) {
   EXPECT_TRUE(lay_out(ExecutionPlan::threads(), 1, 2).is_fused());
   EXPECT_EQ(lay_out(ExecutionPlan::chunks(3), 7, 2).groups.size(), 3u);  // 3 + 3 + 1
   EXPECT_EQ(lay_out(ExecutionPlan::threads(), 7, 2).workers, 2);
+  EXPECT_EQ(lay_out(ExecutionPlan::threads(2), 7, 2).groups.size(), 4u);  // 2 + 1 | 2 + 2
+  EXPECT_EQ(ExecutionPlan::parse("threads:3"), ExecutionPlan::threads(3));
+  EXPECT_EQ(ExecutionPlan::threads(3).str(), "threads:3");
 }
 
 TEST(PlanParse, NamesAndErrors) {
   EXPECT_EQ(ExecutionPlan::parse("chunk:4"), ExecutionPlan::chunks(4));
   EXPECT_EQ(ExecutionPlan::parse("threads").str(), "threads");
   EXPECT_EQ(ExecutionPlan::parse("auto").kind, ExecutionPlan::Kind::kAuto);
-  for (const char* bad : {"", "chunk", "chunk:", "chunk:0", "chunk:-2", "chunk:2x", "fast"})
+  for (const char* bad :
+       {"", "chunk", "chunk:", "chunk:0", "chunk:-2", "chunk:2x", "fast", "threads:0", "threads:"})
     EXPECT_THROW(ExecutionPlan::parse(bad), Error) << bad;
   EXPECT_THROW(lay_out(ExecutionPlan::parse("auto"), 4, 2), Error);
 }

@@ -91,11 +91,13 @@ TEST(TrialReport, Arguments) {
   o.steps = 9;
   o.seed = 5;
   o.threads = 3;
-  EXPECT_EQ(
-      trial_arguments(o, true),
-      (std::vector<std::string>{"trial", "--model", "lenet", "--dataset", "synthetic", "--B", "4",
-                                "--serial", "--batch-size", "32", "--warmup", "2", "--steps", "9",
-                                "--seed", "5", "--threads", "3", "--wait-for-go"}));
+  o.plan = "chunk:2";
+  EXPECT_EQ(trial_arguments(o, true),
+            (std::vector<std::string>{
+                "trial",   "--model",  "lenet",        "--dataset", "synthetic", "--B",
+                "4",       "--serial", "--batch-size", "32",        "--warmup",  "2",
+                "--steps", "9",        "--seed",       "5",         "--threads", "3",
+                "--plan",  "chunk:2",  "--wait-for-go"}));
 }
 
 TEST(CombineReports, ConcurrentThroughputIsWorkOverTheUnionOfWindows) {
@@ -290,7 +292,7 @@ TEST(RealSweep, SmallMlpSweepWritesCsvAndPlots) {
   ASSERT_EQ(t.rows.size(), 6u);
   for (const auto& row : t.rows) EXPECT_EQ(row[t.column("status")], "ok") << row.back();
   EXPECT_EQ(t.rows[0][t.column("normalized")], "1.0000");  // one repeat: itself
-  EXPECT_NE(r.err.find("[6/6] fused B=2 repeat 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[6/6] fused (plan auto) B=2 repeat 1"), std::string::npos) << r.err;
   if (r.err.find("warning: cannot run gnuplot") == std::string::npos) {
     EXPECT_TRUE(fs::exists(dir / "mlp" / "throughput.png")) << r.err;
     EXPECT_TRUE(fs::exists(dir / "mlp" / "memory.png")) << r.err;

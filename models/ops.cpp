@@ -176,7 +176,10 @@ class BatchNorm2dNode : public Node {
 class ActivationNode : public Node {
  public:
   explicit ActivationNode(ActivationParams p) : p_(p) {}
-  std::string describe() const override { return activation_name(p_.kind); }
+  std::string describe() const override {
+    return p_.kind == ActivationKind::kLeakyRelu ? fmt::format("leaky_relu({})", p_.negative_slope)
+                                                 : std::string(activation_name(p_.kind));
+  }
   void forward(Net& net, int64_t, bool) override {
     activation_forward(p_, {.x = net.value(inputs[0]), .y = net.value(output)});
   }
@@ -472,6 +475,13 @@ Value activation(Net& net, Value x, ActivationParams p) {
 
 Value Net::relu(Value x) { return activation(*this, x, {.kind = ActivationKind::kRelu}); }
 Value Net::relu6(Value x) { return activation(*this, x, {.kind = ActivationKind::kRelu6}); }
+Value Net::leaky_relu(Value x, float negative_slope) {
+  return activation(*this, x,
+                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = negative_slope});
+}
+Value Net::tanh(Value x) { return activation(*this, x, {.kind = ActivationKind::kTanh}); }
+Value Net::sigmoid(Value x) { return activation(*this, x, {.kind = ActivationKind::kSigmoid}); }
+Value Net::gelu(Value x) { return activation(*this, x, {.kind = ActivationKind::kGelu}); }
 
 Value Net::max_pool2d(Value x, int64_t kernel, int64_t stride, int64_t pad) {
   const std::string what = fmt::format("MaxPool2d({})", kernel);

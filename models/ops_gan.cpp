@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "fused_ops/activation.h"
 #include "fused_ops/bce.h"
 #include "fused_ops/conv_transpose2d.h"
 #include "models/net.h"
@@ -63,31 +62,6 @@ class ConvTranspose2dNode : public Node {
   int weight_, bias_;
 };
 
-class GanActivationNode : public Node {
- public:
-  explicit GanActivationNode(ActivationParams p) : p_(p) {}
-  std::string describe() const override {
-    return p_.kind == ActivationKind::kLeakyRelu ? fmt::format("leaky_relu({})", p_.negative_slope)
-                                                 : std::string(activation_name(p_.kind));
-  }
-  void forward(Net& net, int64_t, bool) override {
-    activation_forward(p_, {.x = net.value(inputs[0]), .y = net.value(output)});
-  }
-  void backward(Net& net, int64_t) override {
-    InputGrad dx = net.input_grad(*this, 0);
-    if (dx.view.empty()) return;
-    activation_backward(p_, {.x = net.value(inputs[0]),
-                             .y = net.value(output),
-                             .dy = net.grad(output),
-                             .dx = dx.view,
-                             .accumulate_dx = dx.accumulate});
-  }
-  bool accumulates_dx() const override { return true; }
-
- private:
-  ActivationParams p_;
-};
-
 // The targets are a saved [capacity] tensor filled with the constant before each forward (cheap:
 // one float per row), since the fused op reads a target vector shared by the B models.
 class BceNode : public Node {
@@ -123,14 +97,6 @@ class BceNode : public Node {
   float target_;
   int targets_, mean_sigmoid_;
 };
-
-Value gan_activation(Net& net, Value x, ActivationParams p) {
-  HFTA_CHECK(!net.shared(x),
-             "{} cannot read the minibatch directly: it has no parameters, so the B models would "
-             "compute the same thing",
-             activation_name(p.kind));
-  return net.add_node(std::make_unique<GanActivationNode>(p), {x}, net.features(x), net.layout(x));
-}
 
 }  // namespace
 
@@ -171,13 +137,6 @@ Value Net::conv_transpose2d(Value x, const std::string& name, const ConvTranspos
   return add_node(std::make_unique<ConvTranspose2dNode>(what, p, weight, bias), {x},
                   {s.out_channels, p.out_h(), p.out_w()}, Layout::kChannels);
 }
-
-Value Net::leaky_relu(Value x, float negative_slope) {
-  return gan_activation(*this, x,
-                        {.kind = ActivationKind::kLeakyRelu, .negative_slope = negative_slope});
-}
-Value Net::tanh(Value x) { return gan_activation(*this, x, {.kind = ActivationKind::kTanh}); }
-Value Net::sigmoid(Value x) { return gan_activation(*this, x, {.kind = ActivationKind::kSigmoid}); }
 
 Value Net::bce_with_logits(Value logits, float target, int* mean_sigmoid) {
   HFTA_CHECK(!shared(logits) && layout(logits) == Layout::kRows && features(logits).numel() == 1,

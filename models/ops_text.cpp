@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "fused_ops/activation.h"
 #include "fused_ops/attention.h"
 #include "fused_ops/cross_entropy.h"
 #include "fused_ops/embedding.h"
@@ -223,27 +222,6 @@ class LayerNormNode : public Node {
   int weight_, bias_, mean_, rstd_;
 };
 
-class GeluNode : public Node {
- public:
-  std::string describe() const override { return "GELU"; }
-  void forward(Net& net, int64_t, bool) override {
-    activation_forward(p_, {.x = net.value(inputs[0]), .y = net.value(output)});
-  }
-  void backward(Net& net, int64_t) override {
-    InputGrad dx = net.input_grad(*this, 0);
-    if (dx.view.empty()) return;
-    activation_backward(p_, {.x = net.value(inputs[0]),
-                             .y = net.value(output),
-                             .dy = net.grad(output),
-                             .dx = dx.view,
-                             .accumulate_dx = dx.accumulate});
-  }
-  bool accumulates_dx() const override { return true; }
-
- private:
-  ActivationParams p_{.kind = ActivationKind::kGelu};
-};
-
 class TokenCrossEntropyNode : public Node {
  public:
   TokenCrossEntropyNode(CrossEntropyParams p, int64_t T, int probs) : p_(p), T_(T), probs_(probs) {}
@@ -391,11 +369,6 @@ Value Net::layernorm(Value x, const std::string& name, double eps) {
   const int mean = add_saved(p.saved_shape()), rstd = add_saved(p.saved_shape());
   return add_node(std::make_unique<LayerNormNode>(what, p, rows, weight, bias, mean, rstd), {x}, f,
                   Layout::kRows);
-}
-
-Value Net::gelu(Value x) {
-  HFTA_CHECK(!shared(x), "GELU cannot read the minibatch directly");
-  return add_node(std::make_unique<GeluNode>(), {x}, features(x), layout(x));
 }
 
 Value Net::token_cross_entropy(Value logits, Value targets, std::optional<int32_t> ignore_index) {

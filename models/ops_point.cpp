@@ -14,6 +14,7 @@
 #include "fused_ops/max_points.h"
 #include "fused_ops/repeat_points.h"
 #include "models/net.h"
+#include "models/rows_linear_node.h"
 
 namespace hfta {
 
@@ -30,50 +31,6 @@ PointShape expect_points(const Net& net, Value x, const std::string& op) {
              "{} needs per-point features [L, C] (points of C channels), got {}", op, f.str());
   return {f[0], f[1]};
 }
-
-class Conv1dNode : public Node {
- public:
-  Conv1dNode(std::string name, LinearParams p, int64_t L, int weight, int bias)
-      : name_(std::move(name)), p_(p), L_(L), weight_(weight), bias_(bias) {}
-  std::string describe() const override {
-    return fmt::format("{}: Conv1d({}, {}, kernel 1{})", name_, p_.in_features, p_.out_features,
-                       p_.bias ? "" : ", no bias");
-  }
-  void forward(Net& net, int64_t n, bool) override {
-    const LinearParams p = rows(n);
-    linear_forward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
-                       .weight = net.param(weight_).value,
-                       .bias = bias_ >= 0 ? net.param(bias_).value : TensorView(),
-                       .y = net.value(output).reshaped(p.y_shape())});
-  }
-  void backward(Net& net, int64_t n) override {
-    const LinearParams p = rows(n);
-    InputGrad dx = net.input_grad(*this, 0);
-    linear_backward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
-                        .weight = net.param(weight_).value,
-                        .dy = net.grad(output).reshaped(p.y_shape()),
-                        .dx = dx.view.empty() ? dx.view : dx.view.reshaped(p.x_shape()),
-                        .dweight = net.param(weight_).grad,
-                        .dbias = bias_ >= 0 ? net.param(bias_).grad : TensorView(),
-                        .accumulate_dx = dx.accumulate});
-  }
-  bool accumulates_dx() const override { return true; }
-  double forward_flops() const override { return 2.0 * L_ * p_.in_features * p_.out_features; }
-  double backward_flops(bool with_dx) const override {
-    return forward_flops() * (with_dx ? 2.0 : 1.0);
-  }
-
- private:
-  LinearParams rows(int64_t n) const {
-    LinearParams p = p_;
-    p.N = n * L_;
-    return p;
-  }
-  std::string name_;
-  LinearParams p_;
-  int64_t L_;
-  int weight_, bias_;
-};
 
 class BatchNorm1dNode : public Node {
  public:
@@ -453,8 +410,11 @@ Value Net::conv1d(Value x, const std::string& name, const LinearSpec& s) {
   const int bias = s.bias ? add_param(name + ".bias", p.bias_shape().drop_front(), s.bias_init,
                                       ps.C, s.out_features, ParamKind::kBias)
                           : -1;
-  return add_node(std::make_unique<Conv1dNode>(what, p, ps.L, weight, bias), {x},
-                  {ps.L, s.out_features}, Layout::kRows);
+  return add_node(std::make_unique<RowsLinearNode>(
+                      fmt::format("{}: Conv1d({}, {}, kernel 1{})", what, p.in_features,
+                                  p.out_features, p.bias ? "" : ", no bias"),
+                      p, ps.L, weight, bias),
+                  {x}, {ps.L, s.out_features}, Layout::kRows);
 }
 
 Value Net::batchnorm1d(Value x, const std::string& name, double eps, double momentum) {

@@ -12,6 +12,7 @@
 #include "fused_ops/linear.h"
 #include "fused_ops/positions.h"
 #include "models/net.h"
+#include "models/rows_linear_node.h"
 
 namespace hfta {
 
@@ -82,49 +83,6 @@ class PositionsNode : public Node {
   TensorView table() { return TensorView(table_.data(), Shape{p_.T, p_.D}); }
   PositionsParams p_;
   std::vector<float> table_;
-};
-
-class TokenLinearNode : public Node {
- public:
-  TokenLinearNode(std::string name, LinearParams p, int64_t rows, int weight, int bias)
-      : name_(std::move(name)), p_(p), rows_(rows), weight_(weight), bias_(bias) {}
-  std::string describe() const override {
-    return fmt::format("{}: Linear({}, {}) per token", name_, p_.in_features, p_.out_features);
-  }
-  void forward(Net& net, int64_t n, bool) override {
-    const LinearParams p = with_rows(n);
-    linear_forward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
-                       .weight = net.param(weight_).value,
-                       .bias = bias_ >= 0 ? net.param(bias_).value : TensorView(),
-                       .y = net.value(output).reshaped(p.y_shape())});
-  }
-  void backward(Net& net, int64_t n) override {
-    const LinearParams p = with_rows(n);
-    InputGrad dx = net.input_grad(*this, 0);
-    linear_backward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
-                        .weight = net.param(weight_).value,
-                        .dy = net.grad(output).reshaped(p.y_shape()),
-                        .dx = dx.view.empty() ? dx.view : dx.view.reshaped(p.x_shape()),
-                        .dweight = net.param(weight_).grad,
-                        .dbias = bias_ >= 0 ? net.param(bias_).grad : TensorView(),
-                        .accumulate_dx = dx.accumulate});
-  }
-  bool accumulates_dx() const override { return true; }
-  double forward_flops() const override { return 2.0 * rows_ * p_.in_features * p_.out_features; }
-  double backward_flops(bool with_dx) const override {
-    return forward_flops() * (with_dx ? 2.0 : 1.0);
-  }
-
- private:
-  LinearParams with_rows(int64_t n) const {
-    LinearParams p = p_;
-    p.N = n * rows_;
-    return p;
-  }
-  std::string name_;
-  LinearParams p_;
-  int64_t rows_;
-  int weight_, bias_;
 };
 
 class AttentionNode : public Node {
@@ -280,8 +238,11 @@ Value record_token_linear(Net& net, Value x, const std::string& what,
                           : -1;
   Shape out = f;
   out[f.rank() - 1] = s.out_features;
-  return net.add_node(std::make_unique<TokenLinearNode>(what, p, rows, weight, bias), {x}, out,
-                      Layout::kRows);
+  return net.add_node(
+      std::make_unique<RowsLinearNode>(
+          fmt::format("{}: Linear({}, {}) per token", what, p.in_features, p.out_features), p, rows,
+          weight, bias),
+      {x}, out, Layout::kRows);
 }
 
 }  // namespace

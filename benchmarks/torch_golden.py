@@ -9,7 +9,8 @@ trains 3 steps in train mode (BatchNorm batch statistics; dropout off) on the fi
 torch_models.fixed_batch, then computes the eval-mode loss (running statistics) on the next one.
 
 PointNet (pointnet_cls, pointnet_cls_ft: fxia22's PointNetCls without and with the feature
-transform) trains on clouds of 64 points; its training loss adds the feature-transform
+transform; pointnet_seg, pointnet_seg_ft: its PointNetDenseCls, 10 parts, per-point labels of
+torch_models.fixed_point_labels) trains on clouds of 64 points; its training loss adds the feature-transform
 regularizer, and the loss written is the cross-entropy alone (what hfta's Model reports).
 
   /usr/bin/python3 benchmarks/torch_golden.py [--hfta build/hfta] [--only pointnet_cls,...]
@@ -33,7 +34,8 @@ SEED = 7
 BATCH = 32
 STEPS = 3
 MODELS = {"mlp": (1, 28, 28), "lenet": (1, 28, 28), "resnet18": (3, 32, 32),
-          "mobilenetv2": (3, 32, 32), "pointnet_cls": (64, 3), "pointnet_cls_ft": (64, 3)}
+          "mobilenetv2": (3, 32, 32), "pointnet_cls": (64, 3), "pointnet_cls_ft": (64, 3),
+          "pointnet_seg": (64, 3), "pointnet_seg_ft": (64, 3)}
 OPTIMIZERS = {"adam": torch.optim.Adam, "adadelta": torch.optim.Adadelta}
 # Learning rates per model. The two deep BatchNorm nets are chaotic at larger steps: in PyTorch
 # alone, weights perturbed by 1e-6 (relative) change the third step's loss by 3e-3 to 1e-1 with
@@ -47,7 +49,12 @@ LR = {("mlp", "adam"): 1e-3, ("mlp", "adadelta"): 1.0, ("lenet", "adam"): 1e-3,
       ("lenet", "adadelta"): 1.0, ("resnet18", "adam"): 1e-5, ("resnet18", "adadelta"): 0.01,
       ("mobilenetv2", "adam"): 1e-5, ("mobilenetv2", "adadelta"): 0.01,
       ("pointnet_cls", "adam"): 1e-6, ("pointnet_cls", "adadelta"): 1e-4,
-      ("pointnet_cls_ft", "adam"): 1e-6, ("pointnet_cls_ft", "adadelta"): 1e-4}
+      ("pointnet_cls_ft", "adam"): 1e-6, ("pointnet_cls_ft", "adadelta"): 1e-4,
+      ("pointnet_seg", "adam"): 1e-6, ("pointnet_seg", "adadelta"): 1e-4,
+      ("pointnet_seg_ft", "adam"): 1e-6, ("pointnet_seg_ft", "adadelta"): 1e-4}
+# Segmentation (pointnet_seg*: fxia22's PointNetDenseCls, 10 parts): per-point labels of
+# torch_models.fixed_point_labels, the loss the mean cross-entropy over all points.
+SEGMENTATION = ("pointnet_seg", "pointnet_seg_ft")
 
 
 def initial_model(hfta, name, shape, workdir):
@@ -63,14 +70,25 @@ def initial_model(hfta, name, shape, workdir):
     return model
 
 
-def run(model, optimizer, lr, shape):
+def run(model, optimizer, lr, shape, segmentation=False):
     opt = optimizer(model.parameters(), lr=lr)
     model.train()
     rows = []
-    for step in range(STEPS):
+
+    def batch(step):
         x, y = torch_models.fixed_batch(step, BATCH, shape, 10)
+        if segmentation:
+            y = torch_models.fixed_point_labels(step, BATCH, shape[0], 10)
+        return x, y
+
+    def loss_of(x, y):
+        out = model(x)
+        return F.cross_entropy(out.reshape(-1, out.size(-1)), y.flatten())
+
+    for step in range(STEPS):
+        x, y = batch(step)
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        loss = loss_of(x, y)
         # PointNet's feature-transform regularizer joins the loss that trains, not the one logged.
         reg = model.regularizer() if hasattr(model, "regularizer") else 0.0
         (loss + reg).backward()
@@ -78,8 +96,8 @@ def run(model, optimizer, lr, shape):
         rows.append(("train", step + 1, loss.item()))
     model.eval()
     with torch.no_grad():
-        x, y = torch_models.fixed_batch(STEPS, BATCH, shape, 10)
-        rows.append(("eval", STEPS + 1, F.cross_entropy(model(x), y).item()))
+        x, y = batch(STEPS)
+        rows.append(("eval", STEPS + 1, loss_of(x, y).item()))
     return rows
 
 
@@ -177,6 +195,57 @@ def dcgan_losses(hfta, workdir):
     return rows
 
 
+# BERT (HFTA's examples/bert, torch_models.Bert): hfta's `export --init --arch bert` weights (seed
+# 7), dropout 0, on torch_models.fixed_mlm windows; loss = the mean over the predicted positions
+# (nll_loss with ignore_index -100 on the log-probabilities). `bert` is a small size, trained 3
+# steps plus an eval loss; `bert_default` is the example's size (hidden 512, 8 layers, 8 heads,
+# FF 2048), its first training step only. Lines: "<name> <optimizer> <lr> <phase> <step> <loss>".
+BERT = {"bert": {"words": 50, "emsize": 64, "nhid": 256, "nlayers": 2, "nhead": 2,
+                 "streams": 4, "bptt": 8, "steps": STEPS},
+        "bert_default": {"words": 50, "emsize": 512, "nhid": 2048, "nlayers": 8, "nhead": 8,
+                         "streams": 4, "bptt": 32, "steps": 1}}
+BERT_LR = {"adam": 1e-3, "adadelta": 1.0}
+
+
+def initial_bert(hfta, workdir, sizes):
+    path = os.path.join(workdir, "bert.safetensors")
+    cmd = [hfta, "export", "--init", "--arch", "bert", "--seed", str(SEED), "--out", path,
+           "--vocab", str(sizes["words"])]
+    for k in ("emsize", "nhid", "nlayers", "nhead"):
+        cmd += [f"--{k}", str(sizes[k])]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+    state, _ = torch_models.read_safetensors(path)
+    model = torch_models.Bert(sizes["words"] + 1, sizes["emsize"], sizes["nlayers"],
+                              sizes["nhead"], sizes["nhid"], dropout=0.0)
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def run_bert(model, optimizer, lr, sizes):
+    opt = optimizer(model.parameters(), lr=lr)
+    model.train()
+    rows = []
+    V = sizes["words"] + 1
+    window = lambda step: torch_models.fixed_mlm(step, sizes["streams"], sizes["bptt"],
+                                                 sizes["words"])
+    for step in range(sizes["steps"]):
+        x, pos, seg, y = window(step)
+        opt.zero_grad()
+        loss = F.nll_loss(model(x, pos, seg).view(-1, V), y.view(-1), ignore_index=-100)
+        loss.backward()
+        opt.step()
+        rows.append(("train", step + 1, loss.item()))
+    if sizes["steps"] == STEPS:
+        model.eval()
+        with torch.no_grad():
+            x, pos, seg, y = window(STEPS)
+            loss = F.nll_loss(model(x, pos, seg).view(-1, V), y.view(-1), ignore_index=-100)
+            rows.append(("eval", STEPS + 1, loss.item()))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hfta", default="build/hfta")
@@ -195,7 +264,8 @@ def main():
             base = initial_model(args.hfta, name, shape, workdir)
             for opt_name, optimizer in OPTIMIZERS.items():
                 lr = LR[(name, opt_name)]
-                for phase, step, loss in run(copy.deepcopy(base), optimizer, lr, shape):
+                for phase, step, loss in run(copy.deepcopy(base), optimizer, lr, shape,
+                                             name in SEGMENTATION):
                     lines.append(f"{name} {opt_name} {lr:g} {phase} {step} {loss:.9g}")
                     print(lines[-1], flush=True)
         lm_optimizers = OPTIMIZERS if not only or "transformer" in only else {}
@@ -205,13 +275,23 @@ def main():
             for phase, step, loss in run_lm(copy.deepcopy(base), optimizer, lr):
                 lines.append(f"transformer {opt_name} {lr:g} {phase} {step} {loss:.9g}")
                 print(lines[-1], flush=True)
+        if not only or "dcgan" in only:
+            for phase, step, loss in dcgan_losses(args.hfta, workdir):
+                lines.append(f"dcgan adam {DCGAN_LR:g} {phase} {step} {loss:.9g}")
+                print(lines[-1], flush=True)
+        for name, sizes in BERT.items():
+            if only and name not in only:
+                continue
+            base = initial_bert(args.hfta, workdir, sizes)
+            for opt_name, optimizer in OPTIMIZERS.items():
+                lr = BERT_LR[opt_name]
+                for phase, step, loss in run_bert(copy.deepcopy(base), optimizer, lr, sizes):
+                    lines.append(f"{name} {opt_name} {lr:g} {phase} {step} {loss:.9g}")
+                    print(lines[-1], flush=True)
     if only and os.path.exists(args.out):
         with open(args.out) as f:
             kept = [l.rstrip("\n") for l in f if l.strip() and l.split()[0] not in only]
         lines = kept + lines[1:]
-        for phase, step, loss in dcgan_losses(args.hfta, workdir):
-            lines.append(f"dcgan adam {DCGAN_LR:g} {phase} {step} {loss:.9g}")
-            print(lines[-1], flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -91,6 +91,103 @@ def fixed_tokens(step, streams, bptt, vocab):
     x = torch.tensor([[tok(s, t) for s in range(streams)] for t in range(bptt)])
     y = torch.tensor([[tok(s, t + 1) for s in range(streams)] for t in range(bptt)])
     return x, y
+class BertEmbedding(nn.Module):
+    """HFTA's examples/bert BERTEmbedding: token + (position + segment), then dropout."""
+
+    def __init__(self, vocab_size, embed_size, dropout=0.1):
+        super().__init__()
+        self.token = nn.Embedding(vocab_size, embed_size)
+        self.position = nn.Embedding(512, embed_size)
+        self.segment = nn.Embedding(3, embed_size)
+        self.dropout = nn.Dropout(p=dropout)
+
+    def forward(self, sequence, position, segment):
+        x = self.token(sequence)
+        x = x + (self.position(position) + self.segment(segment))
+        return self.dropout(x)
+
+
+class BertFeedForward(nn.Module):
+    """The example's PositionwiseFeedForward: w_2(dropout(gelu(w_1(x))))."""
+
+    def __init__(self, d_model, d_ff, dropout=0.1):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.w_2(self.dropout(F.gelu(self.w_1(x))))
+
+
+class BertSublayer(nn.Module):
+    """The example's SublayerConnection (pre-norm): x + dropout(sublayer(norm(x)))."""
+
+    def __init__(self, size, dropout):
+        super().__init__()
+        self.norm = nn.LayerNorm(size)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, sublayer):
+        return x + self.dropout(sublayer(self.norm(x)))
+
+
+class BertBlock(nn.Module):
+    """The example's TransformerBlock: bidirectional self-attention (no attention dropout), the
+    feed-forward, each behind a pre-norm sublayer, then dropout."""
+
+    def __init__(self, hidden, heads, d_ff, dropout):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.feed_forward = BertFeedForward(hidden, d_ff, dropout)
+        self.input_sublayer = BertSublayer(hidden, dropout)
+        self.output_sublayer = BertSublayer(hidden, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = self.input_sublayer(x, lambda h: self.attention(h, h, h, need_weights=False)[0])
+        x = self.output_sublayer(x, self.feed_forward)
+        return self.dropout(x)
+
+
+class Bert(nn.Module):
+    """HFTA's examples/bert BERT built unfused (its state_dict names): inputs [S, T] of token,
+    position and segment ids -> log-probabilities [S, T, vocab]. hfta's `bert` takes hidden from
+    --emsize and the feed-forward width from --nhid (the example's 4 * hidden)."""
+
+    def __init__(self, vocab_size, hidden=512, n_layers=8, attn_heads=8, d_ff=2048, dropout=0.1):
+        super().__init__()
+        self.embedding = BertEmbedding(vocab_size, hidden, dropout)
+        self.transformer_blocks = nn.ModuleList(
+            [BertBlock(hidden, attn_heads, d_ff, dropout) for _ in range(n_layers)])
+        self.output = nn.Linear(hidden, vocab_size)
+
+    def forward(self, x, position, segment):
+        x = self.embedding(x, position, segment)
+        for block in self.transformer_blocks:
+            x = block(x)
+        return F.log_softmax(self.output(x), dim=-1)
+
+
+def fixed_mlm(step, streams, bptt, words):
+    """A masked window [S, T] (tests/models/test_bert_golden.cpp): fixed_tokens' ids; position t;
+    segment 1 from T/2 on; positions with (s + t + step) % 3 == 0 predicted (target the id, else
+    -100), their input the mask id `words` when (s + t) is even."""
+    tok = lambda s, t: (13 * s + 7 * t + 3 * step + s * t) % words
+    x, pos, seg, y = [], [], [], []
+    for s in range(streams):
+        row = [[], [], [], []]
+        for t in range(bptt):
+            chosen = (s + t + step) % 3 == 0
+            row[0].append(words if chosen and (s + t) % 2 == 0 else tok(s, t))
+            row[1].append(t)
+            row[2].append(1 if 2 * t >= bptt else 0)
+            row[3].append(tok(s, t) if chosen else -100)
+        for r, v in zip((x, pos, seg, y), row):
+            r.append(v)
+    return tuple(torch.tensor(v) for v in (x, pos, seg, y))
+
+
 class STNkd(nn.Module):
     """fxia22's STN3d (k = 3) and STNkd: a per-cloud k x k transform."""
 
@@ -172,42 +269,105 @@ class PointNetCls(nn.Module):
         eye = torch.eye(a.size(1), dtype=a.dtype)[None, :, :]
         return torch.mean(torch.norm(torch.bmm(a, a.transpose(2, 1)) - eye, dim=(1, 2))) * 0.001
 class DcganGenerator(nn.Module):
-    """PyTorch's examples/dcgan Generator (64x64; nz, ngf, nc as its flags)."""
+    """PyTorch's examples/dcgan Generator (64x64; nz, ngf, nc as its flags). `image` 8, 16 or 32
+    drops the first up-sampling blocks, as hfta's --image-size does (64: the example's layers)."""
 
-    def __init__(self, nz=100, ngf=64, nc=3):
+    def __init__(self, nz=100, ngf=64, nc=3, image=64):
         super().__init__()
-        self.main = nn.Sequential(
-            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False), nn.BatchNorm2d(ngf * 8),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 4),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 2),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False), nn.Tanh())
+        s = {8: 0, 16: 1, 32: 2, 64: 3}[image]
+        ch = ngf << s
+        layers = [nn.ConvTranspose2d(nz, ch, 4, 1, 0, bias=False), nn.BatchNorm2d(ch),
+                  nn.ReLU(True)]
+        for _ in range(s):
+            layers += [nn.ConvTranspose2d(ch, ch // 2, 4, 2, 1, bias=False),
+                       nn.BatchNorm2d(ch // 2), nn.ReLU(True)]
+            ch //= 2
+        layers += [nn.ConvTranspose2d(ch, nc, 4, 2, 1, bias=False), nn.Tanh()]
+        self.main = nn.Sequential(*layers)
 
     def forward(self, z):
         return self.main(z)
 
 
 class DcganDiscriminator(nn.Module):
-    """PyTorch's examples/dcgan Discriminator (64x64), Sigmoid included."""
+    """PyTorch's examples/dcgan Discriminator (64x64), Sigmoid included; `image` as the
+    Generator's."""
 
-    def __init__(self, ndf=64, nc=3):
+    def __init__(self, ndf=64, nc=3, image=64):
         super().__init__()
-        self.main = nn.Sequential(
-            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 2),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 4),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 8),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False), nn.Sigmoid())
+        s = {8: 0, 16: 1, 32: 2, 64: 3}[image]
+        layers = [nn.Conv2d(nc, ndf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True)]
+        ch = ndf
+        for _ in range(s):
+            layers += [nn.Conv2d(ch, ch * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch * 2),
+                       nn.LeakyReLU(0.2, inplace=True)]
+            ch *= 2
+        layers += [nn.Conv2d(ch, 1, 4, 1, 0, bias=False), nn.Sigmoid()]
+        self.main = nn.Sequential(*layers)
 
     def forward(self, x):
         return self.main(x)
+
+
+class PointNetDenseCls(nn.Module):
+    """fxia22's PointNetDenseCls (HFTA's examples/pointnet part segmentation) on [n, L, 3] clouds:
+    PointNetfeat(global_feat=False) gives each point [1088] (the global feature repeated over the
+    points, then the point's 64-d feature), then Conv1d 1088 -> 512 -> 256 -> 128 -> k with
+    BatchNorm and ReLU. forward() returns per-point logits [n, L, k] (fxia22's log_softmax +
+    nll_loss over all points = cross_entropy of the flattened logits); regularizer() as
+    PointNetCls's."""
+
+    def __init__(self, num_parts=2, feature_transform=False):
+        super().__init__()
+        self.feature_transform = feature_transform
+        self.feat = nn.Module()
+        self.feat.stn = STNkd(3)
+        self.feat.conv1 = nn.Conv1d(3, 64, 1)
+        self.feat.conv2 = nn.Conv1d(64, 128, 1)
+        self.feat.conv3 = nn.Conv1d(128, 1024, 1)
+        self.feat.bn1 = nn.BatchNorm1d(64)
+        self.feat.bn2 = nn.BatchNorm1d(128)
+        self.feat.bn3 = nn.BatchNorm1d(1024)
+        if feature_transform:
+            self.feat.fstn = STNkd(64)
+        self.conv1 = nn.Conv1d(1088, 512, 1)
+        self.conv2 = nn.Conv1d(512, 256, 1)
+        self.conv3 = nn.Conv1d(256, 128, 1)
+        self.conv4 = nn.Conv1d(128, num_parts, 1)
+        self.bn1 = nn.BatchNorm1d(512)
+        self.bn2 = nn.BatchNorm1d(256)
+        self.bn3 = nn.BatchNorm1d(128)
+        self.trans_feat = None
+
+    def forward(self, points):
+        f = self.feat
+        n_pts = points.size(1)
+        x = points.transpose(2, 1)
+        trans = f.stn(x)
+        x = torch.bmm(x.transpose(2, 1), trans).transpose(2, 1)
+        x = F.relu(f.bn1(f.conv1(x)))
+        self.trans_feat = None
+        if self.feature_transform:
+            self.trans_feat = f.fstn(x)
+            x = torch.bmm(x.transpose(2, 1), self.trans_feat).transpose(2, 1)
+        pointfeat = x
+        x = F.relu(f.bn2(f.conv2(x)))
+        x = f.bn3(f.conv3(x))
+        x = torch.max(x, 2)[0]
+        x = torch.cat([x.view(-1, 1024, 1).repeat(1, 1, n_pts), pointfeat], 1)
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
+        x = F.relu(self.bn3(self.conv3(x)))
+        return self.conv4(x).transpose(2, 1).contiguous()
+
+    regularizer = PointNetCls.regularizer
+
+
+def fixed_point_labels(step, batch, points, num_parts):
+    """Per-point labels of tests/models/test_torch_golden.cpp's segmentation runs: point j of
+    sample n is labelled (7n + 3 step + 5j) mod parts."""
+    return torch.tensor([[(7 * n + 3 * step + 5 * j) % num_parts for j in range(points)]
+                         for n in range(batch)], dtype=torch.int64)
 
 
 def build(name, sample_shape, num_classes=10, dropout=None):
@@ -220,6 +380,8 @@ def build(name, sample_shape, num_classes=10, dropout=None):
     if name in ("pointnet_cls", "pointnet_cls_ft"):
         return PointNetCls(num_classes, name == "pointnet_cls_ft",
                            0.3 if dropout is None else dropout)
+    if name in ("pointnet_seg", "pointnet_seg_ft"):
+        return PointNetDenseCls(num_classes, name == "pointnet_seg_ft")
     import torchvision
     if name == "resnet18":
         model = torchvision.models.resnet18(num_classes=num_classes)

@@ -20,12 +20,14 @@ void Dataset::check() const {
   HFTA_CHECK(static_cast<int64_t>(images.size()) == size * sample_numel(),
              "dataset '{}' holds {} image values, expected {} samples x {} = {}", name,
              images.size(), size, sample_numel(), size * sample_numel());
-  HFTA_CHECK(static_cast<int64_t>(labels.size()) == size,
-             "dataset '{}' holds {} labels for {} samples", name, labels.size(), size);
-  for (int64_t i = 0; i < size; ++i)
+  HFTA_CHECK(
+      labels_per_sample >= 1 && static_cast<int64_t>(labels.size()) == size * labels_per_sample,
+      "dataset '{}' holds {} labels for {} samples of {} label(s)", name, labels.size(), size,
+      labels_per_sample);
+  for (int64_t i = 0; i < size * labels_per_sample; ++i)
     HFTA_CHECK(labels[i] >= 0 && labels[i] < num_classes,
-               "dataset '{}' sample {} has label {}, expected 0 to {}", name, i, labels[i],
-               num_classes - 1);
+               "dataset '{}' sample {} has label {}, expected 0 to {}", name, i / labels_per_sample,
+               labels[i], num_classes - 1);
 }
 
 Dataset take_first(const Dataset& data, int64_t n) {
@@ -36,7 +38,8 @@ Dataset take_first(const Dataset& data, int64_t n) {
   out.sample_shape = data.sample_shape;
   out.num_classes = data.num_classes;
   out.images.assign(data.images.begin(), data.images.begin() + out.size * data.sample_numel());
-  out.labels.assign(data.labels.begin(), data.labels.begin() + out.size);
+  out.labels_per_sample = data.labels_per_sample;
+  out.labels.assign(data.labels.begin(), data.labels.begin() + out.size * data.labels_per_sample);
   return out;
 }
 

@@ -2,6 +2,8 @@
 //
 //   images  [size, ...sample_shape]  float, already normalized (dataset-specific statistics)
 //   labels  [size]                   int32 in [0, num_classes)
+//           or [size, labels_per_sample] for per-point labels (part segmentation: one label per
+//           point, num_classes = the parts)
 // Datasets are small enough to hold in memory (Fashion-MNIST train: 188 MB as float).
 #pragma once
 
@@ -23,6 +25,7 @@ struct Dataset {
   int num_classes = 0;
   std::vector<float> images;
   std::vector<int32_t> labels;
+  int64_t labels_per_sample = 1;
 
   int64_t sample_numel() const { return sample_shape.numel(); }
   const float* sample(int64_t i) const { return images.data() + i * sample_numel(); }

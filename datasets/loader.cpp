@@ -22,7 +22,15 @@ Shape with_rows(int64_t rows, const Shape& sample_shape) {
 
 TensorView Batch::images() { return TensorView(image_data.data(), with_rows(rows, sample_shape)); }
 
-IndexView Batch::labels() { return IndexView(label_data.data(), Shape{rows}); }
+namespace {
+Shape label_shape(int64_t rows, int64_t labels_per_sample) {
+  return labels_per_sample == 1 ? Shape{rows} : Shape{rows, labels_per_sample};
+}
+}  // namespace
+
+IndexView Batch::labels() {
+  return IndexView(label_data.data(), label_shape(rows, labels_per_sample));
+}
 
 Loader::Loader(const Dataset& data, const LoaderOptions& options) : data_(data), options_(options) {
   data_.check();
@@ -46,7 +54,8 @@ Batch Loader::make_batch() const {
   b.capacity = options_.batch_size;
   b.sample_shape = data_.sample_shape;
   b.image_data.resize(static_cast<size_t>(b.capacity * data_.sample_numel()));
-  b.label_data.resize(static_cast<size_t>(b.capacity));
+  b.labels_per_sample = data_.labels_per_sample;
+  b.label_data.resize(static_cast<size_t>(b.capacity * b.labels_per_sample));
   return b;
 }
 
@@ -72,7 +81,8 @@ void Loader::start_epoch(int64_t epoch) {
 int64_t Loader::next(const TensorView& images, const IndexView& labels) {
   const int64_t N = options_.batch_size;
   check_shape(images, with_rows(N, data_.sample_shape), "loader image buffer");
-  check_shape(labels, Shape{N}, "loader label buffer");
+  const int64_t S = data_.labels_per_sample;
+  check_shape(labels, label_shape(N, S), "loader label buffer");
   if (batch_ >= batches_per_epoch_) {
     start_epoch(epoch_ + 1);
     return 0;
@@ -83,7 +93,7 @@ int64_t Loader::next(const TensorView& images, const IndexView& labels) {
   const int64_t* idx = order_.data() + first;
   parallel_for(rows, [&](int64_t r) {
     std::memcpy(images.data + r * D, data_.sample(idx[r]), static_cast<size_t>(D) * sizeof(float));
-    labels.data[r] = data_.labels[idx[r]];
+    std::copy_n(data_.labels.data() + idx[r] * S, S, labels.data + r * S);
   });
   ++batch_;
   return rows;
@@ -97,11 +107,12 @@ bool Loader::next(Batch& batch) {
              data_.sample_shape.str());
   HFTA_CHECK(
       static_cast<int64_t>(batch.image_data.size()) == batch.capacity * data_.sample_numel() &&
-          static_cast<int64_t>(batch.label_data.size()) == batch.capacity,
+          batch.labels_per_sample == data_.labels_per_sample &&
+          static_cast<int64_t>(batch.label_data.size()) == batch.capacity * data_.labels_per_sample,
       "batch buffers were resized after make_batch(): create the batch with "
       "Loader::make_batch() and leave its vectors' sizes alone");
   TensorView images(batch.image_data.data(), with_rows(batch.capacity, batch.sample_shape));
-  IndexView labels(batch.label_data.data(), Shape{batch.capacity});
+  IndexView labels(batch.label_data.data(), label_shape(batch.capacity, data_.labels_per_sample));
   batch.rows = next(images, labels);
   return batch.rows > 0;
 }

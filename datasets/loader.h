@@ -34,12 +34,14 @@ struct LoaderOptions {
 // Caller-owned batch buffers, sized once for N rows by Loader::make_batch().
 struct Batch {
   std::vector<float> image_data;    // N * sample_numel
-  std::vector<int32_t> label_data;  // N
+  std::vector<int32_t> label_data;  // N * labels_per_sample
   Shape sample_shape;
-  int64_t capacity = 0;  // N
-  int64_t rows = 0;      // rows filled by the last next(): N, or fewer in a final partial batch
+  int64_t labels_per_sample = 1;  // the dataset's: 1, or one label per point
+  int64_t capacity = 0;           // N
+  int64_t rows = 0;  // rows filled by the last next(): N, or fewer in a final partial batch
 
-  // [rows, ...sample_shape] and [rows]: the part of the buffers the last next() filled.
+  // [rows, ...sample_shape] and [rows] ([rows, labels_per_sample] when above 1): the part of the
+  // buffers the last next() filled.
   TensorView images();
   IndexView labels();
 };
@@ -57,8 +59,9 @@ class Loader {
   // Fills the next batch of the current epoch and returns true; at the end of the epoch returns
   // false and moves to the next epoch, so `while (loader.next(b))` runs exactly one epoch.
   bool next(Batch& batch);
-  // Same, into views: images [N, ...sample_shape] and labels [N] (N = batch_size). Returns the
-  // rows written (the first rows of both views), 0 at the end of the epoch.
+  // Same, into views: images [N, ...sample_shape] and labels [N] (N = batch_size; [N, S] for a
+  // dataset of S labels per sample). Returns the rows written (the first rows of both views), 0
+  // at the end of the epoch.
   int64_t next(const TensorView& images, const IndexView& labels);
 
   // Restarts at the beginning of epoch `epoch` (e.g. to resume a run).

@@ -54,6 +54,14 @@ PointCloudSet take_first(const PointCloudSet& data, int64_t n) {
   return out;
 }
 
+Dataset with_part_labels(const PointCloudSet& set) {
+  Dataset out = static_cast<const Dataset&>(set);
+  out.labels = set.part_labels;
+  out.labels_per_sample = set.points();
+  out.num_classes = set.num_parts;
+  return out;
+}
+
 void normalize_to_unit_sphere(std::span<float> xyz) {
   const size_t n = xyz.size() / 3;
   if (n == 0) return;

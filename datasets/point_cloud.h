@@ -38,6 +38,10 @@ struct PointCloudSet : Dataset {
 // The first n clouds (all of them when n >= size).
 PointCloudSet take_first(const PointCloudSet& data, int64_t n);
 
+// The clouds with their part labels as the labels: labels [size, L] (labels_per_sample L),
+// num_classes = num_parts. For training part segmentation through a Loader.
+Dataset with_part_labels(const PointCloudSet& set);
+
 // Centers the points [n, 3] at their mean and scales them into the unit sphere (the farthest
 // point at distance 1), as PointNet's ShapeNet loader does. Points that all coincide are only
 // centered.

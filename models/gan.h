@@ -83,11 +83,17 @@ class GanArray {
   // in training mode, as the example's netG(fixed_noise) does.
   TensorView samples();
   int64_t steps() const { return steps_; }
+  // Restores the step count of a resumed run: step t's noise comes from (seed ^ t).
+  void set_steps(int64_t steps) { steps_ = steps; }
 
   Net& generator() { return *g_; }
   Net& discriminator() { return *d_real_; }
   FusedAdam& g_optimizer() { return *opt_g_; }
   FusedAdam& d_optimizer() { return *opt_d_; }
+  const Net& generator() const { return *g_; }
+  const Net& discriminator() const { return *d_real_; }
+  const FusedAdam& g_optimizer() const { return *opt_g_; }
+  const FusedAdam& d_optimizer() const { return *opt_d_; }
 
  private:
   GanSpec spec_;

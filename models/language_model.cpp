@@ -4,8 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <exception>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace hfta {
 
@@ -30,17 +32,25 @@ LanguageModel::LanguageModel(std::string name, LanguageModelSpec spec, LmDefinit
     : name_(std::move(name)), spec_(std::move(spec)), definition_(definition) {
   HFTA_CHECK(spec_.B >= 1, "{}: the array needs at least one model, got B = {}", name_, spec_.B);
   check_config(spec_.config, spec_.streams);
-  main_ = record(spec_.config.bptt, false);
+  layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
+  main_ = record(spec_.config.bptt, false, spec_.B, !layout_.is_fused());
   spec_.model_ids = main_.net->spec().model_ids;
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
+  // A plan that amounts to fused (one group) is fused: say so.
+  if (layout_.is_fused()) spec_.plan = ExecutionPlan::fused();
 }
 
-LanguageModel::Runner LanguageModel::record(int64_t T, bool external) const {
+LanguageModel::Runner LanguageModel::record(int64_t T, bool external, int64_t models,
+                                            bool state_only) const {
+  if (models == 0) models = spec_.B;
   Runner r;
-  r.net = std::make_unique<Net>(NetSpec{.B = spec_.B,
+  std::vector<int64_t> ids = spec_.model_ids;
+  if (!ids.empty()) ids.resize(static_cast<size_t>(models));  // rebound before every use
+  r.net = std::make_unique<Net>(NetSpec{.B = models,
                                         .capacity = spec_.streams,
                                         .seed = spec_.seed,
-                                        .model_ids = spec_.model_ids,
+                                        .model_ids = ids,
+                                        .state_only = state_only,
                                         .external_state = external});
   Net& net = *r.net;
   try {
@@ -59,6 +69,47 @@ LanguageModel::Runner LanguageModel::record(int64_t T, bool external) const {
   return r;
 }
 
+LanguageModel::Runner& LanguageModel::group_runner(int64_t T, int64_t models, int worker) {
+  const auto key = std::make_tuple(T, models, worker);
+  auto it = groups_.find(key);
+  if (it == groups_.end()) it = groups_.emplace(key, record(T, true, models)).first;
+  return it->second;
+}
+
+void LanguageModel::run_groups(const IndexView& inputs, const IndexView& targets, bool training,
+                               bool with_backward) {
+  const int64_t T = inputs.shape[1];
+  // Record every runner this window needs before any worker starts (no recording in parallel).
+  for (const PlanGroup& g : layout_.groups) group_runner(T, g.count, g.worker);
+  if (with_backward) main_.net->zero_grad();
+  const int64_t forwards = main_.net->training_forwards();
+  auto run_group = [&](size_t index) {
+    const PlanGroup& g = layout_.groups[index];
+    Runner& r = group_runner(T, g.count, g.worker);
+    r.net->bind_state(*main_.net, g.first);
+    r.net->set_training_forwards(forwards);
+    r.net->set_input(r.tokens, inputs);
+    r.net->set_input(r.targets, targets);
+    r.net->forward(training);
+    const TensorView loss = r.net->value(r.loss);
+    std::copy(loss.data, loss.data + g.count, losses_.begin() + g.first);
+    if (with_backward) r.net->backward();
+  };
+  run_plan_groups(layout_, run_group);
+  if (training) main_.net->set_training_forwards(forwards + 1);
+  last_ = nullptr;
+}
+
+void LanguageModel::train_step(const IndexView& inputs, const IndexView& targets) {
+  if (layout_.is_fused()) {
+    forward(inputs, targets, true);
+    backward();
+    return;
+  }
+  check_window(inputs, targets);
+  run_groups(inputs, targets, true, true);
+}
+
 LanguageModel::Runner& LanguageModel::runner_for(int64_t T) {
   if (T == spec_.config.bptt) return main_;
   auto it = short_.find(T);
@@ -66,7 +117,7 @@ LanguageModel::Runner& LanguageModel::runner_for(int64_t T) {
   return it->second;
 }
 
-void LanguageModel::forward(const IndexView& inputs, const IndexView& targets, bool training) {
+void LanguageModel::check_window(const IndexView& inputs, const IndexView& targets) const {
   HFTA_CHECK(inputs.shape.rank() == 2 && inputs.shape == targets.shape,
              "{}: a window is inputs and targets [streams, tokens], got {} and {}", name_,
              inputs.shape.str(), targets.shape.str());
@@ -74,6 +125,16 @@ void LanguageModel::forward(const IndexView& inputs, const IndexView& targets, b
   HFTA_CHECK(T >= 1 && T <= spec_.config.bptt,
              "{}: a window of {} tokens, but the model was built for 1 to {} (--bptt)", name_, T,
              spec_.config.bptt);
+}
+
+void LanguageModel::forward(const IndexView& inputs, const IndexView& targets, bool training) {
+  check_window(inputs, targets);
+  if (!layout_.is_fused()) {
+    HFTA_CHECK(!training, "{}: under plan {} a training forward runs in train_step()", name_,
+               spec_.plan.str());
+    return run_groups(inputs, targets, false, false);
+  }
+  const int64_t T = inputs.shape[1];
   Runner& r = runner_for(T);
   // Dropout draws depend on the count of training forwards: every net continues the main one's.
   r.net->set_training_forwards(main_.net->training_forwards());
@@ -87,9 +148,41 @@ void LanguageModel::forward(const IndexView& inputs, const IndexView& targets, b
 }
 
 void LanguageModel::backward() {
+  HFTA_CHECK(layout_.is_fused(), "{}: under plan {} backward runs in train_step()", name_,
+             spec_.plan.str());
   HFTA_CHECK(last_ != nullptr, "{}: backward() needs a forward() first", name_);
   last_->net->zero_grad();
   last_->net->backward();
+}
+
+void LanguageModel::reset_profile() {
+  main_.net->reset_profile();
+  for (auto& [T, r] : short_) r.net->reset_profile();
+  for (auto& [key, r] : groups_) r.net->reset_profile();
+}
+
+const Net& LanguageModel::profiled_net() const {
+  // Under a plan: the first full-length group's net (ms per group it ran, not per step).
+  for (const auto& [key, r] : groups_)
+    if (std::get<0>(key) == spec_.config.bptt) return *r.net;
+  return net();
+}
+
+LanguageModel::ProfileShare LanguageModel::attention_profile() const {
+  ProfileShare s;
+  for (const Net::NodeTime& t : profiled_net().profile()) {
+    const double ms = t.forward_ms + t.backward_ms;
+    s.total_ms += ms;
+    if (t.node.find("Attention(") != std::string::npos) s.attention_ms += ms;
+  }
+  return s;
+}
+
+std::string LanguageModel::profile_report() const {
+  const ProfileShare s = attention_profile();
+  return fmt::format("{} {}\nattention: {:.3f} of {:.3f} ms per step in the net's nodes ({:.1f}%)",
+                     name_, profiled_net().profile_report(), s.attention_ms, s.total_ms,
+                     s.total_ms > 0 ? 100.0 * s.attention_ms / s.total_ms : 0.0);
 }
 
 namespace {

@@ -5,8 +5,12 @@
 //
 // Windows are [S, T'] token ids (S streams, T' <= bptt). The net is recorded for T = bptt; a
 // shorter window (the last of a pass) runs on a net recorded for T' that shares the main net's
-// parameters, gradients and streams (Net::bind_state), recorded once per length. Only the fused
-// execution plan exists here.
+// parameters, gradients and streams (Net::bind_state), recorded once per length.
+//
+// Execution plans (models/plan.h) as models/model.h runs them: under chunk:C or threads the main
+// net only holds the state (parameters, gradients) of all B models, and nets recorded for one
+// group size run each group of the plan, rebound to its models; a training step then runs in
+// train_step() (forward and backward of a group before the next group's).
 //
 // Equivalence: as models/model.h, model b draws its weights and dropout from its model id, so a
 // B = 1 array with model_ids = {b} computes exactly what model b of any array computes.
@@ -17,10 +21,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/tensor.h"
 #include "models/net.h"
+#include "models/plan.h"
 
 namespace hfta {
 
@@ -41,6 +47,10 @@ struct LanguageModelSpec {
   uint64_t seed = 0;
   std::vector<int64_t> model_ids;  // empty = 0..B-1
   LmConfig config;
+  // The order the models run a step in (not kAuto), and the threads it spreads workers over
+  // (0 = OpenMP's count).
+  ExecutionPlan plan = {};
+  int threads = 0;
 };
 
 // Records logits [T, V] from the shared tokens [T].
@@ -56,13 +66,13 @@ class LanguageModel {
   // Runs all B models on one window, inputs and targets [S, T'] with T' <= bptt; losses() holds
   // each model's mean loss over the S*T' tokens. The window must stay alive until backward().
   // Token ids outside [0, V) throw hfta::Error.
+  // Under a plan other than fused, a training forward runs in train_step() only.
   void forward(const IndexView& inputs, const IndexView& targets, bool training);
-  // Zeroes and writes every parameter gradient for the last forward.
+  // Zeroes and writes every parameter gradient for the last forward (fused plan only).
   void backward();
-  void train_step(const IndexView& inputs, const IndexView& targets) {
-    forward(inputs, targets, true);
-    backward();
-  }
+  // A training forward and backward of every model on one window, in the plan's order.
+  void train_step(const IndexView& inputs, const IndexView& targets);
+  const ExecutionPlan& plan() const { return spec_.plan; }
   const std::vector<float>& losses() const { return losses_; }
 
   const std::string& name() const { return name_; }
@@ -74,20 +84,45 @@ class LanguageModel {
   const std::vector<Param>& params() const { return net().params(); }
   int64_t params_per_model() const { return net().params_per_model(); }
   std::string describe() const { return net().describe(); }
+  // As Model::reinit_slot (models/slots.h): slot b becomes a fresh model `model_id`.
+  void reinit_slot(int64_t b, int64_t model_id);
+  LmDefinition definition() const { return definition_; }
+
+  // Per-node timing with HFTA_PROFILE=1 (models/net.h), over the nets of every window length.
+  bool profiling() const { return net().profiling(); }
+  void reset_profile();
+  // The full-length windows' net, node by node (ms per step), then the attention nodes' share.
+  std::string profile_report() const;
+  // Milliseconds per step of the full-length windows' net: in its attention nodes, and in all
+  // its nodes (forward + backward).
+  struct ProfileShare {
+    double attention_ms = 0.0, total_ms = 0.0;
+  };
+  ProfileShare attention_profile() const;
 
  private:
   struct Runner {
     std::unique_ptr<Net> net;
     Value tokens, targets, logits, loss;
   };
-  Runner record(int64_t T, bool external) const;
+  // A net for windows of T tokens: the main one (all B models, `state_only` under a plan), or
+  // one bound to the main one's state for `models` models (external).
+  Runner record(int64_t T, bool external, int64_t models = 0, bool state_only = false) const;
   Runner& runner_for(int64_t T);
+  void check_window(const IndexView& inputs, const IndexView& targets) const;
+  const Net& profiled_net() const;
+  // Other plans: the runner of (T, group size, worker), recorded on first use.
+  Runner& group_runner(int64_t T, int64_t models, int worker);
+  void run_groups(const IndexView& inputs, const IndexView& targets, bool training,
+                  bool with_backward);
 
   std::string name_;
   LanguageModelSpec spec_;
   LmDefinition definition_;
   Runner main_;
   std::map<int64_t, Runner> short_;  // nets for windows shorter than bptt
+  PlanLayout layout_;
+  std::map<std::tuple<int64_t, int64_t, int>, Runner> groups_;  // (T, models, worker)
   Runner* last_ = nullptr;
   std::vector<float> losses_;
 };

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <omp.h>
 
 #include <cstring>
 #include <exception>
@@ -10,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "datasets/shapes.h"
 #include "fused_ops/cross_entropy.h"
 
 namespace hfta {
@@ -29,9 +29,10 @@ NetSpec net_spec(const ModelSpec& s, bool state_only) {
 }
 }  // namespace
 
-Model::Model(std::string name, ModelSpec spec, ModelDefinition definition)
+Model::Model(std::string name, ModelSpec spec, ModelDefinition definition, ModelTask task)
     : name_(std::move(name)),
       definition_(definition),
+      task_(task),
       spec_(std::move(spec)),
       net_(net_spec(spec_, !plan_layout(spec_).is_fused())),
       layout_(plan_layout(spec_)) {
@@ -40,6 +41,8 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition)
              spec_.num_classes);
   HFTA_CHECK(spec_.sample_shape.rank() >= 1 && spec_.sample_shape.numel() >= 1,
              "{}: empty sample shape {}", name_, spec_.sample_shape.str());
+  HFTA_CHECK(task_ == ModelTask::kClassify || spec_.sample_shape.rank() == 2,
+             "{}: per-point labels need [L, C] samples, got {}", name_, spec_.sample_shape.str());
   spec_.model_ids = net_.spec().model_ids;
   fused_ = record(nullptr);
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
@@ -74,12 +77,16 @@ Model::Runner Model::record(std::unique_ptr<Net> own) const {
   Net& net = own ? *own : const_cast<Net&>(net_);
   try {
     r.images = net.input(spec_.sample_shape);
-    r.labels = net.index_input(Shape{});
+    const bool seg = task_ == ModelTask::kSegment;
+    const int64_t L = spec_.sample_shape[0];
+    r.labels = net.index_input(seg ? Shape{L} : Shape{});
     r.logits = definition_(net, r.images, spec_.num_classes);
-    HFTA_CHECK(net.features(r.logits) == Shape{spec_.num_classes},
-               "the model gives {} features per sample, expected [{}] logits",
-               net.features(r.logits).str(), spec_.num_classes);
-    r.loss = net.cross_entropy(r.logits, r.labels);
+    const Shape expected = seg ? Shape{L, spec_.num_classes} : Shape{spec_.num_classes};
+    HFTA_CHECK(net.features(r.logits) == expected,
+               "the model gives {} features per sample, expected {} logits",
+               net.features(r.logits).str(), expected.str());
+    r.loss =
+        seg ? net.point_cross_entropy(r.logits, r.labels) : net.cross_entropy(r.logits, r.labels);
   } catch (const Error& e) {
     fail("{} on samples of shape {}: {}", name_, spec_.sample_shape.str(), e.what());
   }
@@ -98,20 +105,29 @@ void Model::set_inputs(Runner& r, const TensorView& images, const IndexView& lab
   }
 }
 
-void Model::collect(const Runner& r, int64_t first) {
+void Model::collect(const Runner& r, int64_t first, bool training) {
   const Net& net = r.net ? *r.net : net_;
   const TensorView loss = net.value(r.loss);
   std::copy(loss.data, loss.data + net.B(), losses_.begin() + first);
-  CrossEntropyParams ce{net.B(), net.rows(), spec_.num_classes};
-  count_correct(ce, {.logits = net.value(r.logits),
-                     .labels = net.index_value(r.labels),
+  // Per-point logits [B, n, L, P] count as B x (n*L) rows of P.
+  const int64_t rows = net.rows() * labels_per_sample(), P = spec_.num_classes;
+  const TensorView logits = net.value(r.logits);
+  if (task_ == ModelTask::kSegment && !training) {
+    // Evaluation only (the allocation happens once): IoU needs every model's logits, and a plan
+    // other than fused overwrites one group's with the next's.
+    point_logits_.resize(static_cast<size_t>(spec_.B * spec_.batch_size * labels_per_sample() * P));
+    point_logit_rows_ = net.rows();
+    std::copy(logits.data, logits.data + logits.numel(), point_logits_.begin() + first * rows * P);
+  }
+  CrossEntropyParams ce{net.B(), rows, P};
+  count_correct(ce, {.logits = TensorView(logits.data, Shape{net.B(), rows, P}),
+                     .labels = IndexView(net.index_value(r.labels).data, Shape{rows}),
                      .correct = std::span<int64_t>(correct_).subspan(
                          static_cast<size_t>(first), static_cast<size_t>(net.B()))});
 }
 
 void Model::run_groups(const TensorView& images, const IndexView& labels, bool training,
-                       bool with_backward) {
-  if (with_backward) net_.zero_grad();
+                       bool with_backward, const AfterBackward& after_backward) {
   const int64_t forwards = net_.training_forwards();
   // One group: bind its runner to the group's models, run, collect.
   auto run_group = [&](size_t g) {
@@ -121,29 +137,13 @@ void Model::run_groups(const TensorView& images, const IndexView& labels, bool t
     r.net->set_training_forwards(forwards);
     set_inputs(r, images, labels);
     r.net->forward(training);
-    collect(r, group.first);
-    if (with_backward) r.net->backward();
+    collect(r, group.first, training);
+    if (!with_backward) return;
+    r.net->zero_grad();  // the bound net's gradients are this group's slices of net_'s
+    r.net->backward();
+    if (after_backward) after_backward(group.first, group.count);
   };
-  if (layout_.workers == 1) {
-    for (size_t g = 0; g < layout_.groups.size(); ++g) run_group(g);
-  } else {
-    // Each worker runs its groups on one thread, with every op inside single-threaded: no
-    // barrier between the workers until the step ends.
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(layout_.workers));
-#pragma omp parallel num_threads(layout_.workers)
-    {
-      omp_set_num_threads(1);
-      const int w = omp_get_thread_num();
-      try {
-        for (size_t g = 0; g < layout_.groups.size(); ++g)
-          if (layout_.groups[g].worker == w) run_group(g);
-      } catch (...) {
-        errors[static_cast<size_t>(w)] = std::current_exception();
-      }
-    }
-    for (auto& error : errors)
-      if (error) std::rethrow_exception(error);
-  }
+  run_plan_groups(layout_, run_group);
   if (training) net_.set_training_forwards(forwards + 1);
 }
 
@@ -155,7 +155,7 @@ void Model::forward(const TensorView& images, const IndexView& labels, bool trai
   }
   set_inputs(fused_, images, labels);
   net_.forward(training);
-  collect(fused_, 0);
+  collect(fused_, 0, training);
 }
 
 void Model::backward() {
@@ -165,10 +165,18 @@ void Model::backward() {
   net_.backward();
 }
 
-void Model::train_step(const TensorView& images, const IndexView& labels) {
-  if (!layout_.is_fused()) return run_groups(images, labels, true, true);
+void Model::train_step(const TensorView& images, const IndexView& labels,
+                       const AfterBackward& after_backward) {
+  if (!layout_.is_fused()) return run_groups(images, labels, true, true, after_backward);
   forward(images, labels, true);
   backward();
+  if (after_backward) after_backward(0, spec_.B);
+}
+
+TensorView Model::point_logits() const {
+  if (point_logit_rows_ == 0) return {};
+  return TensorView(const_cast<float*>(point_logits_.data()),
+                    Shape{spec_.B, point_logit_rows_, labels_per_sample(), spec_.num_classes});
 }
 
 double Model::train_flops_per_sample() const {
@@ -236,6 +244,9 @@ const std::vector<ModelInfo>& registry() {
       {"mobilenetv2", Shape{3, 32, 32}, 10, define_mobilenetv2},
       {"pointnet_cls", Shape{1024, 3}, 10, define_pointnet_cls},
       {"pointnet_cls_ft", Shape{1024, 3}, 10, define_pointnet_cls_ft},
+      {"pointnet_seg", Shape{2500, 3}, kShapesParts, define_pointnet_seg, ModelTask::kSegment},
+      {"pointnet_seg_ft", Shape{2500, 3}, kShapesParts, define_pointnet_seg_ft,
+       ModelTask::kSegment},
       {"resnet18", Shape{3, 32, 32}, 10, define_resnet18},
   };
   return table;
@@ -254,12 +265,23 @@ const ModelInfo& model_info(const std::string& name) {
   fail("unknown model '{}': choose one of {}", name, fmt::join(model_names(), ", "));
 }
 
+std::string feature_transform_variant(const std::string& name) {
+  const std::string base = model_info(name).name;
+  if (base.ends_with("_ft")) return base;
+  for (const ModelInfo& m : registry())
+    if (m.name == base + "_ft") return m.name;
+  fail(
+      "--feature-transform: {} has no feature transform (PointNet's pointnet_cls and "
+      "pointnet_seg have)",
+      base);
+}
+
 std::unique_ptr<Model> make_model(const std::string& name, const ModelSpec& spec) {
   const ModelInfo& info = model_info(name);
   ModelSpec s = spec;
   if (s.sample_shape.rank() == 0) s.sample_shape = info.default_sample_shape;
   if (s.num_classes == 0) s.num_classes = info.default_num_classes;
-  return std::make_unique<Model>(info.name, s, info.definition);
+  return std::make_unique<Model>(info.name, s, info.definition, info.task);
 }
 
 }  // namespace hfta

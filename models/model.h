@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,29 +39,42 @@ struct ModelSpec {
   int threads = 0;
 };
 
-// A model definition: records the net from the shared images to per-model logits [num_classes].
+// A model definition: records the net from the shared images to per-model logits [num_classes]
+// (a classifier) or [L, num_classes] (per-point labels of [L, C] samples: segmentation).
 using ModelDefinition = Value (*)(Net& net, Value images, int64_t num_classes);
+
+// What the labels are: one class per sample (softmax cross-entropy over the samples), or one
+// part per point of [L, C] samples (cross-entropy over all n*L points: labels [n, L]; correct()
+// counts points).
+enum class ModelTask { kClassify, kSegment };
 
 class Model {
  public:
   // Records `definition` for spec.B models, carves the arenas and initializes every replica.
   // Throws hfta::Error naming the op whose input does not fit.
-  Model(std::string name, ModelSpec spec, ModelDefinition definition);
+  Model(std::string name, ModelSpec spec, ModelDefinition definition,
+        ModelTask task = ModelTask::kClassify);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  // Runs all B models on one shared minibatch, images [n, ...sample_shape] and labels [n] with
-  // n <= batch_size, and computes each model's mean cross-entropy loss (losses()) and correct
-  // rows (correct()). The batch must stay alive until backward(). Training forwards followed by
-  // backward() need the fused plan (other plans overwrite one chunk's activations with the
-  // next's): train_step() runs both under any plan.
+  // Runs all B models on one shared minibatch, images [n, ...sample_shape] and labels [n] ([n, L]
+  // for kSegment) with n <= batch_size, and computes each model's mean cross-entropy loss
+  // (losses()) and correct rows (correct()). The batch must stay alive until backward(). Training
+  // forwards followed by backward() need the fused plan (other plans overwrite one chunk's
+  // activations with the next's): train_step() runs both under any plan.
   void forward(const TensorView& images, const IndexView& labels, bool training);
   // Zeroes and then writes every parameter gradient of every model for the last forward (each
   // model gets exactly the gradient it would get alone).
   void backward();
+  // Called with each block of models [first, first + count) as soon as its gradients are written,
+  // on the thread that wrote them: the optimizer updates the block while it is in cache
+  // (Optimizer::step_models). Blocks are disjoint; workers call it at the same time.
+  using AfterBackward = std::function<void(int64_t first, int64_t count)>;
   // A training forward and backward of every model on one minibatch, in the plan's order: after
   // it, losses(), correct() and every gradient are those of forward(.., true) then backward().
-  void train_step(const TensorView& images, const IndexView& labels);
+  // `after_backward`, when given, sees every model once per step (all B at once under fused).
+  void train_step(const TensorView& images, const IndexView& labels,
+                  const AfterBackward& after_backward = {});
 
   // Per-model mean loss and count of correctly classified rows, for the last forward().
   const std::vector<float>& losses() const { return losses_; }
@@ -71,6 +85,14 @@ class Model {
   const ModelSpec& spec() const { return spec_; }
   const Shape& sample_shape() const { return spec_.sample_shape; }
   int64_t num_classes() const { return spec_.num_classes; }
+  ModelTask task() const { return task_; }
+  // Labels per sample: 1, or L for kSegment.
+  int64_t labels_per_sample() const {
+    return task_ == ModelTask::kSegment ? spec_.sample_shape[0] : 1;
+  }
+  // kSegment: the logits of the last evaluation forward (training = false), [B, n, L, P] for its
+  // n rows (model b's rows contiguous), whatever the plan. Empty before one.
+  TensorView point_logits() const;
   // The net holding every model's parameters, gradients and buffers (under a plan other than
   // fused it holds only those; smaller nets bound to it run the steps).
   Net& net() { return net_; }
@@ -93,6 +115,13 @@ class Model {
   std::string profile_report() const;
   void reset_profile();
 
+  // Slot b becomes a fresh model `model_id` (models/slots.h): its parameters and buffers exactly
+  // those of a new array's model with that id, its gradients zero, its dropout draws those of a
+  // fresh model with that id from the next training forward on. Throws hfta::Error for b out of
+  // range. The other slots are untouched.
+  void reinit_slot(int64_t b, int64_t model_id);
+  ModelDefinition definition() const { return definition_; }
+
   // Replica b's parameters ([params_per_model] floats, recording order), out and back in.
   std::vector<float> extract(int64_t b) const;
   void insert(int64_t b, const std::vector<float>& values);
@@ -107,13 +136,14 @@ class Model {
   Runner record(std::unique_ptr<Net> net) const;
   void set_inputs(Runner& r, const TensorView& images, const IndexView& labels) const;
   // Copies runner r's losses and correct counts into models [first, first + count).
-  void collect(const Runner& r, int64_t first);
+  void collect(const Runner& r, int64_t first, bool training);
   // Runs `step` (forward, or forward and backward) on every group of the plan.
   void run_groups(const TensorView& images, const IndexView& labels, bool training,
-                  bool with_backward);
+                  bool with_backward, const AfterBackward& after_backward = {});
 
   std::string name_;
   ModelDefinition definition_;
+  ModelTask task_;
   ModelSpec spec_;
   Net net_;
   Runner fused_;  // the fused plan runs on net_ itself
@@ -123,6 +153,8 @@ class Model {
   std::vector<size_t> runner_of_group_;  // layout_.groups[g] runs on runners_[runner_of_group_[g]]
   std::vector<float> losses_;
   std::vector<int64_t> correct_;
+  std::vector<float> point_logits_;  // kSegment: point_logits()
+  int64_t point_logit_rows_ = 0;
 };
 
 // What make_model knows about an architecture.
@@ -131,6 +163,7 @@ struct ModelInfo {
   Shape default_sample_shape;
   int64_t default_num_classes = 10;
   ModelDefinition definition = nullptr;
+  ModelTask task = ModelTask::kClassify;
 };
 
 // Builds a model by name; throws hfta::Error naming the choices otherwise.
@@ -146,8 +179,12 @@ Value define_mobilenetv2(Net& n, Value images, int64_t num_classes);
 // PointNet on [L, 3] clouds; _ft adds the feature transform and its regularizer loss.
 Value define_pointnet_cls(Net& n, Value points, int64_t num_classes);
 Value define_pointnet_cls_ft(Net& n, Value points, int64_t num_classes);
-// fxia22's PointNetDenseCls: per-point logits [L, num_parts] (not a classifier Model yet: the
-// Model's labels are one per sample; record it on a Net with point_cross_entropy).
+// fxia22's PointNetDenseCls: per-point logits [L, num_parts] (ModelTask::kSegment).
 Value define_pointnet_seg(Net& n, Value points, int64_t num_parts, bool feature_transform);
+Value define_pointnet_seg(Net& n, Value points, int64_t num_parts);
+Value define_pointnet_seg_ft(Net& n, Value points, int64_t num_parts);
+// The name of `name`'s feature-transform variant (name + "_ft" when registered; a name that
+// already is one is kept). Throws hfta::Error for a model without one (--feature-transform).
+std::string feature_transform_variant(const std::string& name);
 
 }  // namespace hfta

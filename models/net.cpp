@@ -36,6 +36,7 @@ Net::Net(NetSpec spec) : spec_(std::move(spec)) {
     for (int64_t b = 0; b < spec_.B; ++b) spec_.model_ids.push_back(b);
   HFTA_CHECK(static_cast<int64_t>(spec_.model_ids.size()) == spec_.B,
              "{} model ids for an array of {} models", spec_.model_ids.size(), spec_.B);
+  forward_origins_.assign(static_cast<size_t>(spec_.B), 0);
   const char* profile = std::getenv("HFTA_PROFILE");
   profile_ = profile != nullptr && std::string(profile) != "0";
 }
@@ -368,13 +369,20 @@ void Net::bind_state(const Net& owner, int64_t first) {
   }
   for (size_t i = 0; i < buffers_.size(); ++i)
     buffers_[i].value = slice(owner.buffers_[i].value, buffer_shapes_[i]);
-  for (int64_t b = 0; b < spec_.B; ++b)
+  for (int64_t b = 0; b < spec_.B; ++b) {
     spec_.model_ids[static_cast<size_t>(b)] = owner.spec_.model_ids[static_cast<size_t>(first + b)];
+    forward_origins_[static_cast<size_t>(b)] =
+        owner.forward_origins_[static_cast<size_t>(first + b)];
+  }
 }
 
 void Net::initialize() {
+  for (int64_t b = 0; b < spec_.B; ++b) initialize_model(b);
+}
+
+void Net::initialize_model(int64_t b) {
   // Model b's stream walks the parameters in recording order, its slice of each in memory order.
-  for (int64_t b = 0; b < spec_.B; ++b) {
+  {
     RngStream rng = RngStream::for_model(spec_.seed, spec_.model_ids[b], kRngInit);
     for (const Param& p : params_) {
       TensorView slice = p.value.replica(b);
@@ -408,8 +416,10 @@ void Net::initialize() {
       }
     }
   }
-  for (const ModelBuffer& buf : buffers_)
-    std::fill(buf.value.data, buf.value.data + buf.value.numel(), buf.initial);
+  for (const ModelBuffer& buf : buffers_) {
+    TensorView slice = buf.value.replica(b);
+    std::fill(slice.data, slice.data + slice.numel(), buf.initial);
+  }
 }
 
 void Net::set_input(Value v, const TensorView& batch) {
@@ -506,7 +516,8 @@ void Net::forward(bool training) {
   if (training) {
     for (int64_t b = 0; b < spec_.B; ++b)
       dropout_streams_[static_cast<size_t>(b)] = RngStream::for_model(
-          spec_.seed ^ static_cast<uint64_t>(training_forwards_), spec_.model_ids[b], kRngDropout);
+          spec_.seed ^ static_cast<uint64_t>(training_forwards_ - forward_origins_[b]),
+          spec_.model_ids[b], kRngDropout);
     ++training_forwards_;
   }
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -611,6 +622,14 @@ void Net::reset_profile() {
   std::fill(forward_ms_.begin(), forward_ms_.end(), 0.0);
   std::fill(backward_ms_.begin(), backward_ms_.end(), 0.0);
   profiled_steps_ = 0;
+}
+
+std::vector<Net::NodeTime> Net::profile() const {
+  const double steps = static_cast<double>(std::max<int64_t>(1, profiled_steps_));
+  std::vector<NodeTime> out;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    out.push_back({nodes_[i]->describe(), forward_ms_[i] / steps, backward_ms_[i] / steps});
+  return out;
 }
 
 std::string Net::profile_report() const {

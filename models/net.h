@@ -325,6 +325,11 @@ class Net {
   // torch.nn.LayerNorm over the last axis (weight 1, bias 0).
   Value layernorm(Value x, const std::string& name, double eps = 1e-5);
   Value gelu(Value x);
+  // Token rows picked from x [T, D] by shared flat indices [K] (an index_input): per window of n
+  // sequences, the n*K indices select rows of its n*T (in [0, n*T), or -1 for a zero row) and
+  // pack them into [K, D] features (n*K rows). A masked LM's output layer then runs on the
+  // predicted rows only (models/masked_lm.h). Backward scatter-adds into x's gradient.
+  Value gather_tokens(Value x, Value rows);
   // Per-model mean cross-entropy over every token of logits [T, V] against shared next-token
   // targets [T] (rows labelled ignore_index skipped): a [B] loss value, marked as a loss.
   Value token_cross_entropy(Value logits, Value targets,
@@ -367,6 +372,21 @@ class Net {
   void set_training_forwards(int64_t count) { training_forwards_ = count; }
   int64_t training_forwards() const { return training_forwards_; }
 
+  // ---- Slots (models/slots.cpp) ----------------------------------------------------------
+  // Model b's dropout counts training forwards from its origin (0 unless the slot was refilled):
+  // its k-th training forward draws what a fresh net's k-th draws.
+  const std::vector<int64_t>& forward_origins() const { return forward_origins_; }
+  void set_forward_origins(const std::vector<int64_t>& origins);
+  // Slot b becomes a fresh model `model_id`: parameters and buffers re-initialized from that id's
+  // init stream (exactly a new net's model with that id), gradients zeroed, dropout counted from
+  // now. Nets bound to this one take the new id at their next bind_state(). Throws hfta::Error
+  // for b out of range or a net without state of its own.
+  void reinit_model(int64_t b, int64_t model_id);
+  // Copies model `from` of `src` (a net recorded by the same code) into slot `to`: parameters,
+  // gradients, buffers, model id and dropout origin, bit for bit. The training forward counts
+  // must agree (the caller sets them first) for the dropout origins to mean the same.
+  void copy_model(const Net& src, int64_t from, int64_t to);
+
   // ---- Introspection ---------------------------------------------------------------------
   const std::vector<Param>& params() const { return params_; }
   const std::vector<ModelBuffer>& buffers() const { return buffers_; }
@@ -385,6 +405,12 @@ class Net {
   bool profiling() const { return profile_; }
   std::string profile_report() const;
   void reset_profile();
+  // The same as numbers: each node's describe() and ms per step, forward and backward.
+  struct NodeTime {
+    std::string node;
+    double forward_ms = 0.0, backward_ms = 0.0;
+  };
+  std::vector<NodeTime> profile() const;
 
  private:
   friend class Scope;
@@ -395,6 +421,7 @@ class Net {
   // Assigns each activation gradient its offset; returns the arena bytes they need.
   size_t plan_gradient_memory();
   void initialize();
+  void initialize_model(int64_t b);
 
   NetSpec spec_;
   std::vector<std::string> scope_;
@@ -413,6 +440,7 @@ class Net {
   int32_t pending_scratch_ = -1;  // the value whose gradient scratch_ holds during a backward
   std::vector<RngStream> dropout_streams_;
   int64_t training_forwards_ = 0;
+  std::vector<int64_t> forward_origins_;  // [B], see forward_origins()
   int64_t n_ = 0;
   bool forward_done_ = false;
   const Node* current_ = nullptr;  // the node running backward

@@ -1,8 +1,10 @@
 #include "models/plan.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <exception>
 
 #include "core/error.h"
 
@@ -76,6 +78,27 @@ PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads) {
     }
   }
   return layout;
+}
+
+void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g)>& run_group) {
+  if (layout.workers == 1) {
+    for (size_t g = 0; g < layout.groups.size(); ++g) run_group(g);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(layout.workers));
+#pragma omp parallel num_threads(layout.workers)
+  {
+    omp_set_num_threads(1);
+    const int w = omp_get_thread_num();
+    try {
+      for (size_t g = 0; g < layout.groups.size(); ++g)
+        if (layout.groups[g].worker == w) run_group(g);
+    } catch (...) {
+      errors[static_cast<size_t>(w)] = std::current_exception();
+    }
+  }
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
 }
 
 }  // namespace hfta

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,11 @@ struct PlanLayout {
   bool is_fused() const { return groups.size() == 1; }
 };
 PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads);
+
+// Runs run_group(g) for every group g of the layout: in order on the calling thread with one
+// worker, else each worker's groups in order on its own OpenMP thread, with every op inside
+// single-threaded (no barrier between the workers until all are done). The first exception of
+// any worker is rethrown after all have stopped.
+void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g)>& run_group);
 
 }  // namespace hfta

@@ -9,7 +9,9 @@
 // "bn1.running_mean"); init is PyTorch's default (Conv1d and Linear U(+-1/sqrt(fan_in)),
 // BatchNorm weight 1, bias 0).
 // define_pointnet_seg is fxia22's PointNetDenseCls (part segmentation): per-point features
-// [1088] -> 512 -> 256 -> 128 -> parts, per-point logits [L, parts] for point_cross_entropy.
+// [1088] -> 512 -> 256 -> 128 -> parts, per-point logits [L, parts] for point_cross_entropy
+// (the Model's ModelTask::kSegment; its regularizer is added as for classification, as in fxia22's
+// and HFTA's train_segmentation.py).
 // Samples are [L, 3] clouds (points x xyz), i.e. the transpose of PyTorch's [3, L] input.
 #include <string>
 
@@ -87,6 +89,14 @@ Value define_pointnet_seg(Net& n, Value points, int64_t num_parts, bool feature_
   x = conv_bn_relu(n, x, 2, 256);
   x = conv_bn_relu(n, x, 3, 128);
   return n.conv1d(x, "conv4", {.out_features = num_parts});
+}
+
+Value define_pointnet_seg(Net& n, Value points, int64_t num_parts) {
+  return define_pointnet_seg(n, points, num_parts, false);
+}
+
+Value define_pointnet_seg_ft(Net& n, Value points, int64_t num_parts) {
+  return define_pointnet_seg(n, points, num_parts, true);
 }
 
 }  // namespace hfta

@@ -38,10 +38,9 @@ FusedAdadelta::FusedAdadelta(ParamTable table, const AdadeltaHyper& hyper)
   constants_.resize(table_.B);
 }
 
-void FusedAdadelta::begin_step() {
-  for (int64_t b = 0; b < B(); ++b)
-    constants_[b] = {lr_[b], hyper_.weight_decay[b], hyper_.rho[b],
-                     static_cast<float>(1.0 - double(hyper_.rho[b])), hyper_.eps[b]};
+void FusedAdadelta::begin_model_step(int64_t b) {
+  constants_[b] = {lr_[b], hyper_.weight_decay[b], hyper_.rho[b],
+                   static_cast<float>(1.0 - double(hyper_.rho[b])), hyper_.eps[b]};
 }
 
 // In PyTorch's order of operations: std = sqrt(v + eps); delta = sqrt(u + eps) / std * g.
@@ -64,6 +63,27 @@ void FusedAdadelta::update_chunk(const Chunk& c, float* params, const float* gra
   if (!c.decay) k.weight_decay = 0.0f;
   adadelta_update(params + c.begin, grads + c.begin, square_avg() + c.begin, acc_delta() + c.begin,
                   c.size, k);
+}
+
+float FusedAdadelta::set_slot_hyper(int64_t b, const SlotHyper& h) {
+  h.check_only(name(), {"lr", "rho", "eps", "weight_decay"});
+  AdadeltaHyper next = hyper_;
+  set_slot_value(next.lr, b, h.lr);
+  set_slot_value(next.rho, b, h.rho);
+  set_slot_value(next.eps, b, h.eps);
+  set_slot_value(next.weight_decay, b, h.weight_decay);
+  next.check();
+  hyper_ = std::move(next);
+  return hyper_.lr[b];
+}
+
+std::unique_ptr<Optimizer> FusedAdadelta::with_models(ParamTable table,
+                                                      std::span<const int64_t> keep) const {
+  return std::make_unique<FusedAdadelta>(
+      std::move(table), AdadeltaHyper{.lr = pick(hyper_.lr, keep),
+                                      .rho = pick(hyper_.rho, keep),
+                                      .eps = pick(hyper_.eps, keep),
+                                      .weight_decay = pick(hyper_.weight_decay, keep)});
 }
 
 namespace ref {

@@ -43,8 +43,11 @@ class FusedAdadelta : public Optimizer {
   std::string_view name() const override { return "Adadelta"; }
 
  private:
-  void begin_step() override;
+  void begin_model_step(int64_t b) override;
   void update_chunk(const Chunk& c, float* params, const float* grads) override;
+  float set_slot_hyper(int64_t b, const SlotHyper& h) override;
+  std::unique_ptr<Optimizer> with_models(ParamTable table,
+                                         std::span<const int64_t> keep) const override;
 
   AdadeltaHyper hyper_;
   std::vector<AdadeltaStepConstants> constants_;  // [B], for the current step

@@ -41,21 +41,19 @@ FusedAdam::FusedAdam(ParamTable table, const AdamHyper& hyper, WeightDecay decay
 }
 
 // Scalars in double as PyTorch computes them in Python, rounded once to float.
-void FusedAdam::begin_step() {
-  for (int64_t b = 0; b < B(); ++b) {
-    const double lr = lr_[b], wd = hyper_.weight_decay[b], t = static_cast<double>(steps_[b]);
-    const double beta1 = hyper_.beta1[b], beta2 = hyper_.beta2[b];
-    AdamStepConstants& k = constants_[b];
-    k.l2 = decay_ == WeightDecay::kL2 ? static_cast<float>(wd) : 0.0f;
-    k.shrink = decay_ == WeightDecay::kDecoupled ? static_cast<float>(1.0 - lr * wd) : 1.0f;
-    k.beta1 = hyper_.beta1[b];
-    k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
-    k.beta2 = hyper_.beta2[b];
-    k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
-    k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-    k.inv_bc2_sqrt = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, t)));
-    k.eps = hyper_.eps[b];
-  }
+void FusedAdam::begin_model_step(int64_t b) {
+  const double lr = lr_[b], wd = hyper_.weight_decay[b], t = static_cast<double>(steps_[b]);
+  const double beta1 = hyper_.beta1[b], beta2 = hyper_.beta2[b];
+  AdamStepConstants& k = constants_[b];
+  k.l2 = decay_ == WeightDecay::kL2 ? static_cast<float>(wd) : 0.0f;
+  k.shrink = decay_ == WeightDecay::kDecoupled ? static_cast<float>(1.0 - lr * wd) : 1.0f;
+  k.beta1 = hyper_.beta1[b];
+  k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  k.beta2 = hyper_.beta2[b];
+  k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
+  k.inv_bc2_sqrt = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, t)));
+  k.eps = hyper_.eps[b];
 }
 
 // Adam and AdamW in one branch-free loop: with l2 = 0 the gradient is unchanged, with shrink = 1
@@ -81,6 +79,30 @@ void FusedAdam::update_chunk(const Chunk& c, float* params, const float* grads) 
   if (!c.decay) k.l2 = 0.0f, k.shrink = 1.0f;
   adam_update(params + c.begin, grads + c.begin, exp_avg() + c.begin, exp_avg_sq() + c.begin,
               c.size, k);
+}
+
+float FusedAdam::set_slot_hyper(int64_t b, const SlotHyper& h) {
+  h.check_only(name(), {"lr", "beta1", "beta2", "eps", "weight_decay"});
+  AdamHyper next = hyper_;
+  set_slot_value(next.lr, b, h.lr);
+  set_slot_value(next.beta1, b, h.beta1);
+  set_slot_value(next.beta2, b, h.beta2);
+  set_slot_value(next.eps, b, h.eps);
+  set_slot_value(next.weight_decay, b, h.weight_decay);
+  next.check();
+  hyper_ = std::move(next);
+  return hyper_.lr[b];
+}
+
+std::unique_ptr<Optimizer> FusedAdam::with_models(ParamTable table,
+                                                  std::span<const int64_t> keep) const {
+  const AdamHyper h{.lr = pick(hyper_.lr, keep),
+                    .beta1 = pick(hyper_.beta1, keep),
+                    .beta2 = pick(hyper_.beta2, keep),
+                    .eps = pick(hyper_.eps, keep),
+                    .weight_decay = pick(hyper_.weight_decay, keep)};
+  if (decay_ == WeightDecay::kDecoupled) return std::make_unique<FusedAdamW>(std::move(table), h);
+  return std::make_unique<FusedAdam>(std::move(table), h, decay_);
 }
 
 namespace ref {

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "optim/slots.h"
 
 namespace hfta {
 
@@ -75,6 +76,38 @@ void LrSchedule::compute(std::span<const float> base_lr, std::span<const int64_t
              base_lr.size(), t.size(), out.size());
   for (size_t b = 0; b < out.size(); ++b)
     out[b] = static_cast<float>(lr_at(base_lr[b], t.size() == 1 ? t[0] : t[b]));
+}
+
+PerModelLrSchedule::PerModelLrSchedule(const LrSchedule& shared, int64_t B) {
+  HFTA_CHECK(B >= 1, "per-model LR schedules for B = {} models: expected at least 1", B);
+  shared.check();
+  schedules.assign(static_cast<size_t>(B), shared);
+}
+
+void PerModelLrSchedule::reset_slot(int64_t b, const LrSchedule& schedule) {
+  HFTA_CHECK(b >= 0 && b < static_cast<int64_t>(schedules.size()),
+             "cannot give slot {} a schedule: the array has slots 0..{}", b,
+             static_cast<int64_t>(schedules.size()) - 1);
+  schedule.check();
+  schedules[static_cast<size_t>(b)] = schedule;
+}
+
+PerModelLrSchedule PerModelLrSchedule::compact(std::span<const int64_t> keep) const {
+  check_keep(keep, static_cast<int64_t>(schedules.size()), "LR schedules");
+  PerModelLrSchedule out;
+  for (int64_t b : keep) out.schedules.push_back(schedules[static_cast<size_t>(b)]);
+  return out;
+}
+
+void PerModelLrSchedule::compute(std::span<const float> base_lr, std::span<const int64_t> t,
+                                 std::span<float> out) const {
+  HFTA_CHECK(base_lr.size() == schedules.size() && t.size() == schedules.size() &&
+                 out.size() == schedules.size(),
+             "per-model LR schedules: {} schedules, {} base rates, {} step counts and {} outputs: "
+             "expected B of each",
+             schedules.size(), base_lr.size(), t.size(), out.size());
+  for (size_t b = 0; b < out.size(); ++b)
+    out[b] = static_cast<float>(schedules[b].lr_at(base_lr[b], t[b]));
 }
 
 }  // namespace hfta

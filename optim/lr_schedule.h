@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace hfta {
 
@@ -35,6 +36,25 @@ struct LrSchedule {
   void check() const;
   double lr_at(double base_lr, int64_t t) const;
   // out[b] = lr_at(base_lr[b], t[b]); all three have B entries (t may have one, shared).
+  void compute(std::span<const float> base_lr, std::span<const int64_t> t,
+               std::span<float> out) const;
+};
+
+// One schedule per model, for arrays whose models search schedule parameters too (fusible: each
+// model's lr is its own schedule at its own t) and whose slots are refilled (models/slots.h).
+// Optimizer::reset_slot zeroes the slot's step count, so its schedule restarts at t = 0;
+// reset_slot here gives it another schedule.
+struct PerModelLrSchedule {
+  std::vector<LrSchedule> schedules;  // [B]
+
+  PerModelLrSchedule() = default;
+  // `shared` for each of B models (checked).
+  PerModelLrSchedule(const LrSchedule& shared, int64_t B);
+  // Slot b's schedule from now on (checked; throws hfta::Error for b out of range).
+  void reset_slot(int64_t b, const LrSchedule& schedule);
+  // The schedules of models keep[0], keep[1], ... (models/slots.h's compact).
+  PerModelLrSchedule compact(std::span<const int64_t> keep) const;
+  // out[b] = schedules[b].lr_at(base_lr[b], t[b]); all with B entries.
   void compute(std::span<const float> base_lr, std::span<const int64_t> t,
                std::span<float> out) const;
 };

@@ -90,6 +90,9 @@ Optimizer::Optimizer(ParamTable table) : table_(std::move(table)) {
         chunks_.push_back({s.offset + b * s.per_model_numel + i,
                            std::min(kChunkFloats, s.per_model_numel - i), b, s.decay});
   chunk_nonfinite_.assign(chunks_.size(), 0);
+  chunks_of_model_.resize(static_cast<size_t>(B));
+  for (size_t i = 0; i < chunks_.size(); ++i)
+    chunks_of_model_[static_cast<size_t>(chunks_[i].b)].push_back(static_cast<int64_t>(i));
 }
 
 void Optimizer::add_state_buffers(int count) {
@@ -127,7 +130,8 @@ const StepReport& Optimizer::step(float* params, const float* grads) {
       ++steps_[b];
   }
   if (report_.num_skipped == B()) return report_;
-  begin_step();
+  for (int64_t b = 0; b < B(); ++b)
+    if (!report_.skipped[b]) begin_model_step(b);
   parallel_for(static_cast<int64_t>(chunks_.size()), [&](int64_t i) {
     if (!report_.skipped[chunks_[i].b]) update_chunk(chunks_[i], params, grads);
   });
@@ -142,6 +146,35 @@ const StepReport& Optimizer::step(const Arena& params, const Arena& grads) {
              name(), params.capacity(), grads.capacity(), bytes);
   return step(reinterpret_cast<float*>(params.data()),
               reinterpret_cast<const float*>(grads.data()));
+}
+
+void Optimizer::step_models(float* params, const float* grads, int64_t first, int64_t count) {
+  HFTA_CHECK(params != nullptr && grads != nullptr, "{} step needs parameters and gradients",
+             name());
+  HFTA_CHECK(first >= 0 && count >= 1 && first + count <= B(),
+             "{} step of models [{}, {}): the array has models 0..{}", name(), first, first + count,
+             B() - 1);
+  // Only models [first, first + count) are read or written, here and in update_chunk, so
+  // workers with disjoint blocks never touch the same element.
+  for (int64_t b = first; b < first + count; ++b) {
+    const std::vector<int64_t>& chunks = chunks_of_model_[static_cast<size_t>(b)];
+    bool nonfinite = false;
+    for (int64_t i : chunks) nonfinite |= has_nonfinite(grads + chunks_[i].begin, chunks_[i].size);
+    report_.skipped[b] = nonfinite ? 1 : 0;
+    if (nonfinite) {
+      ++skips_[b];
+      continue;
+    }
+    ++steps_[b];
+    begin_model_step(b);
+    parallel_for(static_cast<int64_t>(chunks.size()),
+                 [&](int64_t k) { update_chunk(chunks_[chunks[k]], params, grads); });
+  }
+}
+
+const StepReport& Optimizer::finish_model_steps() {
+  report_.num_skipped = std::count(report_.skipped.begin(), report_.skipped.end(), 1);
+  return report_;
 }
 
 void Optimizer::reset_model(int64_t b) {
@@ -167,6 +200,51 @@ void Optimizer::set_lr(std::span<const float> lr) {
              lr.size(), B());
   check_lr(lr);
   std::copy(lr.begin(), lr.end(), lr_.begin());
+}
+
+void Optimizer::reset_slot(int64_t b, const SlotHyper& h) {
+  HFTA_CHECK(b >= 0 && b < B(), "{}: cannot refill slot {}: the array has slots 0..{}", name(), b,
+             B() - 1);
+  const float base_lr = set_slot_hyper(b, h);
+  reset_model(b);
+  skips_[b] = 0;
+  lr_[b] = base_lr;
+}
+
+std::unique_ptr<Optimizer> Optimizer::compact(ParamTable table,
+                                              std::span<const int64_t> keep) const {
+  check_keep(keep, B(), name());
+  HFTA_CHECK(table.B == static_cast<int64_t>(keep.size()),
+             "{}: compacting to {} models over a parameter table of {}", name(), keep.size(),
+             table.B);
+  HFTA_CHECK(table.segments.size() == table_.segments.size(),
+             "{}: the compacted table has {} parameters, this optimizer {}: build it from the "
+             "compacted model",
+             name(), table.segments.size(), table_.segments.size());
+  for (size_t i = 0; i < table.segments.size(); ++i)
+    HFTA_CHECK(table.segments[i].per_model_numel == table_.segments[i].per_model_numel &&
+                   table.segments[i].decay == table_.segments[i].decay,
+               "{}: parameter {} of the compacted table has {} floats per model (decay {}), "
+               "expected {} (decay {})",
+               name(), i, table.segments[i].per_model_numel, table.segments[i].decay,
+               table_.segments[i].per_model_numel, table_.segments[i].decay);
+  std::unique_ptr<Optimizer> out = with_models(std::move(table), keep);
+  HFTA_CHECK(out->num_state_buffers() == num_state_buffers(),
+             "internal: {} compacted to {} state buffers, expected {}", name(),
+             out->num_state_buffers(), num_state_buffers());
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const int64_t from = keep[i], to = static_cast<int64_t>(i);
+    out->lr_[to] = lr_[from];
+    out->steps_[to] = steps_[from];
+    out->skips_[to] = skips_[from];
+    for (int k = 0; k < num_state_buffers(); ++k)
+      for (size_t s = 0; s < table_.segments.size(); ++s) {
+        const ParamSegment &src = table_.segments[s], &dst = out->table_.segments[s];
+        std::copy_n(state_buffer(k) + src.offset + from * src.per_model_numel, src.per_model_numel,
+                    out->state_buffer(k) + dst.offset + to * dst.per_model_numel);
+      }
+  }
+  return out;
 }
 
 }  // namespace hfta

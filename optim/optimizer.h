@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@
 
 #include "core/arena.h"
 #include "core/tensor.h"
+#include "optim/slots.h"
 
 namespace hfta {
 
@@ -109,6 +111,14 @@ class Optimizer {
   const StepReport& step(float* params, const float* grads);
   const StepReport& step(const Arena& params, const Arena& grads);
 
+  // The same step in pieces, for execution plans whose workers each own a block of models: each
+  // worker calls step_models for its block right after that block's backward, while its gradients
+  // are still in cache, and the caller then calls finish_model_steps once. Blocks must be disjoint
+  // and cover every model once per step; calls for disjoint blocks may run on different threads at
+  // the same time. Each model updates exactly as in step().
+  void step_models(float* params, const float* grads, int64_t first, int64_t count);
+  const StepReport& finish_model_steps();
+
   // Forgets model b's state and step count (a fresh optimizer for that model); skip counts stay.
   void reset_model(int64_t b);
   // Restores each model's step count (B values >= 0), with the state buffers, from a checkpoint.
@@ -116,6 +126,18 @@ class Optimizer {
   // The learning rate of each model from now on (B values, each >= 0): an LR schedule calls this
   // before every step. The base rates it started from stay in the hyperparameters.
   void set_lr(std::span<const float> lr);
+
+  // ---- Slots (models/slots.h) -----------------------------------------------------------
+  // Slot b takes a new model: its hyperparameters become `h`'s (empty fields keep the slot's),
+  // its state, step count and skip count are zeroed and its current lr is its new base lr, so an
+  // LR schedule restarts for it from t = 0. Everything is checked first: on error (slot out of
+  // range, a value out of range, a hyperparameter this optimizer does not read) nothing changes.
+  void reset_slot(int64_t b, const SlotHyper& h);
+  // The same optimizer for the B' = keep.size() models keep[0], keep[1], ... of this one over
+  // `table` (the compacted model's parameters: the same tensors for B' models): slot i is slot
+  // keep[i] bit for bit (hyperparameters, current lr, state, step and skip counts). Throws
+  // hfta::Error for a bad keep list or a table of other tensors.
+  std::unique_ptr<Optimizer> compact(ParamTable table, std::span<const int64_t> keep) const;
 
   std::span<const float> lr() const { return lr_; }
   int64_t B() const { return table_.B; }
@@ -143,11 +165,25 @@ class Optimizer {
   // Derived constructors set lr_ (B checked values) and add their state buffers.
   explicit Optimizer(ParamTable table);
   void add_state_buffers(int count);
-  // Called once per step after the step counts of updated models advanced: compute the per-model
-  // constants that update_chunk reads (bias corrections, first-step flags, ...).
-  virtual void begin_step() = 0;
+  // Called once per step and updated model, after its step count advanced: compute the constants
+  // of model b that update_chunk reads (bias corrections, first-step flags, ...).
+  virtual void begin_model_step(int64_t b) = 0;
   // The update of one chunk; must be branch-free per element.
   virtual void update_chunk(const Chunk& c, float* params, const float* grads) = 0;
+  // reset_slot's hyperparameters: checks `h` for model b (throwing before any change), applies
+  // it, adds (zeroed) any state buffer it needs that the array lacked; returns b's base lr.
+  virtual float set_slot_hyper(int64_t b, const SlotHyper& h) = 0;
+  // compact's optimizer: the same kind over `table`, the hyperparameters of models `keep`, and
+  // the same state buffers as this one (count and roles), zeroed.
+  virtual std::unique_ptr<Optimizer> with_models(ParamTable table,
+                                                 std::span<const int64_t> keep) const = 0;
+  // values[keep[0]], values[keep[1]], ...
+  template <typename T>
+  static std::vector<T> pick(const std::vector<T>& values, std::span<const int64_t> keep) {
+    std::vector<T> out;
+    for (int64_t b : keep) out.push_back(values[static_cast<size_t>(b)]);
+    return out;
+  }
 
   ParamTable table_;
   std::vector<float> lr_;
@@ -158,6 +194,7 @@ class Optimizer {
   void find_nonfinite_models(const float* grads);
 
   std::vector<Chunk> chunks_;
+  std::vector<std::vector<int64_t>> chunks_of_model_;  // indices into chunks_, per model
   std::vector<uint8_t> chunk_nonfinite_;
   StepReport report_;
 };

@@ -50,18 +50,16 @@ FusedRmsprop::FusedRmsprop(ParamTable table, const RmspropHyper& hyper)
   constants_.resize(table_.B);
 }
 
-void FusedRmsprop::begin_step() {
-  for (int64_t b = 0; b < B(); ++b) {
-    const float alpha = hyper_.alpha[b], momentum = hyper_.momentum[b];
-    constants_[b] = {lr_[b],
-                     hyper_.weight_decay[b],
-                     alpha,
-                     static_cast<float>(1.0 - double(alpha)),
-                     hyper_.eps[b],
-                     momentum,
-                     hyper_.centered[b] != 0,
-                     momentum > 0.0f};
-  }
+void FusedRmsprop::begin_model_step(int64_t b) {
+  const float alpha = hyper_.alpha[b], momentum = hyper_.momentum[b];
+  constants_[b] = {lr_[b],
+                   hyper_.weight_decay[b],
+                   alpha,
+                   static_cast<float>(1.0 - double(alpha)),
+                   hyper_.eps[b],
+                   momentum,
+                   hyper_.centered[b] != 0,
+                   momentum > 0.0f};
 }
 
 // One loop per (centered, momentum) pair, chosen per chunk: no branch per element.
@@ -110,6 +108,46 @@ void FusedRmsprop::update_chunk(const Chunk& c, float* params, const float* grad
     rmsprop_update<false, true>(p, g, v, gavg, buf, c.size, k);
   else
     rmsprop_update<false, false>(p, g, v, gavg, buf, c.size, k);
+}
+
+float FusedRmsprop::set_slot_hyper(int64_t b, const SlotHyper& h) {
+  h.check_only(name(), {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"});
+  RmspropHyper next = hyper_;
+  set_slot_value(next.lr, b, h.lr);
+  set_slot_value(next.alpha, b, h.alpha);
+  set_slot_value(next.eps, b, h.eps);
+  set_slot_value(next.weight_decay, b, h.weight_decay);
+  set_slot_value(next.momentum, b, h.momentum);
+  set_slot_value(next.centered, b, h.centered);
+  next.check();
+  hyper_ = std::move(next);
+  // An array built without momentum or centering lacks that buffer: the first slot adds it.
+  if (hyper_.momentum[b] > 0.0f && momentum_index_ < 0) {
+    momentum_index_ = num_state_buffers();
+    add_state_buffers(1);
+  }
+  if (hyper_.centered[b] != 0 && grad_avg_index_ < 0) {
+    grad_avg_index_ = num_state_buffers();
+    add_state_buffers(1);
+  }
+  return hyper_.lr[b];
+}
+
+std::unique_ptr<Optimizer> FusedRmsprop::with_models(ParamTable table,
+                                                     std::span<const int64_t> keep) const {
+  auto out = std::make_unique<FusedRmsprop>(
+      std::move(table), RmspropHyper{.lr = pick(hyper_.lr, keep),
+                                     .alpha = pick(hyper_.alpha, keep),
+                                     .eps = pick(hyper_.eps, keep),
+                                     .weight_decay = pick(hyper_.weight_decay, keep),
+                                     .momentum = pick(hyper_.momentum, keep),
+                                     .centered = pick(hyper_.centered, keep)});
+  // The same buffers in the same roles as this one (the kept models may need fewer).
+  out->state_.clear();
+  out->add_state_buffers(num_state_buffers());
+  out->momentum_index_ = momentum_index_;
+  out->grad_avg_index_ = grad_avg_index_;
+  return out;
 }
 
 namespace ref {

@@ -54,8 +54,11 @@ class FusedRmsprop : public Optimizer {
   std::string_view name() const override { return "RMSprop"; }
 
  private:
-  void begin_step() override;
+  void begin_model_step(int64_t b) override;
   void update_chunk(const Chunk& c, float* params, const float* grads) override;
+  float set_slot_hyper(int64_t b, const SlotHyper& h) override;
+  std::unique_ptr<Optimizer> with_models(ParamTable table,
+                                         std::span<const int64_t> keep) const override;
 
   RmspropHyper hyper_;
   int momentum_index_ = -1, grad_avg_index_ = -1;

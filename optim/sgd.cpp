@@ -44,18 +44,16 @@ FusedSgd::FusedSgd(ParamTable table, const SgdHyper& hyper)
   constants_.resize(table_.B);
 }
 
-void FusedSgd::begin_step() {
-  for (int64_t b = 0; b < B(); ++b) {
-    const bool first = steps_[b] == 1, nesterov = hyper_.nesterov[b] != 0;
-    const float momentum = hyper_.momentum[b];
-    constants_[b] = {lr_[b],
-                     hyper_.weight_decay[b],
-                     first ? 0.0f : momentum,
-                     first ? 1.0f : static_cast<float>(1.0 - double(hyper_.dampening[b])),
-                     nesterov ? 1.0f : 0.0f,
-                     nesterov ? momentum : 1.0f,
-                     momentum > 0.0f};
-  }
+void FusedSgd::begin_model_step(int64_t b) {
+  const bool first = steps_[b] == 1, nesterov = hyper_.nesterov[b] != 0;
+  const float momentum = hyper_.momentum[b];
+  constants_[b] = {lr_[b],
+                   hyper_.weight_decay[b],
+                   first ? 0.0f : momentum,
+                   first ? 1.0f : static_cast<float>(1.0 - double(hyper_.dampening[b])),
+                   nesterov ? 1.0f : 0.0f,
+                   nesterov ? momentum : 1.0f,
+                   momentum > 0.0f};
 }
 
 static void sgd_update(float* __restrict p, const float* __restrict g, int64_t n,
@@ -86,6 +84,34 @@ void FusedSgd::update_chunk(const Chunk& c, float* params, const float* grads) {
     sgd_momentum_update(params + c.begin, grads + c.begin, momentum_buffer() + c.begin, c.size, k);
   else
     sgd_update(params + c.begin, grads + c.begin, c.size, k);
+}
+
+float FusedSgd::set_slot_hyper(int64_t b, const SlotHyper& h) {
+  h.check_only(name(), {"lr", "momentum", "dampening", "weight_decay", "nesterov"});
+  SgdHyper next = hyper_;
+  set_slot_value(next.lr, b, h.lr);
+  set_slot_value(next.momentum, b, h.momentum);
+  set_slot_value(next.dampening, b, h.dampening);
+  set_slot_value(next.weight_decay, b, h.weight_decay);
+  set_slot_value(next.nesterov, b, h.nesterov);
+  next.check();
+  hyper_ = std::move(next);
+  // An array built without momentum has no buffer: the first slot with momentum adds it.
+  if (hyper_.momentum[b] > 0.0f && num_state_buffers() == 0) add_state_buffers(1);
+  return hyper_.lr[b];
+}
+
+std::unique_ptr<Optimizer> FusedSgd::with_models(ParamTable table,
+                                                 std::span<const int64_t> keep) const {
+  auto out = std::make_unique<FusedSgd>(std::move(table),
+                                        SgdHyper{.lr = pick(hyper_.lr, keep),
+                                                 .momentum = pick(hyper_.momentum, keep),
+                                                 .dampening = pick(hyper_.dampening, keep),
+                                                 .weight_decay = pick(hyper_.weight_decay, keep),
+                                                 .nesterov = pick(hyper_.nesterov, keep)});
+  // The kept models may have no momentum while the buffer exists: keep it (compact copies it).
+  if (out->num_state_buffers() < num_state_buffers()) out->add_state_buffers(1);
+  return out;
 }
 
 namespace ref {

@@ -13,6 +13,7 @@ packages=(
   gnuplot-nox              # plots from `hfta sweep`
   dataset-fashion-mnist    # /usr/share/datasets/fashion-mnist
   fortunes-min fortunes    # plain English text in /usr/share/games/fortunes (language models)
+  libopenmpi-dev openmpi-bin  # `mpirun -np K hfta tune` (optional: tune builds without MPI)
 )
 missing=()
 for p in "${packages[@]}"; do

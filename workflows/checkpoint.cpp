@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -100,8 +101,8 @@ Shape shape_of(const std::vector<int64_t>& d, const std::string& path, const std
 }
 
 // The float offset of a parameter inside its arena (state buffers mirror the arena).
-int64_t arena_offset(const Model& model, const Param& p) {
-  return p.value.data - reinterpret_cast<const float*>(model.param_arena().data());
+int64_t arena_offset(const Net& net, const Param& p) {
+  return p.value.data - reinterpret_cast<const float*>(net.param_arena().data());
 }
 
 std::string state_name(const std::string& param, int i) {
@@ -109,11 +110,35 @@ std::string state_name(const std::string& param, int i) {
 }
 
 // Parameter names are per layer ("weight", "bias"); the checkpoint numbers them in order.
-std::vector<std::string> param_names(const Model& model) {
+std::vector<std::string> param_names(const Net& net) {
   std::vector<std::string> names;
-  for (size_t i = 0; i < model.params().size(); ++i)
-    names.push_back(fmt::format("{}.{}", i, model.params()[i].name));
+  for (size_t i = 0; i < net.params().size(); ++i)
+    names.push_back(fmt::format("{}.{}", i, net.params()[i].name));
   return names;
+}
+
+nlohmann::json lm_json(const LmCheckpointInfo& l) {
+  return {{"vocab", l.vocab},       {"vocab_hash", l.vocab_hash},
+          {"emsize", l.emsize},     {"nhid", l.nhid},
+          {"nlayers", l.nlayers},   {"nhead", l.nhead},
+          {"bptt", l.bptt},         {"dropout", l.dropout},
+          {"dataset", l.dataset},   {"text_files", l.text_files},
+          {"data_dir", l.data_dir}, {"corpus", l.corpus}};
+}
+
+LmCheckpointInfo lm_from_json(const nlohmann::json& j) {
+  return {.vocab = j.at("vocab").get<int64_t>(),
+          .vocab_hash = j.at("vocab_hash").get<uint64_t>(),
+          .emsize = j.at("emsize").get<int64_t>(),
+          .nhid = j.at("nhid").get<int64_t>(),
+          .nlayers = j.at("nlayers").get<int64_t>(),
+          .nhead = j.at("nhead").get<int64_t>(),
+          .bptt = j.at("bptt").get<int64_t>(),
+          .dropout = j.at("dropout").get<double>(),
+          .dataset = j.at("dataset").get<std::string>(),
+          .text_files = j.at("text_files").get<std::string>(),
+          .data_dir = j.at("data_dir").get<std::string>(),
+          .corpus = j.at("corpus").get<std::string>()};
 }
 
 }  // namespace
@@ -130,6 +155,7 @@ void Checkpoint::check() const {
   per_model(optimizer_steps.size(), "optimizer_steps");
   per_model(skipped_steps.size(), "skipped_steps");
   for (const auto& [name, values] : hyper) per_model(values.size(), name.c_str());
+  if (!forward_origins.empty()) per_model(forward_origins.size(), "forward_origins");
   for (const CheckpointTensor& t : tensors) {
     HFTA_CHECK(t.shape.rank() >= 1 && t.shape[0] == B,
                "checkpoint: tensor {} has shape {}, expected [{}, ...]", t.name, t.shape.str(), B);
@@ -170,6 +196,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     floats += t.values.size();
   }
   header["tensors"] = tensors;
+  // Only when a slot was refilled: other files stay as they were.
+  if (std::any_of(c.forward_origins.begin(), c.forward_origins.end(),
+                  [](int64_t o) { return o != 0; }))
+    header["forward_origins"] = c.forward_origins;
+  if (c.lm) header["language_model"] = lm_json(*c.lm);
   header["data_floats"] = floats;
   const std::string text = header.dump();
   const uint64_t header_bytes = text.size();
@@ -255,6 +286,9 @@ Checkpoint load_checkpoint(const std::string& path) {
     in.read(reinterpret_cast<char*>(&crc), sizeof crc);
     HFTA_CHECK(in.good(), "{} is truncated: it ends inside its data", path);
     HFTA_CHECK(crc == crc_of(data), "{} is corrupt: the checksum of its data does not match", path);
+    if (h.contains("forward_origins"))
+      c.forward_origins = h.at("forward_origins").get<std::vector<int64_t>>();
+    if (h.contains("language_model")) c.lm = lm_from_json(h.at("language_model"));
     for (const auto& t : h.at("tensors")) {
       CheckpointTensor tensor;
       tensor.name = t.at("name").get<std::string>();
@@ -289,6 +323,7 @@ Checkpoint extract_model(const Checkpoint& c, int64_t b) {
   one.last_train_loss = {c.last_train_loss[b]};
   one.optimizer_steps = {c.optimizer_steps[b]};
   one.skipped_steps = {c.skipped_steps[b]};
+  if (!c.forward_origins.empty()) one.forward_origins = {c.forward_origins[b]};
   for (CheckpointTensor& t : one.tensors) {
     const int64_t n = t.shape.numel_from(1);
     t.values.assign(t.values.begin() + b * n, t.values.begin() + (b + 1) * n);
@@ -310,7 +345,7 @@ ModelSpec model_spec(const Checkpoint& c, int64_t batch_size) {
   return spec;
 }
 
-void capture_tensors(const Model& model, const Optimizer* optimizer,
+void capture_tensors(const Net& model, const Optimizer* optimizer,
                      std::vector<CheckpointTensor>& out, bool values) {
   size_t next = 0;
   auto put = [&](const std::string& name, const Shape& shape, const float* first) {
@@ -338,6 +373,11 @@ void capture_tensors(const Model& model, const Optimizer* optimizer,
   out.resize(next);
 }
 
+void capture_tensors(const Model& model, const Optimizer* optimizer,
+                     std::vector<CheckpointTensor>& out, bool values) {
+  capture_tensors(model.net(), optimizer, out, values);
+}
+
 std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {
   std::vector<CheckpointTensor> out;
   capture_tensors(model, optimizer, out);
@@ -348,7 +388,12 @@ void restore_tensors(const Checkpoint& c, Model& model, Optimizer* optimizer) {
   HFTA_CHECK(c.model == model.name() && c.B == model.B(),
              "the checkpoint holds {} {} models, the run builds {} {} models", c.B, c.model,
              model.B(), model.name());
-  std::vector<CheckpointTensor> live = capture_tensors(model, optimizer);
+  restore_tensors(c, model.net(), optimizer);
+}
+
+void restore_tensors(const Checkpoint& c, Net& model, Optimizer* optimizer) {
+  std::vector<CheckpointTensor> live;
+  capture_tensors(model, optimizer, live, /*values=*/false);
   const size_t P = model.params().size(), Q = model.buffers().size();
   const size_t wanted = optimizer ? live.size() : P + Q;
   HFTA_CHECK(c.tensors.size() >= wanted, "the checkpoint has {} tensors, the run needs {}{}",
@@ -363,7 +408,11 @@ void restore_tensors(const Checkpoint& c, Model& model, Optimizer* optimizer) {
     std::copy(c.tensors[P + i].values.begin(), c.tensors[P + i].values.end(),
               model.buffers()[i].value.data);
   // Dropout masks depend on the count of training forwards: one per optimizer step.
-  model.net().set_training_forwards(c.step);
+  model.set_training_forwards(c.step);
+  // A refilled slot counts its dropout draws from its origin; older files hold none (all zeros).
+  model.set_forward_origins(c.forward_origins.empty()
+                                ? std::vector<int64_t>(static_cast<size_t>(c.B), 0)
+                                : c.forward_origins);
   if (optimizer == nullptr) return;
   for (int s = 0; s < optimizer->num_state_buffers(); ++s)
     for (size_t i = 0; i < P; ++i) {

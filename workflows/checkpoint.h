@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,20 @@
 
 namespace hfta {
 
+class Net;
 class Optimizer;
+
+// What a language model checkpoint adds (models/language_model.h): the sizes, and the corpus
+// whose vocabulary numbers the embedding and decoder rows. Per-model schedule values (clip,
+// lr_gamma, lr_step_size) live in Checkpoint::hyper, so extract_model slices them too.
+struct LmCheckpointInfo {
+  int64_t vocab = 0;
+  uint64_t vocab_hash = 0;  // vocabulary_hash() of the dictionary (datasets/text_corpus.h)
+  int64_t emsize = 0, nhid = 0, nlayers = 0, nhead = 0, bptt = 0;
+  double dropout = 0.0;
+  std::string dataset, text_files, data_dir;  // where the corpus came from (for `hfta eval`)
+  std::string corpus;                         // its name, for messages
+};
 
 struct CheckpointTensor {
   std::string name;
@@ -54,7 +68,12 @@ struct Checkpoint {
   std::vector<double> epoch_loss_sum;
   std::vector<double> last_train_loss;  // mean train loss of the last finished epoch (0 if none)
   std::vector<int64_t> optimizer_steps, skipped_steps;
+  // Net::forward_origins(): the training forward at which each model's dropout count starts (not
+  // 0 for a slot refilled in a live array). Empty, as in files written before it existed, means
+  // all zeros.
+  std::vector<int64_t> forward_origins;
   std::vector<CheckpointTensor> tensors;
+  std::optional<LmCheckpointInfo> lm;  // language models only (header key "language_model")
 
   // Throws hfta::Error when the fields disagree with each other (sizes of per-model lists, tensor
   // shapes not [B, ...]).
@@ -82,8 +101,14 @@ std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimize
 // only names and sizes them (zeros): the memory is allocated and touched, values not read.
 void capture_tensors(const Model& model, const Optimizer* optimizer,
                      std::vector<CheckpointTensor>& tensors, bool values = true);
-// Copies the tensors back (optimizer state and step counts only when `optimizer`). Throws
+// Copies the tensors back (optimizer state and step counts only when `optimizer`), and the
+// dropout counts (training forwards = step, forward_origins). Throws
 // hfta::Error naming the first tensor whose name or shape differs from the live array's.
 void restore_tensors(const Checkpoint& checkpoint, Model& model, Optimizer* optimizer);
+// The same for a bare Net (language models): parameters, buffers, then optimizer state; the
+// caller checks the architecture. Also restores the net's count of training forwards (dropout).
+void capture_tensors(const Net& net, const Optimizer* optimizer,
+                     std::vector<CheckpointTensor>& tensors, bool values = true);
+void restore_tensors(const Checkpoint& checkpoint, Net& net, Optimizer* optimizer);
 
 }  // namespace hfta

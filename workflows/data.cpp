@@ -15,7 +15,8 @@
 namespace hfta {
 
 std::vector<std::string> dataset_names() {
-  return {"cifar10", "fashion-mnist", "shapenet-part", "shapes", "synthetic", "text", "wikitext2"};
+  return {"cifar10",   "fashion-mnist",  "shapenet-part", "shapes",
+          "synthetic", "synthetic-text", "text",          "wikitext2"};
 }
 
 namespace {
@@ -26,9 +27,21 @@ int64_t points_per_cloud(const Shape& sample_shape) {
 }  // namespace
 
 Data load_data(const std::string& dataset, const std::string& dir, const Shape& sample_shape,
-               int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed) {
+               int64_t num_classes, int64_t train_size, int64_t test_size, uint64_t seed,
+               bool per_point_labels) {
+  HFTA_CHECK(!per_point_labels || dataset == "shapes" || dataset == "shapenet-part",
+             "--dataset {} has no part labels: a segmentation model trains on --dataset shapes "
+             "or shapenet-part",
+             dataset);
+  // Point clouds as classification (class labels) or segmentation (part labels) data.
+  auto clouds = [per_point_labels](const PointCloudSet& train, const PointCloudSet& test) {
+    if (!per_point_labels) return Data{train, test};
+    return Data{.train = with_part_labels(train),
+                .test = with_part_labels(test),
+                .parts = {.parts_of_class = test.parts_of_class, .test_classes = test.labels}};
+  };
   // Text corpora feed language models (workflows/train_lm.h), not classifiers.
-  HFTA_CHECK(dataset != "text" && dataset != "wikitext2",
+  HFTA_CHECK(dataset != "text" && dataset != "wikitext2" && dataset != "synthetic-text",
              "--dataset {} is text: train a language model on it (--model transformer)", dataset);
   if (dataset == "fashion-mnist") {
     std::string d = dir.empty() ? kFashionMnistDefaultDir : dir;
@@ -42,16 +55,16 @@ Data load_data(const std::string& dataset, const std::string& dir, const Shape& 
   }
   if (dataset == "shapes") {  // procedural clouds of 10 classes: sizes as synthetic data's
     const int64_t L = points_per_cloud(sample_shape);
-    return {make_shapes(Split::kTrain, train_size, L, seed),
-            make_shapes(Split::kTest, test_size, L, seed)};
+    return clouds(make_shapes(Split::kTrain, train_size, L, seed),
+                  make_shapes(Split::kTest, test_size, L, seed));
   }
   if (dataset == "shapenet-part") {  // class labels of ShapeNet part's clouds
     HFTA_CHECK(!dir.empty(),
                "--dataset shapenet-part needs --data-dir: the shapenetcore_partanno_segmentation_"
                "benchmark_v0 folder (synsetoffset2category.txt, train_test_split/)");
     const ShapeNetPartOptions options{.npoints = points_per_cloud(sample_shape), .seed = seed};
-    return {load_shapenet_part(dir, Split::kTrain, options),
-            load_shapenet_part(dir, Split::kTest, options)};
+    return clouds(load_shapenet_part(dir, Split::kTrain, options),
+                  load_shapenet_part(dir, Split::kTest, options));
   }
   HFTA_CHECK(dataset == "synthetic", "--dataset {} is not known: choose {}", dataset,
              fmt::join(dataset_names(), " or "));

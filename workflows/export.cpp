@@ -13,9 +13,12 @@
 #include "fused_ops/positions.h"
 #include "models/gan.h"
 #include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "models/model.h"
 #include "workflows/checkpoint.h"
 #include "workflows/cli.h"
+#include "workflows/export_bert.h"
+#include "workflows/gan_checkpoint.h"
 #include "workflows/resume.h"
 
 namespace hfta {
@@ -145,6 +148,20 @@ void export_dcgan_init(const Args& args) {
              args.out, net.params_per_model(), net.buffers_per_model());
 }
 
+// One network (--net g|d) of a trained DCGAN (a B = 1 checkpoint of `hfta train --model dcgan`).
+void export_dcgan_trained(const Checkpoint& c, const std::string& which, const std::string& out,
+                          const std::string& source) {
+  auto net =
+      dcgan_net_from_checkpoint(c, which == "d" ? DcganNet::kDiscriminator : DcganNet::kGenerator);
+  write_safetensors(out, state_dict(*net, 0),
+                    {{"format", "pt"},
+                     {"hfta_model", "dcgan_" + which},
+                     {"sample_shape", fmt::format("[{}]", fmt::join(c.sample_shape, ", "))},
+                     {"source", source}});
+  fmt::print("dcgan {} ({}) written to {}: {} parameter and {} buffer values\n", which, source, out,
+             net->params_per_model(), net->buffers_per_model());
+}
+
 void add_export_command(CLI::App& app) {
   struct Args {
     std::string run, checkpoint, out, arch, net = "g";
@@ -173,6 +190,7 @@ void add_export_command(CLI::App& app) {
   std::vector<std::string> architectures = model_names();
   architectures.push_back("dcgan");
   for (const std::string& lm : language_model_names()) architectures.push_back(lm);
+  for (const std::string& m : masked_lm_names()) architectures.push_back(m);
   cmd->add_option("--arch", args->arch, "With --init: the architecture")
       ->check(CLI::IsMember(architectures));
   cmd->add_option("--vocab", args->lm.vocab, "With --init, language models: vocabulary size")
@@ -184,7 +202,8 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--text-files", args->text_files,
                   "With --init, language models: the corpus whose vocabulary the model gets");
   cmd->add_option("--net", args->net,
-                  "With --init --arch dcgan: the generator (g) or the discriminator (d); "
+                  "DCGAN (--init --arch dcgan, or a dcgan run): the generator (g) or the "
+                  "discriminator (d); "
                   "--sample-shape gives the images (C,S,S with S 8, 16, 32 or 64)")
       ->check(CLI::IsMember({"g", "d"}));
   cmd->add_option("--seed", args->seed, "With --init: the seed (model 0's weights)");
@@ -199,6 +218,8 @@ void add_export_command(CLI::App& app) {
   cmd->callback([args] {
     if (args->init && is_language_model(args->arch))
       return export_language_model(args->arch, args->out, args->seed, args->lm, args->text_files);
+    if (args->init && is_masked_lm(args->arch))
+      return export_masked_lm(args->arch, args->out, args->seed, args->lm, args->text_files);
     std::unique_ptr<Model> model;
     std::string source;
     if (args->init && args->arch == "dcgan") return export_dcgan_init(*args);
@@ -227,6 +248,7 @@ void add_export_command(CLI::App& app) {
         c = extract_model(c, index);
         source = fmt::format("model {} of {}, step {}", index, args->checkpoint, c.step);
       }
+      if (c.model == "dcgan") return export_dcgan_trained(c, args->net, args->out, source);
       model = make_model(c.model, model_spec(c, 1));
       restore_tensors(c, *model, nullptr);
     }

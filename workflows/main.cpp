@@ -1,5 +1,6 @@
 // The `hfta` command: `hfta train` trains an array of models, `hfta extract` and `hfta eval` work
-// on its checkpoints, `hfta sweep` measures throughput against the fusion count. Each subcommand
+// on its checkpoints, `hfta sweep` measures throughput against the fusion count,
+// `hfta tune` searches hyperparameters (tune.h). Each subcommand
 // registers its own flags (train_cli.cpp, sweep.cpp). Every failure ends here as one line on
 // stderr and a non-zero exit status.
 #include <fmt/core.h>
@@ -12,6 +13,7 @@
 #include "workflows/export.h"
 #include "workflows/sweep.h"
 #include "workflows/train.h"
+#include "workflows/tune.h"
 
 int main(int argc, char** argv) {
   hfta::cpu::init_runtime(argv, 0);
@@ -22,6 +24,7 @@ int main(int argc, char** argv) {
   hfta::add_eval_command(app);
   hfta::add_export_command(app);
   hfta::add_sweep_command(app);
+  hfta::add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "workflows/hyper.h"
 
 namespace hfta {
 
@@ -57,11 +58,12 @@ std::string plan_cache_path() {
 
 namespace {
 
-std::string cache_key(const ModelConfig& config, int64_t B, int64_t batch_size) {
-  return fmt::format("{} | {} threads | {} {} {} classes{} | B {} | batch {}", cpu_model_name(),
-                     num_threads(), config.name, config.sample_shape.str(), config.num_classes,
-                     config.dropout ? fmt::format(" dropout {}", *config.dropout) : "", B,
-                     batch_size);
+std::string cache_key(const ModelConfig& config, int64_t B, int64_t batch_size,
+                      std::string_view optimizer) {
+  return fmt::format(
+      "{} | {} threads | {} {} {} classes{} | B {} | batch {} | {}", cpu_model_name(),
+      num_threads(), config.name, config.sample_shape.str(), config.num_classes,
+      config.dropout ? fmt::format(" dropout {}", *config.dropout) : "", B, batch_size, optimizer);
 }
 
 // The cache's contents; an unreadable or malformed file counts as empty (it is only a cache).
@@ -94,14 +96,15 @@ void write_cache(const std::string& path, const nlohmann::json& j,
   fs::rename(tmp, path, ec);
 }
 
-// Median time of a training step (forward and backward, all models) under `plan`.
+// Median time of an optimizer step (forward, backward and update, all models) under `plan`.
 PlanTiming time_plan(const ExecutionPlan& plan, const ModelConfig& config,
                      const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
-                     int64_t memory_budget_bytes) {
+                     std::string_view optimizer, int64_t memory_budget_bytes) {
   ModelConfig c = config;
   c.plan = plan;
-  auto model = make_model(c.name, c.spec(ids, batch_size, seed));
-  PlanTiming t{.plan = plan, .arena_bytes = static_cast<double>(model->arena_bytes())};
+  ModelArray array{.ids = ids, .model = make_model(c.name, c.spec(ids, batch_size, seed))};
+  const Model& model = *array.model;
+  PlanTiming t{.plan = plan, .arena_bytes = static_cast<double>(model.arena_bytes())};
   if (memory_budget_bytes > 0 && t.arena_bytes > static_cast<double>(memory_budget_bytes)) {
     t.over_budget = true;
     return t;
@@ -110,20 +113,26 @@ PlanTiming time_plan(const ExecutionPlan& plan, const ModelConfig& config,
   RngStream rng(seed, 0x91a7);
   std::vector<float> images(static_cast<size_t>(batch_size * config.sample_shape.numel()));
   for (float& v : images) v = rng.normal();
-  std::vector<int32_t> labels(static_cast<size_t>(batch_size));
+  // One label per sample, or per point for a segmentation model.
+  const int64_t per_sample = model.labels_per_sample();
+  std::vector<int32_t> labels(static_cast<size_t>(batch_size * per_sample));
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<int32_t>(i % static_cast<size_t>(config.num_classes));
   Shape shape{batch_size};
   for (int64_t d : config.sample_shape) shape.push_back(d);
   const TensorView x(images.data(), shape);
-  const IndexView y(labels.data(), Shape{batch_size});
-  model->train_step(x, y);  // warm-up: primitives, caches, pages
+  const IndexView y(labels.data(),
+                    per_sample == 1 ? Shape{batch_size} : Shape{batch_size, per_sample});
+  const int64_t B = static_cast<int64_t>(ids.size());
+  array.optimizer =
+      make_optimizer(optimizer, model, resolve_hyper(optimizer, {}, B), config.no_decay_norm_bias);
+  array_step(array, x, y);  // warm-up: primitives, caches, pages
   std::vector<double> ms;
   double total = 0.0;
   // At least 3 steps, and enough for ~0.3 s, at most 15.
   while (ms.size() < 3 || (total < 300.0 && ms.size() < 15)) {
     const auto start = std::chrono::steady_clock::now();
-    model->train_step(x, y);
+    array_step(array, x, y);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count());
     total += ms.back();
@@ -137,7 +146,7 @@ PlanTiming time_plan(const ExecutionPlan& plan, const ModelConfig& config,
 
 PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
                         const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
-                        int64_t memory_budget_bytes,
+                        std::string_view optimizer, int64_t memory_budget_bytes,
                         const std::function<void(const std::string&)>& log) {
   PlanChoice choice{.plan = asked};
   if (asked.kind != ExecutionPlan::Kind::kAuto) return choice;
@@ -148,7 +157,7 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
     return choice;
   }
   choice.cache_path = plan_cache_path();
-  const std::string key = cache_key(config, B, batch_size);
+  const std::string key = cache_key(config, B, batch_size, optimizer);
   nlohmann::json cache = read_cache(choice.cache_path);
   if (cache.contains(key) && cache[key].contains("plan")) {
     try {
@@ -163,7 +172,8 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
   }
   const PlanTiming* best = nullptr;
   for (const ExecutionPlan& plan : candidates)
-    choice.timings.push_back(time_plan(plan, config, ids, batch_size, seed, memory_budget_bytes));
+    choice.timings.push_back(
+        time_plan(plan, config, ids, batch_size, seed, optimizer, memory_budget_bytes));
   std::vector<std::string> parts;
   nlohmann::json entry = {{"timings_ms", nlohmann::json::object()}};
   for (const PlanTiming& t : choice.timings) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/plan.h"
@@ -23,7 +24,8 @@ std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads);
 
 struct PlanTiming {
   ExecutionPlan plan;
-  double step_ms = 0.0;      // median forward + backward time of one step, all B models
+  double step_ms =
+      0.0;  // median time of one optimizer step (forward, backward, update), all B models
   double arena_bytes = 0.0;  // parameters, gradients, buffers and activations under the plan
   bool over_budget = false;  // not run: its arenas exceed the memory budget
 };
@@ -36,11 +38,12 @@ struct PlanChoice {
 };
 
 // Returns `asked` unless it is auto; then times every candidate (or reads the cache) for the
-// array of config's models `ids` at `batch_size`, skipping candidates whose arenas exceed
+// array of config's models `ids` at `batch_size`, trained by `optimizer` (its defaults: the time
+// of an update does not depend on the values), skipping candidates whose arenas exceed
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
 PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
                         const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
-                        int64_t memory_budget_bytes,
+                        std::string_view optimizer, int64_t memory_budget_bytes,
                         const std::function<void(const std::string&)>& log);
 
 // The processor's name ("AMD EPYC 9B45", from /proc/cpuinfo), or "unknown cpu".

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "workflows/csv.h"
 
 namespace hfta {
@@ -22,7 +24,7 @@ void write_summary(const TrainOptions& o, const HyperValues& values,
   std::vector<std::string> header = {"model", "mode", "optimizer"};
   for (const HyperRow& row : hyper_table()) header.emplace_back(row.name);
   header.insert(header.end(), {"epochs", "batch_size", "seed", "train_loss", "test_loss",
-                               "test_accuracy", "skipped_steps", "wall_seconds"});
+                               "test_accuracy", "skipped_steps", "wall_seconds", "test_miou"});
   CsvWriter summary(o.out + "/summary.csv", header);
   for (const ModelResult& r : results) {
     std::vector<std::string> fields = {std::to_string(r.model), o.serial ? "serial" : "fused",
@@ -37,7 +39,8 @@ void write_summary(const TrainOptions& o, const HyperValues& values,
                   {std::to_string(o.epochs), std::to_string(o.batch_size), std::to_string(o.seed),
                    fmt::format("{:.6g}", r.final_train_loss), fmt::format("{:.6g}", r.test_loss),
                    fmt::format("{:.6g}", r.test_accuracy), std::to_string(r.skipped_steps),
-                   fmt::format("{:.3f}", r.wall_seconds)});
+                   fmt::format("{:.3f}", r.wall_seconds),
+                   std::isnan(r.test_miou) ? std::string() : fmt::format("{:.6g}", r.test_miou)});
     summary.row(fields);
   }
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -45,6 +46,7 @@ void fill_checkpoint(Checkpoint& c, const TrainOptions& o, const ModelConfig& co
   auto steps = array.optimizer->steps();
   c.optimizer_steps.assign(steps.begin(), steps.end());
   c.skipped_steps = p.skipped;
+  c.forward_origins = array.model->net().forward_origins();
   capture_tensors(*array.model, array.optimizer.get(), c.tensors);
 }
 
@@ -147,7 +149,21 @@ Checkpoint model_from_run(const std::string& dir, int64_t b) {
 int64_t best_model_of_run(const std::string& dir) {
   CsvTable summary = read_csv(dir + "/summary.csv");
   HFTA_CHECK(!summary.rows.empty(), "{}/summary.csv has no models", dir);
-  const size_t acc = summary.column("test_accuracy"), model = summary.column("model");
+  // A language model run ranks by validation perplexity, lowest first (workflows/train_lm.h).
+  if (std::find(summary.header.begin(), summary.header.end(), "valid_ppl") !=
+      summary.header.end()) {
+    const size_t ppl = summary.column("valid_ppl"), model = summary.column("model");
+    size_t best = 0;
+    for (size_t r = 1; r < summary.rows.size(); ++r)
+      if (summary.number(r, ppl) < summary.number(best, ppl)) best = r;
+    return summary.integer(best, model);
+  }
+  // Segmentation runs rank by mean IoU (their test_miou column is filled), others by accuracy.
+  const bool seg = std::find(summary.header.begin(), summary.header.end(), "test_miou") !=
+                       summary.header.end() &&
+                   !summary.rows[0][summary.column("test_miou")].empty();
+  const size_t acc = summary.column(seg ? "test_miou" : "test_accuracy"),
+               model = summary.column("model");
   size_t best = 0;
   for (size_t r = 1; r < summary.rows.size(); ++r)
     if (summary.number(r, acc) > summary.number(best, acc)) best = r;

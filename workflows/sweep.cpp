@@ -16,6 +16,8 @@
 
 #include "backend/cpu/peak.h"
 #include "backend/cpu/runtime.h"
+#include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "models/plan.h"
 #include "workflows/cli.h"
 #include "workflows/data.h"
@@ -204,6 +206,9 @@ void sweep_command(const SweepFlags& flags) {
   auto wait_budget = std::make_shared<double>(flags.quiet_wait);  // seconds, whole sweep
   const TrialRunner runner =
       patient_runner(process_trial_runner(exe), flags.busy_threshold, wait_budget);
+  if (is_language_model(o.trial.model) || is_masked_lm(o.trial.model))
+    say("a language model: samples/s (and samples_per_s in throughput.csv) count tokens: "
+        "--batch-size streams x 32 tokens per step and model");
   say(
       fmt::format("hfta sweep: {} on {}, batch {}, {} warm-up + {} timed steps, {} repeats, {} "
                   "threads (concurrent: max(1, {} / B) per process); results in {}",
@@ -279,6 +284,17 @@ void add_sweep_command(CLI::App& app) {
       ->check(CLI::IsMember(dataset_names()))
       ->capture_default_str();
   sweep->add_option("--data-dir", flags->trial.data_dir, "Fashion-MNIST directory");
+  sweep
+      ->add_option("--npoints", flags->trial.npoints,
+                   "Points per cloud of --dataset shapes or shapenet-part (PointNets)")
+      ->check(integer_at_least(1));
+  sweep->add_option("--text-files", flags->trial.text_files,
+                    "Language models, --dataset text: comma-separated text files or directories");
+  sweep
+      ->add_option("--vocab", flags->trial.vocab,
+                   "Language models, --dataset synthetic-text: words of the token stream")
+      ->check(integer_at_least(2))
+      ->capture_default_str();
   sweep->add_option("--modes", flags->modes, "Comma-separated: serial, concurrent, fused")
       ->capture_default_str();
   sweep
@@ -304,6 +320,8 @@ void add_sweep_command(CLI::App& app) {
   sweep->add_option("--seed", flags->trial.seed, "Seed of weights and hyperparameters")
       ->check(integer_at_least(0))
       ->capture_default_str();
+  sweep->add_option("--image-size", flags->trial.image_size, "dcgan: image side (default 64)")
+      ->check(integer_at_least(1));
   sweep->add_option("--threads", flags->threads, "Threads in all (0 = every core)")
       ->check(integer_at_least(0))
       ->capture_default_str();
@@ -372,6 +390,10 @@ void add_sweep_command(CLI::App& app) {
   t->add_option("--seed", trial->seed)->check(integer_at_least(0));
   t->add_option("--threads", trial->threads)->check(integer_at_least(0));
   t->add_option("--plan", trial->plan)->check(plan_name());
+  t->add_option("--image-size", trial->image_size)->check(integer_at_least(1));
+  t->add_option("--npoints", trial->npoints)->check(integer_at_least(1));
+  t->add_option("--text-files", trial->text_files);
+  t->add_option("--vocab", trial->vocab)->check(integer_at_least(2));
   t->add_flag("--wait-for-go", *wait_for_go);
   t->callback([trial, wait_for_go] { trial_command(*trial, *wait_for_go); });
 }

@@ -108,9 +108,10 @@ struct SweepOptions {
 // Threads each process of a measurement gets (see the top of this file).
 int threads_per_process(SweepMode mode, int64_t B, int threads);
 
-// The measurements in the order the sweep runs them: serial B=1 (the normalization baseline) for
-// every repeat first, requested or not, then repeat by repeat, B ascending, modes in the given
-// order. Each entry's `baseline_only` says the user did not ask for it.
+// The measurements in the order the sweep runs them: repeat by repeat, B ascending, the modes of
+// one (B, repeat) back to back in the given order rotated by (repeat - 1 + index of B), so no
+// mode always runs first. Serial B=1, the normalization baseline, is measured in every repeat,
+// asked for or not (then first in its repeat, with `baseline_only` set).
 struct PlannedTrial {
   SweepMode mode;
   int64_t B;
@@ -127,7 +128,8 @@ const std::vector<std::string>& throughput_columns();
 // the median of the successful serial B=1 repeats, robust to one disturbed repeat; the
 // baseline's own rows are written once all its repeats are in). `progress` gets one line per
 // measurement. Throws Interrupted (after the rows so far are written) when the runner does, and
-// hfta::Error when every baseline repeat fails (a bad --model or --dataset fails there first).
+// hfta::Error when every baseline repeat fails, or the baseline fails before any measurement
+// worked (a bad --model or --dataset).
 struct SweepRow {
   PlannedTrial planned;
   std::string status;  // ok, failed, skipped

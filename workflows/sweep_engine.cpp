@@ -151,16 +151,26 @@ std::vector<PlannedTrial> plan_sweep(const SweepOptions& o) {
       std::find(o.modes.begin(), o.modes.end(), SweepMode::kSerial) != o.modes.end() &&
       std::find(o.Bs.begin(), o.Bs.end(), int64_t{1}) != o.Bs.end();
   std::vector<PlannedTrial> plan;
-  for (int r = 1; r <= o.repeats; ++r)
-    plan.push_back({SweepMode::kSerial, 1, r, !baseline_requested});
-  for (int r = 1; r <= o.repeats; ++r)
-    for (int64_t B : o.Bs)
+  for (int r = 1; r <= o.repeats; ++r) {
+    if (!baseline_requested) plan.push_back({SweepMode::kSerial, 1, r, true});
+    for (size_t i = 0; i < o.Bs.size(); ++i) {
+      const int64_t B = o.Bs[i];
+      std::vector<PlannedTrial> group;
       for (SweepMode mode : o.modes)
         if (mode == SweepMode::kFused) {
-          for (const std::string& p : o.plans) plan.push_back({mode, B, r, false, p});
-        } else if (!(mode == SweepMode::kSerial && B == 1)) {
-          plan.push_back({mode, B, r, false});
+          for (const std::string& p : o.plans) group.push_back({mode, B, r, false, p});
+        } else {
+          group.push_back({mode, B, r, false});
         }
+      // The modes of one (B, repeat) run back to back, and each repeat and B starts at another
+      // mode: a machine that slows down or speeds up during the sweep then favours no mode.
+      std::rotate(
+          group.begin(),
+          group.begin() + static_cast<long>((static_cast<size_t>(r - 1) + i) % group.size()),
+          group.end());
+      plan.insert(plan.end(), group.begin(), group.end());
+    }
+  }
   return plan;
 }
 
@@ -267,7 +277,11 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const TrialRunner& runner
                     o.repeats));
 
   std::vector<SweepRow> rows;
-  std::vector<size_t> pending_baseline;  // rows written once the baseline is known
+  // Rows wait until every serial B=1 repeat (the baseline) is in: their normalized throughput
+  // divides by its median.
+  std::vector<size_t> pending;
+  std::vector<double> baseline_ok;
+  int baseline_repeats_done = 0;
   double baseline = std::numeric_limits<double>::quiet_NaN();
   auto write = [&](SweepRow& row) {
     if (row.status == "ok")
@@ -275,12 +289,9 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const TrialRunner& runner
     csv.row(csv_fields(o, row));
   };
   auto settle_baseline = [&] {
-    std::vector<double> ok;
-    for (size_t i : pending_baseline)
-      if (rows[i].status == "ok") ok.push_back(rows[i].measurement.samples_per_second);
-    if (!ok.empty()) baseline = median(ok);
-    for (size_t i : pending_baseline) write(rows[i]);
-    pending_baseline.clear();
+    if (!baseline_ok.empty()) baseline = median(baseline_ok);
+    for (size_t i : pending) write(rows[i]);
+    pending.clear();
   };
 
   for (size_t k = 0; k < plan.size(); ++k) {
@@ -330,18 +341,30 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const TrialRunner& runner
     }
     rows.push_back(row);
     const bool is_baseline = p.mode == SweepMode::kSerial && p.B == 1;
-    if (is_baseline) {
-      pending_baseline.push_back(rows.size() - 1);
-      if (p.repeat == o.repeats) {
-        settle_baseline();
-        if (!std::isfinite(baseline))
-          fail(
-              "serial B=1, the baseline, failed in all {} repeats (last error: {}); stopping. "
-              "The processes' messages are in {}/logs",
-              o.repeats, rows.back().measurement.error, o.out_dir);
-      }
-    } else {
+    if (baseline_repeats_done == o.repeats) {
       write(rows.back());
+    } else {
+      pending.push_back(rows.size() - 1);
+      if (is_baseline) {
+        if (row.status == "ok") baseline_ok.push_back(row.measurement.samples_per_second);
+        const bool nothing_worked = std::none_of(
+            rows.begin(), rows.end(), [](const SweepRow& r) { return r.status == "ok"; });
+        if (nothing_worked) {  // a bad --model or --dataset: stop before measuring the rest
+          settle_baseline();
+          fail(
+              "serial B=1, the baseline, failed (error: {}) and no measurement has worked; "
+              "stopping. The processes' messages are in {}/logs",
+              rows.back().measurement.error, o.out_dir);
+        }
+        if (++baseline_repeats_done == o.repeats) {
+          settle_baseline();
+          if (!std::isfinite(baseline))
+            fail(
+                "serial B=1, the baseline, failed in all {} repeats (last error: {}); stopping. "
+                "The processes' messages are in {}/logs",
+                o.repeats, rows.back().measurement.error, o.out_dir);
+        }
+      }
     }
     say(progress_line(o, rows.back(), k + 1, plan.size()));
   }

@@ -71,12 +71,17 @@ std::optional<TrialReport> parse_trial_report(const std::string& output) {
 std::vector<std::string> trial_arguments(const TrialOptions& o, bool wait_for_go) {
   std::vector<std::string> args = {"trial", "--model", o.model, "--dataset", o.dataset};
   if (!o.data_dir.empty()) args.insert(args.end(), {"--data-dir", o.data_dir});
+  if (o.npoints > 0) args.insert(args.end(), {"--npoints", std::to_string(o.npoints)});
   args.insert(args.end(), {"--B", std::to_string(o.B)});
   if (o.serial) args.push_back("--serial");
   args.insert(args.end(),
               {"--batch-size", std::to_string(o.batch_size), "--warmup",
                std::to_string(o.warmup_steps), "--steps", std::to_string(o.steps), "--seed",
                std::to_string(o.seed), "--threads", std::to_string(o.threads), "--plan", o.plan});
+  if (o.image_size > 0) args.insert(args.end(), {"--image-size", std::to_string(o.image_size)});
+  if (!o.text_files.empty()) args.insert(args.end(), {"--text-files", o.text_files});
+  if (o.vocab != TrialOptions{}.vocab)
+    args.insert(args.end(), {"--vocab", std::to_string(o.vocab)});
   if (wait_for_go) args.push_back("--wait-for-go");
   return args;
 }

@@ -14,24 +14,35 @@
 #include "backend/cpu/runtime.h"
 #include "core/error.h"
 #include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "workflows/csv.h"
 #include "workflows/data.h"
 #include "workflows/interrupt.h"
 #include "workflows/results.h"
 #include "workflows/resume.h"
+#include "workflows/train_bert.h"
 #include "workflows/train_gan.h"
 #include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
 
 namespace hfta {
 
-TrainResult run_train(const TrainOptions& o) {
+TrainResult run_train(const TrainOptions& options) {
+  TrainOptions o = options;
+  if (o.feature_transform) {  // --feature-transform names the _ft variant from here on
+    o.model = feature_transform_variant(o.model);
+    o.feature_transform = false;
+  }
   if (is_language_model(o.model)) return run_train_lm(o);
+  if (is_masked_lm(o.model)) return run_train_bert(o);
   if (o.model == "dcgan") return run_train_gan(o);  // a GAN: its own loop (train_gan.h)
+  HFTA_CHECK(o.lr_d.empty() && o.image_size == 0,
+             "--lr-d and --image-size are DCGAN flags: --model {} does not read them", o.model);
   const auto start = std::chrono::steady_clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
   HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
+  HFTA_CHECK(o.first_epoch >= 0, "--first-epoch must be >= 0, got {}", o.first_epoch);
   HFTA_CHECK(o.threads >= 0, "--threads must be 0 (all cores) or more, got {}", o.threads);
   // Validate the hyperparameters and the model name before the (slow) data load.
   const int64_t B = array_size(o.hyper);
@@ -41,11 +52,13 @@ TrainResult run_train(const TrainOptions& o) {
   Shape sample_shape = info.default_sample_shape;
   if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds
   Data data = load_data(o.dataset, o.data_dir, sample_shape, info.default_num_classes,
-                        o.synthetic_train_size, o.synthetic_test_size, o.seed);
+                        o.synthetic_train_size, o.synthetic_test_size, o.seed,
+                        info.task == ModelTask::kSegment);
   ModelConfig config = model_config(o.model, data, o.dropout, o.no_decay_norm_bias);
   // Builds one model now, so that data the architecture cannot take fails before training.
   make_model(config.name, config.spec({0}, o.batch_size, o.seed));
   config.plan = ExecutionPlan::parse(o.plan);
+  config.first_model_id = o.first_model_id;
   config.plan_memory_budget = o.memory_budget_bytes;
 
   std::error_code ec;
@@ -97,14 +110,21 @@ TrainResult run_train(const TrainOptions& o) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   write_summary(o, h, result.models);
-  auto best = std::max_element(
-      result.models.begin(), result.models.end(),
-      [](const ModelResult& a, const ModelResult& b) { return a.test_accuracy < b.test_accuracy; });
+  // Segmentation: the best model is the one of the best mean IoU.
+  const bool seg = info.task == ModelTask::kSegment;
+  auto best =
+      std::max_element(result.models.begin(), result.models.end(),
+                       [seg](const ModelResult& a, const ModelResult& b) {
+                         return seg ? a.test_miou < b.test_miou : a.test_accuracy < b.test_accuracy;
+                       });
   fmt::print(
-      "done in {:.1f} s; best: model {} (lr {:g}) with {:.2f}% test accuracy; results in "
+      "done in {:.1f} s; best: model {} (lr {:g}) with {}; results in "
       "{}/summary.csv and {}/metrics.csv\n",
       result.wall_seconds, best->model, h.at("lr")[static_cast<size_t>(best->model)],
-      100.0 * best->test_accuracy, o.out, o.out);
+      seg ? fmt::format("mean IoU {:.4f} ({:.2f}% of test points right)", best->test_miou,
+                        100.0 * best->test_accuracy)
+          : fmt::format("{:.2f}% test accuracy", 100.0 * best->test_accuracy),
+      o.out, o.out);
   return result;
 }
 

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ struct TrainOptions {
   int64_t iters_per_epoch = 0;  // 0 = whole epochs
   int64_t eval_batch_size = 1000;
   uint64_t seed = 1;
+  // --first-model-id: model b draws its initial weights and dropout from stream (seed, K + b), so
+  // one model of a larger run (e.g. a trial of `hfta tune`) retrains alone.
+  int64_t first_model_id = 0;
+  // --first-epoch: epoch e of this run draws the loader's shuffle of epoch first_epoch + e, so a
+  // trial that joined a live array of `hfta tune` (a refilled slot) at that point retrains alone.
+  int64_t first_epoch = 0;
   int threads = 0;
   bool serial = false;
   // --plan: how a fused array runs its steps (models/plan.h): auto, fused, chunk:C or threads.
@@ -56,10 +63,17 @@ struct TrainOptions {
   std::vector<float> clip = {0.25f};     // per-model global gradient norm limit; empty = off
   std::vector<float> lr_gamma = {1.0f};  // StepLR per model: lr * gamma^floor(epoch / step)
   std::vector<int64_t> lr_step_size = {1};
+  int64_t vocab = 10000;  // --vocab: words of --dataset synthetic-text (a seeded token stream)
   // Synthetic data sizes (dataset = synthetic).
   int64_t synthetic_train_size = 4096, synthetic_test_size = 1024;
   // Points per cloud of point-cloud datasets (--npoints); 0 = the model's default.
   int64_t npoints = 0;
+  // DCGAN (train_gan.h): the discriminator's learning rate per model (empty = --lr's) and the
+  // image side the data is resized to (0 = 64, the example's).
+  std::vector<float> lr_d;
+  int64_t image_size = 0;
+  // --feature-transform: the model's _ft variant (PointNet's feature transform).
+  bool feature_transform = false;
 };
 
 struct ModelResult {
@@ -67,6 +81,8 @@ struct ModelResult {
   double final_train_loss = 0.0;  // mean over the last epoch's steps
   double test_accuracy = 0.0;     // in [0, 1]
   double test_loss = 0.0;
+  // Segmentation models: the test shapes' mean IoU (evaluate.h); NaN for classifiers.
+  double test_miou = std::numeric_limits<double>::quiet_NaN();
   double wall_seconds = 0.0;  // this model's share: the whole run when fused
   int64_t skipped_steps = 0;  // steps skipped for NaN/Inf gradients
 };

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "datasets/fashion_mnist.h"
 #include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "models/model.h"
 #include "workflows/checkpoint.h"
 #include "workflows/cli.h"
@@ -19,6 +20,8 @@
 #include "workflows/resume.h"
 #include "workflows/sweep.h"
 #include "workflows/train.h"
+#include "workflows/train_bert.h"
+#include "workflows/train_lm.h"
 
 namespace hfta {
 
@@ -50,6 +53,7 @@ void add_train_command(CLI::App& app) {
       "train", "Train an array of models, one per hyperparameter setting, on one dataset");
   std::vector<std::string> architectures = model_names();
   for (const std::string& lm : language_model_names()) architectures.push_back(lm);
+  for (const std::string& m : masked_lm_names()) architectures.push_back(m);
   architectures.push_back("dcgan");  // a GAN: trained by train_gan.cpp
   cmd->add_option("--model", opts->model, "Architecture")
       ->check(CLI::IsMember(architectures))
@@ -86,6 +90,16 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--iters-per-epoch", opts->iters_per_epoch,
                   "At most this many steps per epoch (0: whole epochs)")
       ->check(integer_at_least(0));
+  cmd->add_option("--first-model-id", opts->first_model_id,
+                  "Model b draws its initial weights from stream (seed, K + b): retrains model K "
+                  "of a larger run, e.g. a trial of `hfta tune`, alone")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  cmd->add_option("--first-epoch", opts->first_epoch,
+                  "Epoch e draws the loader's shuffle of epoch K + e: retrains a trial that "
+                  "joined a live `hfta tune` array after K budget units, alone")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of initialization and shuffling")
       ->check(integer_at_least(0))
       ->capture_default_str();
@@ -158,14 +172,35 @@ void add_train_command(CLI::App& app) {
                   "Language models: StepLR step size in epochs, one value or one per model")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--vocab", opts->vocab,
+                  "Language models, --dataset synthetic-text: words of the seeded token stream")
+      ->check(integer_at_least(2))
+      ->capture_default_str();
   cmd->add_option("--synthetic-size", opts->synthetic_train_size,
                   "Training samples of --dataset synthetic or shapes")
       ->check(integer_at_least(1));
+  cmd->add_option("--synthetic-test-size", opts->synthetic_test_size,
+                  "Test samples of --dataset synthetic or shapes")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
   cmd->add_option("--npoints", opts->npoints,
                   "Points per cloud of --dataset shapes or shapenet-part (default: the model's, "
                   "1024 for pointnet_cls)")
       ->check(integer_at_least(1));
-  cmd->callback([opts, fused_flag, hyper_text, hyper_flags, interval_text] {
+  cmd->add_option("--lr-d", opts->lr_d,
+                  "DCGAN: the discriminator's learning rate, one value or one per model "
+                  "(default: --lr)")
+      ->delimiter(',');
+  cmd->add_option("--image-size", opts->image_size,
+                  "DCGAN: the side images are resized to: 8, 16, 32 or 64 (default 64)")
+      ->check(integer_at_least(1));
+  cmd->add_flag("--feature-transform", opts->feature_transform,
+                "PointNet: train the model's feature-transform variant (pointnet_cls_ft, "
+                "pointnet_seg_ft): a T-Net on the 64-d point features and its regularizer");
+  cmd->callback([cmd, opts, fused_flag, hyper_text, hyper_flags, interval_text] {
+    // BERT's sizes and optimizer default to HFTA's examples/bert where the flags are left out.
+    if (is_masked_lm(opts->model))
+      apply_bert_defaults(*opts, [cmd](const char* flag) { return cmd->count(flag) > 0; });
     opts->checkpoint_interval_seconds =
         parse_duration_seconds(*interval_text, "--checkpoint-interval");
     for (const auto& [row, option] : hyper_flags)
@@ -188,7 +223,9 @@ void add_extract_command(CLI::App& app) {
   cmd->add_option("--run", args->run, "The --out directory of `hfta train`")->required();
   auto* model = cmd->add_option("--model", args->model, "Model index (0-based) to extract")
                     ->check(integer_at_least(0));
-  cmd->add_flag("--best", args->best, "Extract the model with the best test accuracy")
+  cmd->add_flag("--best", args->best,
+                "Extract the model with the best test accuracy (language models: the lowest "
+                "validation perplexity)")
       ->excludes(model);
   cmd->add_option("--out", args->out, "Checkpoint file to write")->required();
   cmd->callback([args] {
@@ -209,35 +246,51 @@ void add_extract_command(CLI::App& app) {
 
 void add_eval_command(CLI::App& app) {
   struct Args {
-    std::string checkpoint, dataset = "fashion-mnist", data_dir;
+    std::string checkpoint, dataset, data_dir, text_files;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate the models of a checkpoint on a test set");
   cmd->add_option("--checkpoint", args->checkpoint, "Checkpoint file")->required();
-  cmd->add_option("--dataset", args->dataset, "Dataset")
-      ->check(CLI::IsMember(dataset_names()))
-      ->capture_default_str();
-  cmd->add_option("--data-dir", args->data_dir, "Fashion-MNIST or CIFAR-10 directory");
+  cmd->add_option("--dataset", args->dataset,
+                  "Dataset (default fashion-mnist; a language model: the corpus it was trained on)")
+      ->check(CLI::IsMember(dataset_names()));
+  cmd->add_option("--data-dir", args->data_dir, "Fashion-MNIST, CIFAR-10 or WikiText-2 directory");
+  cmd->add_option("--text-files", args->text_files,
+                  "Language models, --dataset text: the files (default: those it was trained on)");
   cmd->callback([args] {
     Checkpoint c = load_checkpoint(args->checkpoint);
+    if (c.lm) {  // a language model: test perplexity on its corpus (train_lm.h)
+      const LmEvaluation e = evaluate_lm_checkpoint(
+          c, args->checkpoint,
+          {.dataset = args->dataset, .text_files = args->text_files, .data_dir = args->data_dir});
+      fmt::print("{}: {} {} model{} after {} steps, on {} test tokens of {}\n", args->checkpoint,
+                 c.B, c.model, c.B == 1 ? "" : "s", c.step, e.tokens, e.corpus);
+      for (int64_t b = 0; b < c.B; ++b)
+        fmt::print("  model {:>2}  lr {:<8g} test loss {:.4f}  test ppl {:.2f}\n", c.model_ids[b],
+                   c.hyper.at("lr")[b], e.loss[b], e.perplexity[b]);
+      return;
+    }
+    if (args->dataset.empty()) args->dataset = "fashion-mnist";
     auto model = make_model(c.model, model_spec(c, std::max<int64_t>(c.batch_size, 1)));
     restore_tensors(c, *model, nullptr);
     // Synthetic data is drawn from the seed: the sizes `hfta train` uses by default.
     const TrainOptions defaults;
     Data data =
         load_data(args->dataset, args->data_dir, model->sample_shape(), model->num_classes(),
-                  defaults.synthetic_train_size, defaults.synthetic_test_size, c.seed);
+                  defaults.synthetic_train_size, defaults.synthetic_test_size, c.seed,
+                  model->task() == ModelTask::kSegment);
     HFTA_CHECK(data.test.sample_shape == model->sample_shape() &&
                    data.test.num_classes == model->num_classes(),
                "{} holds models for samples of shape {} in {} classes; --dataset {} has {} in {}",
                args->checkpoint, model->sample_shape().str(), model->num_classes(), args->dataset,
                data.test.sample_shape.str(), data.test.num_classes);
-    Evaluation e = evaluate(*model, data.test);
+    Evaluation e = evaluate(*model, data.test, &data.parts);
     fmt::print("{}: {} {} model{} after {} steps, on {} test samples of {}\n", args->checkpoint,
                c.B, c.model, c.B == 1 ? "" : "s", c.step, data.test.size, args->dataset);
     for (int64_t b = 0; b < c.B; ++b)
-      fmt::print("  model {:>2}  lr {:<8g} test loss {:.4f}  test acc {:.2f}%\n", c.model_ids[b],
-                 c.hyper.at("lr")[b], e.loss[b], 100.0 * e.accuracy[b]);
+      fmt::print("  model {:>2}  lr {:<8g} test loss {:.4f}  test acc {:.2f}%{}\n", c.model_ids[b],
+                 c.hyper.at("lr")[b], e.loss[b], 100.0 * e.accuracy[b],
+                 e.miou.empty() ? "" : fmt::format("  mIoU {:.4f}", e.miou[b]));
   });
 }
 

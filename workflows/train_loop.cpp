@@ -33,10 +33,12 @@ std::string format_losses(const std::vector<float>& losses) {
 
 ModelSpec ModelConfig::spec(const std::vector<int64_t>& ids, int64_t batch_size,
                             uint64_t seed) const {
+  std::vector<int64_t> streams = ids;
+  for (int64_t& id : streams) id += first_model_id;
   return {.B = static_cast<int64_t>(ids.size()),
           .batch_size = batch_size,
           .seed = seed,
-          .model_ids = ids,
+          .model_ids = streams,
           .sample_shape = sample_shape,
           .num_classes = num_classes,
           .dropout = dropout,
@@ -59,7 +61,7 @@ ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids
   a.ids = ids;
   ModelConfig resolved = config;
   resolved.plan =
-      resolve_plan(config.plan, config, ids, batch_size, seed, config.plan_memory_budget,
+      resolve_plan(config.plan, config, ids, batch_size, seed, optimizer, config.plan_memory_budget,
                    [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
           .plan;
   a.model = make_model(config.name, resolved.spec(ids, batch_size, seed));
@@ -68,17 +70,30 @@ ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids
   return a;
 }
 
+const StepReport& array_step(ModelArray& array, const TensorView& images, const IndexView& labels) {
+  Model& model = *array.model;
+  Optimizer& optimizer = *array.optimizer;
+  float* params = reinterpret_cast<float*>(model.param_arena().data());
+  const float* grads = reinterpret_cast<const float*>(model.grad_arena().data());
+  if (model.layout().is_fused()) {
+    model.train_step(images, labels);
+    return optimizer.step(params, grads);
+  }
+  model.train_step(images, labels, [&](int64_t first, int64_t count) {
+    optimizer.step_models(params, grads, first, count);
+  });
+  return optimizer.finish_model_steps();
+}
+
 int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
                     const std::function<bool(const StepReport&)>& after_step) {
-  Model& model = *array.model;
   int64_t steps = 0;
   const bool whole_epoch = max_steps == kUntilEpochEnds;
   while (whole_epoch || steps < max_steps) {
     if (!loader.next(batch)) {  // the epoch ended
       if (whole_epoch || !loader.next(batch)) break;
     }
-    model.train_step(batch.images(), batch.labels());
-    const StepReport& report = array.optimizer->step(model.param_arena(), model.grad_arena());
+    const StepReport& report = array_step(array, batch.images(), batch.labels());
     ++steps;
     if (after_step && !after_step(report)) break;
   }
@@ -150,7 +165,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
   Evaluation eval;
   const int64_t first_epoch = p.epochs_done + 1;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
-    loader.start_epoch(epoch - 1);  // the loader counts epochs from 0
+    loader.start_epoch(o.first_epoch + epoch - 1);  // the loader counts epochs from 0
     int64_t epoch_steps = 0;
     if (p.batch_in_epoch > 0) {  // resuming inside this epoch: its first batches are done
       for (; epoch_steps < p.batch_in_epoch && loader.next(batch);) ++epoch_steps;
@@ -187,7 +202,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
     bar.finish();
     current_bar = nullptr;
     const double train_seconds = seconds_since(epoch_start);
-    eval = evaluate(model, data.test);
+    eval = evaluate(model, data.test, &data.parts);
     const double samples_per_s =
         static_cast<double>(B * (epoch_steps - resumed_steps) * o.batch_size) / train_seconds;
     fmt::print("epoch {}/{} ({}): {:.1f} s, {:.0f} samples/s over all models\n", epoch, o.epochs,
@@ -196,8 +211,9 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
       p.last_train_loss[b] =
           p.epoch_loss[b] / static_cast<double>(std::max<int64_t>(1, epoch_steps));
       fmt::print(
-          "  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}\n",
+          "  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}{}\n",
           ids[b], values.at("lr")[b], p.last_train_loss[b], eval.loss[b], 100.0 * eval.accuracy[b],
+          eval.miou.empty() ? "" : fmt::format(" of points  mIoU {:.4f}", eval.miou[b]),
           p.skipped[b] ? fmt::format("  ({} steps skipped: NaN/Inf gradients)", p.skipped[b]) : "");
     }
     std::fflush(stdout);
@@ -208,7 +224,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
   }
   periodic.wait();               // an error of the last background write fails the run
   if (first_epoch > o.epochs) {  // resumed a finished run: just report it again
-    eval = evaluate(model, data.test);
+    eval = evaluate(model, data.test, &data.parts);
     fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
   }
   const double wall = seconds_since(start);
@@ -218,6 +234,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
     r.final_train_loss = p.last_train_loss[b];
     r.test_loss = eval.loss[b];
     r.test_accuracy = eval.accuracy[b];
+    if (!eval.miou.empty()) r.test_miou = eval.miou[b];
     r.skipped_steps = p.skipped[b];
     r.wall_seconds = wall;
   }

@@ -33,6 +33,8 @@ struct ModelConfig {
   // within plan_memory_budget bytes of arenas (0 = no limit).
   ExecutionPlan plan = {};
   int64_t plan_memory_budget = 0;
+  // Added to every model id of spec(): the RNG stream of model `id` is (seed, first_model_id + id).
+  int64_t first_model_id = 0;
   // The spec of an array of models `ids`.
   ModelSpec spec(const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed) const;
 };
@@ -54,7 +56,11 @@ ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids
                       int64_t batch_size, uint64_t seed, std::string_view optimizer,
                       const HyperValues& all_values);
 
-// Runs optimizer steps (Model::train_step, then the update) on the loader's batches: `max_steps`
+// One optimizer step of every model on one minibatch: forward, backward and update in the
+// plan's order (under plans with blocks, each block updates right after its backward).
+const StepReport& array_step(ModelArray& array, const TensorView& images, const IndexView& labels);
+
+// Runs optimizer steps (array_step) on the loader's batches: `max_steps`
 // steps (going on into the next epoch when one ends), or with kUntilEpochEnds the rest of the
 // loader's epoch. `after_step` (if given) sees each step's report and stops the loop by returning
 // false. Returns the steps taken.

@@ -9,12 +9,20 @@
 #include "backend/cpu/runtime.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "workflows/data.h"
+#include "workflows/train_bert.h"
+#include "workflows/train_gan.h"
+#include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
 
 namespace hfta {
 
 TrialResult run_trial(const TrialOptions& o) {
+  if (o.model == "dcgan") return run_gan_trial(o);         // G and D steps (train_gan.h)
+  if (is_language_model(o.model)) return run_trial_lm(o);  // tokens/s (train_lm.h)
+  if (is_masked_lm(o.model)) return run_trial_bert(o);     // tokens/s (train_bert.h)
   HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
   HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
   HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
@@ -33,8 +41,14 @@ TrialResult run_trial(const TrialOptions& o) {
 
   const ModelInfo& info = model_info(o.model);
   // Enough samples for a few distinct batches; real data is the full training split.
-  Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
-                        8 * o.batch_size, o.batch_size, o.seed);
+  HFTA_CHECK(o.npoints >= 0, "--npoints must be 0 (the model's) or more, got {}", o.npoints);
+  Shape sample_shape = info.default_sample_shape;
+  if (o.npoints > 0) {
+    HFTA_CHECK(sample_shape.rank() == 2, "--npoints: {} does not take point clouds", o.model);
+    sample_shape[0] = o.npoints;
+  }
+  Data data = load_data(o.dataset, o.data_dir, sample_shape, info.default_num_classes,
+                        8 * o.batch_size, o.batch_size, o.seed, info.task == ModelTask::kSegment);
   ModelConfig config = model_config(o.model, data);
   config.plan = ExecutionPlan::parse(o.plan);
   std::vector<std::vector<int64_t>> groups;

@@ -27,11 +27,19 @@ struct TrialOptions {
   int threads = 0;  // OpenMP/BLAS threads for this process; 0 = leave as set
   // How the array runs its steps (models/plan.h); auto times the plans (cached per machine).
   std::string plan = "auto";
+  int64_t image_size = 0;  // dcgan: the image side (0 = 64)
+  int64_t npoints = 0;     // points per cloud of point-cloud data (--npoints); 0 = the model's
+  // Language models (--model transformer): --dataset text (--text-files) or synthetic-text
+  // (--vocab words); batch_size is the token streams, each step reads [batch_size, 32] tokens
+  // and samples_per_second counts tokens.
+  std::string text_files;
+  int64_t vocab = 10000;
 };
 
 struct TrialResult {
   double seconds = 0.0;       // wall time of the counted steps, all models
-  double samples_per_second;  // summed over models: B * steps * batch_size / seconds
+  double samples_per_second;  // summed over models: B * steps * batch_size / seconds (language
+                              // models: tokens, B * steps * batch_size * bptt / seconds)
   double step_ms;             // seconds / steps * 1000 (with serial: all B models' step)
   double flops_per_step;      // analytic forward+backward FLOPs of all B models per step
   int64_t params_per_model;

@@ -230,6 +230,52 @@ TEST(PointNet, SegmentationModelGivesEachReplicaItsOwnGradients) {
   EXPECT_EQ(fused.net->params()[fused.net->params().size() - 2].name, "conv4.weight");
 }
 
+// pointnet_seg as a Model (ModelTask::kSegment): labels [n, L] from a Loader over the shapes'
+// part labels; a training step under chunk:1 gives each model the fused array's loss, and an
+// evaluation forward gives the same per-point logits (point_logits(), which IoU reads) and
+// correct points, counted as the arg max of those logits.
+TEST(PointNet, SegmentationModelRunsUnderEveryPlan) {
+  const Dataset data = with_part_labels(make_shapes(Split::kTrain, 2 * kBatch, kPoints, 6));
+  Loader loader(data, {.batch_size = kBatch, .shuffle = false});
+  Batch batch = loader.make_batch();
+  ASSERT_TRUE(loader.next(batch));
+  ASSERT_EQ(batch.labels().shape, (Shape{kBatch, kPoints}));
+  auto build = [](const ExecutionPlan& plan) {
+    return make_model("pointnet_seg", {.B = 3,
+                                       .batch_size = kBatch,
+                                       .seed = 4,
+                                       .sample_shape = Shape{kPoints, 3},
+                                       .num_classes = kShapesParts,
+                                       .plan = plan});
+  };
+  auto fused = build(ExecutionPlan::fused()), chunked = build(ExecutionPlan::chunks(1));
+  EXPECT_EQ(fused->task(), ModelTask::kSegment);
+  EXPECT_EQ(fused->labels_per_sample(), kPoints);
+  fused->train_step(batch.images(), batch.labels());
+  chunked->train_step(batch.images(), batch.labels());
+  for (int64_t b = 0; b < 3; ++b)
+    EXPECT_NEAR(fused->losses()[b], chunked->losses()[b], 1e-5 * std::fabs(fused->losses()[b]));
+  fused->forward(batch.images(), batch.labels(), false);
+  chunked->forward(batch.images(), batch.labels(), false);
+  const TensorView f = fused->point_logits(), c = chunked->point_logits();
+  ASSERT_EQ(f.shape, (Shape{3, kBatch, kPoints, kShapesParts}));
+  ASSERT_EQ(c.shape, f.shape);
+  expect_close(std::vector<float>(f.data, f.data + f.numel()),
+               std::vector<float>(c.data, c.data + c.numel()), 1e-4, "point logits");
+  for (int64_t b = 0; b < 3; ++b) {
+    int64_t right = 0;
+    for (int64_t i = 0; i < kBatch * kPoints; ++i) {
+      const float* row = f.data + (b * kBatch * kPoints + i) * kShapesParts;
+      right += std::max_element(row, row + kShapesParts) - row == batch.label_data[i];
+    }
+    EXPECT_EQ(fused->correct()[b], right) << "model " << b;
+    EXPECT_EQ(chunked->correct()[b], right) << "model " << b;
+  }
+  // Per-sample labels do not fit a segmentation model.
+  std::vector<int32_t> one(kBatch, 0);
+  EXPECT_THROW(fused->forward(batch.images(), IndexView(one.data(), Shape{kBatch}), false), Error);
+}
+
 TEST(PointNet, StateDictNamesAreFxia22s) {
   auto model =
       make_model("pointnet_cls_ft",

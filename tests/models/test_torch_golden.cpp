@@ -131,6 +131,62 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchGolden,
                                                               "pointnet_cls_ft"),
                                             ::testing::Values("adam", "adadelta")));
 
+// PointNet part segmentation (fxia22's PointNetDenseCls, 10 parts, clouds of 64 points): the
+// fixed clouds with per-point labels (7n + 3 step + 5j) mod 10 (torch_models.fixed_point_labels),
+// the loss the mean cross-entropy over all points; the feature transform's regularizer trains.
+class TorchGoldenSeg : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(TorchGoldenSeg, LossesMatchPyTorch) {
+  const auto& [name, optimizer] = GetParam();
+  const auto golden = read_golden();
+  constexpr int64_t kPoints = 64;
+  const Shape sample{kPoints, 3};
+  for (int64_t B : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} {} B={} (model 0 compared)", name, optimizer, B));
+    auto model = make_model(name, {.B = B,
+                                   .batch_size = kBatch,
+                                   .seed = kSeed,
+                                   .sample_shape = sample,
+                                   .num_classes = kClasses});
+    ASSERT_EQ(model->labels_per_sample(), kPoints);
+    auto lr = golden.lr.find({name, optimizer});
+    ASSERT_NE(lr, golden.lr.end()) << "no golden run: run benchmarks/torch_golden.py";
+    auto opt = make_optimizer(optimizer, *model, lr->second);
+    std::vector<float> x;
+    std::vector<int32_t> ignored, y(static_cast<size_t>(kBatch * kPoints));
+    auto batch = [&](int step) {
+      fixed_batch(step, sample, x, ignored);
+      for (int64_t n = 0; n < kBatch; ++n)
+        for (int64_t j = 0; j < kPoints; ++j)
+          y[static_cast<size_t>(n * kPoints + j)] =
+              static_cast<int32_t>((7 * n + 3 * step + 5 * j) % kClasses);
+    };
+    auto expect_loss = [&](const std::string& phase, int step) {
+      auto it = golden.loss.find({name, optimizer, phase, step});
+      ASSERT_NE(it, golden.loss.end()) << "no golden " << phase << " loss for step " << step
+                                       << ": run benchmarks/torch_golden.py";
+      const double ours = model->losses()[0];
+      EXPECT_NEAR(ours, it->second, kRtol * std::fabs(it->second))
+          << phase << " step " << step << ": hfta " << ours << " PyTorch " << it->second;
+    };
+    const Shape shape{kBatch, kPoints, 3}, labels{kBatch, kPoints};
+    for (int step = 0; step < kSteps; ++step) {
+      batch(step);
+      model->forward(TensorView(x.data(), shape), IndexView(y.data(), labels), true);
+      expect_loss("train", step + 1);
+      model->backward();
+      opt->step(model->param_arena(), model->grad_arena());
+    }
+    batch(kSteps);
+    model->forward(TensorView(x.data(), shape), IndexView(y.data(), labels), false);
+    expect_loss("eval", kSteps + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TorchGoldenSeg,
+                         ::testing::Combine(::testing::Values("pointnet_seg", "pointnet_seg_ft"),
+                                            ::testing::Values("adam", "adadelta")));
+
 // The transformer language model (benchmarks/torch_golden.py's LM sizes): word_language_model's
 // TransformerModel from the same initial weights, dropout 0, windows of torch_models.fixed_tokens.
 class TorchGoldenLm : public ::testing::TestWithParam<std::string> {};

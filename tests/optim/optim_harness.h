@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -229,6 +230,54 @@ void check_reset_model(const Hyper& h, uint64_t seed) {
         a.model(a.p(), b),
         run_alone<Opt>(pick(h, b), init[b], grads, b, all, b == reset_model ? reset_at : -1),
         fmt::format("model {} in the array vs alone", b));
+}
+
+// Optimizer::step_models over disjoint blocks of models, the blocks run at the same time on two
+// threads and in another order than the models', then finish_model_steps, equals one step():
+// parameters, state, step and skip counts and the report, bitwise, a NaN model included.
+template <typename Opt, typename Hyper>
+void check_step_models_equals_step(const Hyper& h, uint64_t seed) {
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 0);
+  const int64_t B = 5, k = 4, bad_step = 2, bad_model = 3;
+  const std::vector<std::pair<int64_t, int64_t>> blocks = {{3, 2}, {0, 2}, {2, 1}};
+  Array whole(B, kSizes), pieces(B, kSizes);
+  Opt whole_opt(whole.table, h), pieces_opt(pieces.table, h);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<float> init = random_vector(whole.per_model(), rng);
+    whole.set_model(whole.p(), b, init);
+    pieces.set_model(pieces.p(), b, init);
+  }
+  GradSteps grads = random_grads(k, B, whole.per_model(), rng);
+  grads[bad_step][bad_model][5] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t t = 0; t < k; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      whole.set_model(whole.g(), b, grads[t][b]);
+      pieces.set_model(pieces.g(), b, grads[t][b]);
+    }
+    const StepReport expected = whole_opt.step(whole.p(), whole.g());
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+    for (size_t i = 0; i < blocks.size(); ++i)
+      pieces_opt.step_models(pieces.p(), pieces.g(), blocks[i].first, blocks[i].second);
+    const StepReport& got = pieces_opt.finish_model_steps();
+    EXPECT_EQ(got.skipped, expected.skipped) << "step " << t;
+    EXPECT_EQ(got.num_skipped, expected.num_skipped) << "step " << t;
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    expect_bitwise(pieces.model(pieces.p(), b), whole.model(whole.p(), b),
+                   fmt::format("model {} parameters", b));
+    for (int i = 0; i < whole_opt.num_state_buffers(); ++i)
+      expect_bitwise(pieces.model(pieces_opt.state_buffer(i), b),
+                     whole.model(whole_opt.state_buffer(i), b),
+                     fmt::format("model {} state {}", b, i));
+  }
+  EXPECT_TRUE(
+      std::equal(pieces_opt.steps().begin(), pieces_opt.steps().end(), whole_opt.steps().begin()));
+  EXPECT_TRUE(std::equal(pieces_opt.skip_counts().begin(), pieces_opt.skip_counts().end(),
+                         whole_opt.skip_counts().begin()));
+  expect_error(
+      [&] { pieces_opt.step_models(pieces.p(), pieces.g(), 4, 2); },
+      fmt::format("{} step of models [4, 6): the array has models 0..4", pieces_opt.name()));
 }
 
 }  // namespace hfta::test

@@ -125,6 +125,14 @@ TEST(OptimAdadeltaRmsprop, ResetModelRestartsOnlyThatModel) {
   check_reset_model<FusedRmsprop>(random_rmsprop_hyper(3, 3, rng), seed++);
 }
 
+TEST(OptimAdadeltaRmsprop, StepModelsBlocksEqualOneStep) {
+  uint64_t seed = test::seed_for_test() + 950;
+  RngStream rng(seed, 1);
+  check_step_models_equals_step<FusedAdadelta>(random_adadelta_hyper(5, rng), seed++);
+  check_step_models_equals_step<FusedRmsprop>(random_rmsprop_hyper(5, 4, rng), seed++);
+  check_step_models_equals_step<FusedRmsprop>(random_rmsprop_hyper(5, 3, rng), seed++);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hand-computed trajectories: one parameter p0 = 1, gradients 0.5 then -0.25 (before weight
 // decay). The numbers below were worked out in Python floats (double) from PyTorch's formulas;

@@ -143,6 +143,14 @@ TEST(OptimSkip, NanOrInfGradientSkipsOnlyThatModel) {
   }
 }
 
+TEST(OptimStepModels, BlocksOnTwoThreadsEqualOneStep) {
+  uint64_t seed = test::seed_for_test() + 350;
+  RngStream rng(seed, 1);
+  check_step_models_equals_step<FusedAdam>(random_adam_hyper(5, rng), seed++);
+  check_step_models_equals_step<FusedAdamW>(random_adam_hyper(5, rng), seed++);
+  check_step_models_equals_step<FusedSgd>(random_sgd_hyper(5, 4, rng), seed++);
+}
+
 TEST(OptimSkip, AllModelsNonFiniteChangesNothing) {
   Array a(2, {5});
   FusedAdam opt(a.table, AdamHyper{});

@@ -99,37 +99,43 @@ TEST(SweepFlags, ThreadsSplitEvenlyAcrossConcurrentProcesses) {
 
 // ---- plan and --B max ----
 
-TEST(SweepPlan, BaselineFirstThenRepeatByRepeat) {
+TEST(SweepPlan, RepeatByRepeatWithTheModesOfOneBBackToBackInRotatingOrder) {
   SweepOptions o;
   o.modes = {SweepMode::kSerial, SweepMode::kConcurrent, SweepMode::kFused};
   o.Bs = {1, 2, 4};
   o.repeats = 2;
   auto plan = plan_sweep(o);
   ASSERT_EQ(plan.size(), 2u * 3 * 3);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(plan[r].mode, SweepMode::kSerial);
-    EXPECT_EQ(plan[r].B, 1);
-    EXPECT_EQ(plan[r].repeat, r + 1);
-    EXPECT_FALSE(plan[r].baseline_only);
-  }
   std::set<std::tuple<SweepMode, int64_t, int>> seen;
-  for (const auto& p : plan) EXPECT_TRUE(seen.insert({p.mode, p.B, p.repeat}).second);
-  EXPECT_EQ(plan[2].mode, SweepMode::kConcurrent);  // repeat 1, B=1, the next mode
-  EXPECT_EQ(plan[2].repeat, 1);
-  EXPECT_EQ(plan.back().repeat, 2);
-  EXPECT_EQ(plan.back().B, 4);
+  for (const auto& p : plan) {
+    EXPECT_TRUE(seen.insert({p.mode, p.B, p.repeat}).second);
+    EXPECT_FALSE(p.baseline_only);
+  }
+  const SweepMode S = SweepMode::kSerial, C = SweepMode::kConcurrent, F = SweepMode::kFused;
+  // Repeat r, the i-th B: the modes rotated by (r - 1 + i).
+  const std::vector<SweepMode> expected = {S, C, F, C, F, S, F, S, C,   // repeat 1: B = 1, 2, 4
+                                           C, F, S, F, S, C, S, C, F};  // repeat 2
+  for (size_t k = 0; k < plan.size(); ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(plan[k].mode, expected[k]);
+    EXPECT_EQ(plan[k].B, o.Bs[(k / 3) % 3]);
+    EXPECT_EQ(plan[k].repeat, static_cast<int>(k / 9) + 1);
+  }
 }
 
-TEST(SweepPlan, BaselineIsMeasuredEvenWhenNotAsked) {
+TEST(SweepPlan, BaselineIsMeasuredInEveryRepeatEvenWhenNotAsked) {
   SweepOptions o;
   o.modes = {SweepMode::kFused};
   o.Bs = {2, 4};
   o.repeats = 3;
   auto plan = plan_sweep(o);
-  ASSERT_EQ(plan.size(), 3u + 3 * 2);
+  ASSERT_EQ(plan.size(), 3u * (1 + 2));
   for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(plan[r].mode, SweepMode::kSerial);
-    EXPECT_TRUE(plan[r].baseline_only);
+    const PlannedTrial& p = plan[static_cast<size_t>(3 * r)];
+    EXPECT_EQ(p.mode, SweepMode::kSerial);
+    EXPECT_EQ(p.B, 1);
+    EXPECT_EQ(p.repeat, r + 1);
+    EXPECT_TRUE(p.baseline_only);
   }
 }
 
@@ -378,7 +384,7 @@ TEST(SweepEngine, FailedMeasurementIsARowAndTheSweepGoesOn) {
     EXPECT_EQ(row[t.column("normalized")], "");
   }
   EXPECT_EQ(failed, 3);
-  EXPECT_EQ(t.rows.back()[t.column("mode")], "fused");  // measured after the failures
+  EXPECT_EQ(t.rows.back()[t.column("repeat")], "3");  // measured after the failures
 }
 
 TEST(SweepEngine, UnaskedBaselineIsMeasuredAndSaid) {
@@ -397,7 +403,8 @@ TEST(SweepEngine, UnaskedBaselineIsMeasuredAndSaid) {
   ASSERT_EQ(t.rows.size(), 2u + 2 * 2);
   EXPECT_EQ(t.rows[0][t.column("mode")], "serial");
   const double baseline = (100.0 + 110.0) / 2;
-  EXPECT_NEAR(std::stod(t.rows[2][t.column("normalized")]), (300.0 + 1) / baseline, 1e-4);
+  EXPECT_EQ(t.rows[1][t.column("mode")], "fused");  // B=2, repeat 1
+  EXPECT_NEAR(std::stod(t.rows[1][t.column("normalized")]), (300.0 + 1) / baseline, 1e-4);
 }
 
 TEST(SweepEngine, FailedBaselineStopsTheSweep) {
@@ -407,9 +414,9 @@ TEST(SweepEngine, FailedBaselineStopsTheSweep) {
   FakeRunner fake;
   fake.failures[{SweepMode::kSerial, 1}] = "exit status 1: hfta: error: unknown model 'x'";
   expect_error([&] { run_sweep(o, by_ref(fake), nullptr); }, "unknown model 'x'");
-  EXPECT_EQ(fake.requests.size(), 3u);  // the baseline repeats only
+  EXPECT_EQ(fake.requests.size(), 1u);  // the first measurement: nothing has worked
   CsvTable t = read_csv((dir / "throughput.csv").string());
-  ASSERT_EQ(t.rows.size(), 3u);
+  ASSERT_EQ(t.rows.size(), 1u);
   EXPECT_EQ(t.rows[0][t.column("status")], "failed");
 }
 
@@ -465,7 +472,8 @@ TEST(SweepEngine, BaselineIsTheMedianOfItsRepeats) {
   run_sweep(o, runner, nullptr);
   CsvTable t = read_csv((dir / "throughput.csv").string());
   ASSERT_EQ(t.rows.size(), 3u + 3);
-  EXPECT_EQ(t.rows[1][t.column("normalized")], "0.3600");
+  EXPECT_EQ(t.rows[2][t.column("B")], "1");  // serial, repeat 2, after fused B=2 repeat 1
+  EXPECT_EQ(t.rows[2][t.column("normalized")], "0.3600");
   EXPECT_EQ(t.rows.back()[t.column("normalized")], "2.2000");
   EXPECT_EQ(median({}), 0);
   EXPECT_EQ(median({3, 1, 2}), 2);

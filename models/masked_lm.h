@@ -1,0 +1,122 @@
+// An array of B masked language models (BERT) over the same masked token windows: a Net recorded
+// by the model's definition from four shared index inputs [T] (token ids with some replaced by
+// the mask token, position ids, segment ids, targets) to per-model logits [T, V], plus a
+// per-token cross-entropy that skips every position whose target is kIgnoreTarget. Each model's
+// loss is its own mean over the masked positions of the window (F.nll_loss(ignore_index=-100)).
+//
+// A sibling of LanguageModel (models/language_model.h) rather than a generalisation of it: a
+// next-token LM reads one input, BERT reads three, and its windows always have the full length
+// (the data source drops a short tail), so no nets for shorter windows are needed. The vocabulary
+// V counts the mask token (the corpus's words + 1). Only the fused execution plan exists here.
+//
+// Masked-only output: with predicted_per_stream K >= 1 the predicted positions of each window
+// are packed (in window order) into n*K rows by Net::gather_tokens before the output layer, so
+// the [., V] logits, their softmax and their gradient cost n*K rows instead of n*T: the same
+// losses and gradients as all positions (ignored rows contribute nothing to either), for a
+// window with at most n*K predicted positions (more throws hfta::Error; the data source caps
+// its masks at that, datasets/bert_data.h). K = 0 computes logits at every position.
+//
+// Equivalence: as models/model.h, model b draws its weights and dropout from its model id, so a
+// B = 1 array with model_ids = {b} computes exactly what model b of any array computes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "models/language_model.h"
+#include "models/net.h"
+
+namespace hfta {
+
+// The target of a position that is not predicted (PyTorch's default ignore_index).
+inline constexpr int32_t kIgnoreTarget = -100;
+// The rows of BERTEmbedding's position and segment tables (HFTA's examples/bert).
+inline constexpr int64_t kBertMaxPositions = 512;
+inline constexpr int64_t kBertSegments = 3;
+
+// One window of masked examples, every view [S, T] (S <= streams, T = bptt), shared by all models.
+struct MlmBatch {
+  IndexView tokens;     // ids in [0, V), masked positions mostly the mask token
+  IndexView positions;  // in [0, kBertMaxPositions)
+  IndexView segments;   // in [0, kBertSegments)
+  IndexView targets;    // the original id at predicted positions, kIgnoreTarget elsewhere
+};
+
+// The shared inputs a definition reads.
+struct MlmInputs {
+  Value tokens, positions, segments;
+  Value predicted;  // valid: gather these rows (gather_tokens) before the output layer
+};
+
+// Records logits [T, V] ([K, V] with inputs.predicted) from the shared inputs.
+using MlmDefinition = Value (*)(Net& net, const MlmInputs& inputs, const LmConfig& config);
+
+class MaskedLm {
+ public:
+  // spec.config.vocab counts the mask token. Throws hfta::Error for sizes out of range (naming
+  // the flag), e.g. bptt above kBertMaxPositions.
+  MaskedLm(std::string name, LanguageModelSpec spec, MlmDefinition definition,
+           int64_t predicted_per_stream = 0);
+  MaskedLm(const MaskedLm&) = delete;
+  MaskedLm& operator=(const MaskedLm&) = delete;
+
+  // Runs all B models on one window; losses() holds each model's mean loss over the predicted
+  // positions. The window must stay alive until backward(). Ids out of range throw hfta::Error.
+  void forward(const MlmBatch& batch, bool training);
+  // Zeroes and writes every parameter gradient for the last forward.
+  void backward();
+  void train_step(const MlmBatch& batch) {
+    forward(batch, true);
+    backward();
+  }
+  const std::vector<float>& losses() const { return losses_; }
+  // Per model: predicted positions of the last forward whose argmax logit is the target.
+  std::vector<int64_t> correct() const;
+  // Predicted positions of the last forward (the same for every model).
+  int64_t predicted() const { return predicted_; }
+
+  const std::string& name() const { return name_; }
+  int64_t B() const { return spec_.B; }
+  const LanguageModelSpec& spec() const { return spec_; }
+  const LmConfig& config() const { return spec_.config; }
+  Net& net() { return *net_; }
+  const Net& net() const { return *net_; }
+  const std::vector<Param>& params() const { return net().params(); }
+  // K: output rows per stream (0: every position).
+  int64_t predicted_per_stream() const { return K_; }
+  int64_t params_per_model() const { return net().params_per_model(); }
+  std::string describe() const { return net().describe(); }
+
+ private:
+  std::string name_;
+  LanguageModelSpec spec_;
+  std::unique_ptr<Net> net_;
+  Value tokens_, positions_, segments_, targets_, logits_, loss_;
+  const int32_t* last_targets_ = nullptr;
+  int64_t K_ = 0, last_rows_ = 0;
+  std::vector<int32_t> rows_buffer_, targets_buffer_;  // packed predicted positions (K >= 1)
+  Value rows_;
+  int64_t predicted_ = 0;
+  std::vector<float> losses_;
+};
+
+std::vector<std::string> masked_lm_names();
+bool is_masked_lm(const std::string& name);
+// Throws hfta::Error naming the choices for an unknown name.
+// predicted_per_stream as MaskedLm's (0: logits at every position).
+std::unique_ptr<MaskedLm> make_masked_lm(const std::string& name, const LanguageModelSpec& spec,
+                                         int64_t predicted_per_stream = 0);
+
+// Output rows per stream for a masked-only BERT whose data selects each token with probability
+// `select` (BERT's 15%), over windows of `streams` x T tokens: the mean plus 6 standard
+// deviations of a window's predicted count, per stream, at most T. A window exceeds it with
+// probability below 1e-9.
+int64_t mlm_predicted_per_stream(int64_t T, int64_t streams, double select = 0.15);
+
+// HFTA's examples/bert BERT (models/zoo_bert.cpp): hidden = emsize, feed-forward = nhid.
+Value define_bert(Net& net, const MlmInputs& inputs, const LmConfig& config);
+
+}  // namespace hfta

@@ -1,0 +1,122 @@
+// Slots of a live array (models/slots.h): the Net's side (re-initializing and copying one model's
+// state), and refill and compaction for the classifier and language model arrays.
+#include "models/slots.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "optim/slots.h"
+
+namespace hfta {
+
+namespace {
+void copy_slice(const TensorView& src, int64_t from, const TensorView& dst, int64_t to) {
+  const TensorView s = src.replica(from), d = dst.replica(to);
+  std::memcpy(d.data, s.data, sizeof(float) * static_cast<size_t>(s.numel()));
+}
+}  // namespace
+
+void Net::set_forward_origins(const std::vector<int64_t>& origins) {
+  HFTA_CHECK(static_cast<int64_t>(origins.size()) == spec_.B,
+             "{} dropout origins for an array of {} models: give one per model", origins.size(),
+             spec_.B);
+  forward_origins_ = origins;
+}
+
+void Net::reinit_model(int64_t b, int64_t model_id) {
+  HFTA_CHECK(finalized_ && !spec_.external_state,
+             "reinit_model(): the net holds no state of its own (refill the net that owns it)");
+  HFTA_CHECK(b >= 0 && b < spec_.B, "cannot refill slot {}: the array has slots 0..{}", b,
+             spec_.B - 1);
+  spec_.model_ids[static_cast<size_t>(b)] = model_id;
+  forward_origins_[static_cast<size_t>(b)] = training_forwards_;
+  initialize_model(b);
+  for (const Param& p : params_) {
+    TensorView g = p.grad.replica(b);
+    std::fill(g.data, g.data + g.numel(), 0.0f);
+  }
+}
+
+void Net::copy_model(const Net& src, int64_t from, int64_t to) {
+  HFTA_CHECK(finalized_ && !spec_.external_state && src.finalized_ && !src.spec_.external_state,
+             "copy_model(): both nets must hold their own state");
+  HFTA_CHECK(from >= 0 && from < src.spec_.B && to >= 0 && to < spec_.B,
+             "copy_model(): slot {} of {} into slot {} of {}", from, src.spec_.B, to, spec_.B);
+  HFTA_CHECK(src.params_.size() == params_.size() && src.buffers_.size() == buffers_.size(),
+             "copy_model(): the nets were recorded from other model code");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    HFTA_CHECK(src.param_shapes_[i] == param_shapes_[i],
+               "copy_model(): parameter {} is {} here and {} in the source", params_[i].name,
+               param_shapes_[i].str(), src.param_shapes_[i].str());
+    copy_slice(src.params_[i].value, from, params_[i].value, to);
+    copy_slice(src.params_[i].grad, from, params_[i].grad, to);
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    copy_slice(src.buffers_[i].value, from, buffers_[i].value, to);
+  spec_.model_ids[static_cast<size_t>(to)] = src.spec_.model_ids[static_cast<size_t>(from)];
+  forward_origins_[static_cast<size_t>(to)] = src.forward_origins_[static_cast<size_t>(from)];
+}
+
+void Model::reinit_slot(int64_t b, int64_t model_id) {
+  HFTA_CHECK(b >= 0 && b < spec_.B, "{}: cannot refill slot {}: the array has slots 0..{}", name_,
+             b, spec_.B - 1);
+  // The plans' nets take the new id (and dropout origin) from net_ at every bind_state().
+  net_.reinit_model(b, model_id);
+  spec_.model_ids[static_cast<size_t>(b)] = model_id;
+  losses_[static_cast<size_t>(b)] = 0.0f;
+  correct_[static_cast<size_t>(b)] = 0;
+}
+
+std::unique_ptr<Model> compact(const Model& m, std::span<const int64_t> keep) {
+  check_keep(keep, m.B(), m.name());
+  ModelSpec spec = m.spec();
+  spec.B = static_cast<int64_t>(keep.size());
+  spec.model_ids.clear();
+  for (int64_t b : keep) spec.model_ids.push_back(m.spec().model_ids[static_cast<size_t>(b)]);
+  auto out = std::make_unique<Model>(m.name(), spec, m.definition());
+  out->net().set_training_forwards(m.net().training_forwards());
+  for (size_t i = 0; i < keep.size(); ++i)
+    out->net().copy_model(m.net(), keep[i], static_cast<int64_t>(i));
+  return out;
+}
+
+void LanguageModel::reinit_slot(int64_t b, int64_t model_id) {
+  HFTA_CHECK(b >= 0 && b < spec_.B, "{}: cannot refill slot {}: the array has slots 0..{}", name_,
+             b, spec_.B - 1);
+  main_.net->reinit_model(b, model_id);
+  spec_.model_ids[static_cast<size_t>(b)] = model_id;
+  // The nets of shorter windows were bound once: bind again for the new id and dropout origin.
+  for (auto& [T, r] : short_) r.net->bind_state(*main_.net, 0);
+  losses_[static_cast<size_t>(b)] = 0.0f;
+}
+
+std::unique_ptr<LanguageModel> compact(const LanguageModel& m, std::span<const int64_t> keep) {
+  check_keep(keep, m.B(), m.name());
+  LanguageModelSpec spec = m.spec();
+  spec.B = static_cast<int64_t>(keep.size());
+  spec.model_ids.clear();
+  for (int64_t b : keep) spec.model_ids.push_back(m.spec().model_ids[static_cast<size_t>(b)]);
+  auto out = std::make_unique<LanguageModel>(m.name(), spec, m.definition());
+  out->net().set_training_forwards(m.net().training_forwards());
+  for (size_t i = 0; i < keep.size(); ++i)
+    out->net().copy_model(m.net(), keep[i], static_cast<int64_t>(i));
+  return out;
+}
+
+std::unique_ptr<Optimizer> compact_optimizer(const Optimizer& opt, const Net& compacted,
+                                             std::span<const int64_t> keep) {
+  HFTA_CHECK(compacted.params().size() == opt.table().segments.size(),
+             "{}: the compacted net has {} parameters, the optimizer {}: compact the model it "
+             "optimizes",
+             opt.name(), compacted.params().size(), opt.table().segments.size());
+  std::vector<TensorView> views;
+  std::vector<uint8_t> decay;
+  for (size_t i = 0; i < compacted.params().size(); ++i) {
+    views.push_back(compacted.params()[i].value);
+    decay.push_back(opt.table().segments[i].decay ? 1 : 0);
+  }
+  return opt.compact(ParamTable::from_arena(compacted.param_arena(), views, decay), keep);
+}
+
+}  // namespace hfta

@@ -1,0 +1,396 @@
+#include "workflows/train_bert.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <optional>
+
+#include "backend/cpu/runtime.h"
+#include "core/error.h"
+#include "datasets/bert_data.h"
+#include "datasets/text_corpus.h"
+#include "models/masked_lm.h"
+#include "optim/clip.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "workflows/checkpoint.h"
+#include "workflows/checkpoint_writer.h"
+#include "workflows/csv.h"
+#include "workflows/export.h"
+#include "workflows/hyper.h"
+#include "workflows/interrupt.h"
+#include "workflows/resume.h"
+#include "workflows/train_lm.h"
+
+namespace hfta {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The validation and test masks: fixed per window, different from every training step's.
+constexpr uint64_t kEvalSeedMix = 0x5EA1ED0000000001ull;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+TextCorpus load_bert_corpus(const TrainOptions& o) {
+  if (o.dataset == "wikitext2") {
+    HFTA_CHECK(!o.data_dir.empty(),
+               "--dataset wikitext2 needs --data-dir, the directory of wiki.train.tokens, "
+               "wiki.valid.tokens and wiki.test.tokens");
+    return load_wikitext2(o.data_dir);
+  }
+  HFTA_CHECK(o.dataset == "text", "--model {} reads text: use --dataset text or wikitext2",
+             o.model);
+  HFTA_CHECK(!o.text_files.empty(),
+             "--dataset text needs --text-files A,B,... (files or directories of plain UTF-8 "
+             "text, e.g. /usr/share/games/fortunes)");
+  return load_text_files(split_paths(o.text_files), {.seed = o.seed});
+}
+
+// An evaluation split: at most --batch-size streams, few enough that each holds one window.
+MlmReader eval_reader(const TextCorpus& corpus, const std::string& which, int64_t batch_size,
+                      int64_t bptt, const MlmMasking& masking) {
+  const std::vector<int32_t>& ids = corpus.split(which);
+  const int64_t most = static_cast<int64_t>(ids.size()) / bptt;
+  HFTA_CHECK(most >= 1,
+             "the {} split of {} has {} tokens, fewer than one window of --bptt {}: lower --bptt "
+             "or give more text",
+             which, corpus.name, ids.size(), bptt);
+  return MlmReader(batchify(ids, std::min(batch_size, most), corpus.name + " " + which), bptt,
+                   masking);
+}
+
+struct EvalResult {
+  std::vector<double> loss, accuracy;
+};
+
+// Per model: the mean loss per masked position over the whole split, and the accuracy there.
+EvalResult evaluate(MaskedLm& m, const MlmReader& reader, uint64_t seed) {
+  const size_t B = static_cast<size_t>(m.B());
+  EvalResult r{std::vector<double>(B, 0.0), std::vector<double>(B, 0.0)};
+  MlmWindow w = reader.make_window();
+  int64_t predicted = 0;
+  for (int64_t i = 0; i < reader.windows(); ++i) {
+    reader.fill(i, seed ^ kEvalSeedMix, static_cast<uint64_t>(i), w);
+    m.forward(w.batch(), false);
+    const std::vector<int64_t> correct = m.correct();
+    for (size_t b = 0; b < B; ++b) {
+      r.loss[b] += static_cast<double>(m.losses()[b]) * static_cast<double>(m.predicted());
+      r.accuracy[b] += static_cast<double>(correct[b]);
+    }
+    predicted += m.predicted();
+  }
+  for (size_t b = 0; b < B; ++b) {
+    r.loss[b] /= static_cast<double>(std::max<int64_t>(1, predicted));
+    r.accuracy[b] /= static_cast<double>(std::max<int64_t>(1, predicted));
+  }
+  return r;
+}
+
+std::string num(double v) { return fmt::format("{:.6g}", v); }
+
+}  // namespace
+
+void apply_bert_defaults(TrainOptions& o, const std::function<bool(const char*)>& given) {
+  if (!given("--emsize")) o.emsize = 512;
+  if (!given("--nhid")) o.nhid = 2048;
+  if (!given("--nlayers")) o.nlayers = 8;
+  if (!given("--nhead")) o.nhead = 8;
+  if (!given("--bptt")) o.bptt = 32;
+  if (!given("--batch-size")) o.batch_size = 32;
+  if (!given("--optimizer")) o.optimizer = "adadelta";
+  if (!given("--clip")) o.clip.clear();
+  if (!given("--lr-step-size")) o.lr_step_size = {3};
+  if (!given("--lr-gamma")) o.lr_gamma = {0.25f};
+}
+
+TrainResult run_train_bert(const TrainOptions& o) {
+  const auto start = Clock::now();
+  HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
+  HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
+  HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
+  HFTA_CHECK(o.plan == "auto" || o.plan == "fused", "--plan {}: BERT runs the fused plan only",
+             o.plan);
+  const int64_t B = array_size(o.hyper);
+  const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
+  const std::vector<float> clip =
+      o.clip.empty() ? std::vector<float>{} : expand_per_model(o.clip, B, "--clip");
+  const std::vector<float> gamma = expand_per_model(o.lr_gamma, B, "--lr-gamma");
+  const std::vector<int64_t> step_size = expand_per_model(o.lr_step_size, B, "--lr-step-size");
+  for (int64_t b = 0; b < B; ++b) {
+    LrSchedule::step_decay(step_size[static_cast<size_t>(b)], gamma[static_cast<size_t>(b)])
+        .check();
+    if (!clip.empty())
+      HFTA_CHECK(std::isfinite(clip[static_cast<size_t>(b)]) && clip[static_cast<size_t>(b)] > 0,
+                 "model {}: --clip must be positive, got {}", b, clip[static_cast<size_t>(b)]);
+  }
+  HFTA_CHECK(o.bptt >= 1 && o.bptt <= kBertMaxPositions,
+             "--bptt must be in [1, {}] for BERT (its position table), got {}", kBertMaxPositions,
+             o.bptt);
+  if (o.threads > 0) cpu::set_num_threads(o.threads);
+
+  const TextCorpus corpus = load_bert_corpus(o);
+  // Masked-only output (models/masked_lm.h): K output rows per stream, and masks capped to fit.
+  const int64_t predicted_per_stream = mlm_predicted_per_stream(o.bptt, o.batch_size);
+  const MlmMasking masking{.words = corpus.vocab_size(),
+                           .eos = corpus.dictionary.find(kEos),
+                           .max_per_stream = predicted_per_stream};
+  const LmConfig config{.vocab = corpus.vocab_size() + 1,  // + the mask token
+                        .emsize = o.emsize,
+                        .nhid = o.nhid,
+                        .nlayers = o.nlayers,
+                        .nhead = o.nhead,
+                        .bptt = o.bptt,
+                        .dropout = o.dropout.value_or(0.1f)};
+  const MlmReader train(batchify(corpus.train, o.batch_size, corpus.name + " train"), o.bptt,
+                        masking);
+  const MlmReader valid = eval_reader(corpus, "valid", o.batch_size, o.bptt, masking);
+  const MlmReader test = eval_reader(corpus, "test", o.batch_size, o.bptt, masking);
+
+  // The checkpoint header of the Transformer LM's (workflows/train_lm.h): vocab counts the mask.
+  const LmCheckpointInfo info = lm_info(o, config, corpus);
+
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
+
+  std::vector<std::vector<int64_t>> groups;
+  if (o.serial) {
+    for (int64_t b = 0; b < B; ++b) groups.push_back({b});
+  } else {
+    groups.emplace_back(static_cast<size_t>(B));
+    std::iota(groups[0].begin(), groups[0].end(), 0);
+  }
+  std::vector<std::optional<Checkpoint>> resume(groups.size());
+  if (o.resume) {
+    std::map<int64_t, int64_t> epochs_done;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
+      if (!std::filesystem::exists(path)) continue;
+      resume[g] = load_checkpoint(path);
+      check_lm_resumable(*resume[g], path, o, info, lm_hyper(h, clip, gamma, step_size, groups[g]),
+                         groups[g]);
+      check_lm_checkpoint(*resume[g], path);
+      for (int64_t id : groups[g]) epochs_done[id] = resume[g]->epoch;
+    }
+    HFTA_CHECK(!epochs_done.empty(),
+               "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
+               checkpoint_path(o.out, o.serial, groups[0]));
+    prune_lm_metrics(o.out + "/metrics.csv", epochs_done);
+  }
+  CsvWriter metrics(o.out + "/metrics.csv",
+                    {"model", "epoch", "steps", "lr", "train_loss", "valid_loss", "valid_accuracy",
+                     "tokens_per_s"},
+                    o.resume && std::filesystem::exists(o.out + "/metrics.csv"));
+  // Ctrl-C from here on saves a checkpoint (at the next step) instead of killing the run.
+  InterruptGuard interrupt_guard;
+  const int64_t steps_per_epoch =
+      o.iters_per_epoch > 0 ? std::min(o.iters_per_epoch, train.windows()) : train.windows();
+  fmt::print("{}\n", cpu::describe_runtime());
+  fmt::print(
+      "training {} {} model{} ({}) on {}: vocabulary {} + [MASK], {} / {} / {} train / valid / "
+      "test tokens, {} streams x bptt {}, {} steps per epoch, {} epoch{}\n",
+      B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused", corpus.name,
+      corpus.vocab_size(), corpus.train.size(), corpus.valid.size(), corpus.test.size(),
+      o.batch_size, o.bptt, steps_per_epoch, o.epochs, o.epochs == 1 ? "" : "s");
+  if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0))
+    fmt::print("checkpoints every {} steps / {:g} s in the background, and after every epoch\n",
+               o.checkpoint_every, o.checkpoint_interval_seconds);
+  std::fflush(stdout);
+
+  TrainResult result;
+  result.B = B;
+  result.models.resize(static_cast<size_t>(B));
+  std::vector<double> valid_loss(static_cast<size_t>(B)), valid_acc(static_cast<size_t>(B));
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const std::vector<int64_t>& group = groups[gi];
+    const auto group_start = Clock::now();
+    const int64_t G = static_cast<int64_t>(group.size());
+    const size_t nG = static_cast<size_t>(G);
+    const std::string who =
+        o.serial ? fmt::format("model {}", group[0]) : fmt::format("{} models", G);
+    auto model = make_masked_lm(
+        o.model,
+        {.B = G, .streams = o.batch_size, .seed = o.seed, .model_ids = group, .config = config},
+        predicted_per_stream);
+    Net& net = model->net();
+    const HyperValues gh = pick_models(h, group);
+    auto optimizer = make_optimizer(o.optimizer, net, gh, o.no_decay_norm_bias);
+    std::vector<TensorView> grads;
+    for (const Param& p : net.params()) grads.push_back(p.grad);
+    std::vector<float> group_clip, lr(static_cast<size_t>(G));
+    for (int64_t id : group)
+      if (!clip.empty()) group_clip.push_back(clip[static_cast<size_t>(id)]);
+    const auto hyper = lm_hyper(h, clip, gamma, step_size, group);
+
+    LmProgress p{.epoch_loss = std::vector<double>(nG, 0.0),
+                 .last_train_loss = std::vector<double>(nG, 0.0)};
+    if (resume[gi]) {
+      p = restore_lm_checkpoint(*resume[gi], net, *optimizer);
+      fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, p.step,
+                 p.epochs_done + 1, p.batch_in_epoch);
+    }
+    const std::string path = checkpoint_path(o.out, o.serial, group);
+    auto fill = [&](Checkpoint& c) {
+      fill_lm_checkpoint(c, o, config, group, hyper, p, net, *optimizer, info);
+    };
+    PeriodicCheckpoints periodic(
+        path,
+        {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
+         .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
+        fill,
+        [&](const std::string& line) {
+          fmt::print("{}: {}\n", who, line);
+          std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
+        },
+        [&](Checkpoint& c) {  // on the writer thread: shapes only, never the training's values
+          capture_tensors(net, optimizer.get(), c.tensors, /*values=*/false);
+        });
+    periodic.start(p.step);
+    auto save = [&] {
+      if (o.checkpoint) periodic.save_now(p.step);
+    };
+
+    MlmWindow w = train.make_window();
+    bool trained = false;
+    for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
+      trained = true;
+      for (int64_t g = 0; g < G; ++g) {
+        const size_t id = static_cast<size_t>(group[static_cast<size_t>(g)]);
+        lr[static_cast<size_t>(g)] = static_cast<float>(
+            LrSchedule::step_decay(step_size[id], gamma[id]).lr_at(h.at("lr")[id], epoch));
+      }
+      optimizer->set_lr(lr);
+      // Resuming inside this epoch: its first windows are done (a window's tokens and mask
+      // follow from (epoch, step) alone, so the rest are those of the uninterrupted run).
+      if (p.batch_in_epoch == 0) std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
+      int64_t tokens = 0;
+      const auto epoch_start = Clock::now();
+      for (int64_t step = p.batch_in_epoch; step < steps_per_epoch; ++step) {
+        // Window `step` of the pass, masked by the run's global step: a new mask every epoch.
+        train.fill(step, o.seed, static_cast<uint64_t>(epoch * steps_per_epoch + step), w);
+        model->train_step(w.batch());
+        if (!group_clip.empty()) clip_grad_norm_per_model(grads, G, group_clip);
+        optimizer->step(net.param_arena(), net.grad_arena());
+        for (size_t g = 0; g < nG; ++g) p.epoch_loss[g] += model->losses()[g];
+        tokens += w.streams * w.length;
+        ++p.step;
+        p.batch_in_epoch = step + 1;
+        periodic.after_step(p.step);
+        if (InterruptGuard::interrupted()) {
+          save();
+          fail("interrupted after step {}{}", p.step,
+               o.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
+                                          "--resume to continue",
+                                          path)
+                            : "");
+        }
+      }
+      const double train_s = seconds_since(epoch_start);
+      const double tokens_per_s = static_cast<double>(tokens * G) / std::max(train_s, 1e-9);
+      const EvalResult v = evaluate(*model, valid, o.seed);
+      for (size_t gi2 = 0; gi2 < nG; ++gi2) {
+        const int64_t id = group[gi2];
+        const double tl = p.epoch_loss[gi2] / static_cast<double>(steps_per_epoch);
+        p.last_train_loss[gi2] = tl;
+        metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps_per_epoch),
+                     num(lr[gi2]), num(tl), num(v.loss[gi2]), num(v.accuracy[gi2]),
+                     num(tokens_per_s)});
+        fmt::print(
+            "model {} epoch {}: lr {:g}, train loss {:.3f}, valid MLM loss {:.3f}, valid MLM "
+            "accuracy {:.2f}%, {:.0f} tokens/s (array)\n",
+            id, epoch + 1, lr[gi2], tl, v.loss[gi2], 100.0 * v.accuracy[gi2], tokens_per_s);
+        valid_loss[static_cast<size_t>(id)] = v.loss[gi2];
+        valid_acc[static_cast<size_t>(id)] = v.accuracy[gi2];
+      }
+      std::fflush(stdout);
+      std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
+      p.epochs_done = epoch + 1;
+      p.batch_in_epoch = 0;
+      save();
+    }
+    periodic.wait();  // an error of the last background write fails the run
+    if (!trained) {   // resumed a finished run: report it again
+      const EvalResult v = evaluate(*model, valid, o.seed);
+      for (size_t g = 0; g < nG; ++g) {
+        valid_loss[static_cast<size_t>(group[g])] = v.loss[g];
+        valid_acc[static_cast<size_t>(group[g])] = v.accuracy[g];
+      }
+      fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
+    }
+    for (size_t g = 0; g < nG; ++g) {
+      ModelResult& r = result.models[static_cast<size_t>(group[g])];
+      r.model = group[g];
+      r.final_train_loss = p.last_train_loss[g];
+    }
+    const EvalResult t = evaluate(*model, test, o.seed);
+    // Each model's trained weights with the example's state_dict names (as `hfta export`).
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t id = group[static_cast<size_t>(g)];
+      write_safetensors(fmt::format("{}/model{}.safetensors", o.out, id), state_dict(net, g),
+                        {{"format", "pt"},
+                         {"hfta_model", o.model},
+                         {"vocab", std::to_string(config.vocab)},
+                         {"mask_id", std::to_string(config.vocab - 1)},
+                         {"hidden", std::to_string(config.emsize)},
+                         {"feed_forward", std::to_string(config.nhid)},
+                         {"nlayers", std::to_string(config.nlayers)},
+                         {"nhead", std::to_string(config.nhead)},
+                         {"source", fmt::format("hfta train, model {}, {} epochs", id, o.epochs)}});
+    }
+    const double wall = seconds_since(group_start);
+    for (int64_t g = 0; g < G; ++g) {
+      ModelResult& r = result.models[static_cast<size_t>(group[static_cast<size_t>(g)])];
+      r.test_loss = t.loss[static_cast<size_t>(g)];
+      r.test_accuracy = t.accuracy[static_cast<size_t>(g)];
+      r.wall_seconds = wall;
+    }
+  }
+  result.wall_seconds = seconds_since(start);
+
+  std::vector<std::string> header = {"model"};
+  for (const auto& [name, values] : h) header.push_back(name);
+  for (const char* c : {"clip", "lr_gamma", "lr_step_size", "train_loss", "valid_loss",
+                        "valid_accuracy", "test_loss", "test_accuracy", "wall_s"})
+    header.emplace_back(c);
+  CsvWriter summary(o.out + "/summary.csv", header);
+  for (int64_t b = 0; b < B; ++b) {
+    const size_t i = static_cast<size_t>(b);
+    const ModelResult& r = result.models[i];
+    std::vector<std::string> row = {std::to_string(b)};
+    for (const auto& [name, values] : h) row.push_back(num(values[i]));
+    row.push_back(clip.empty() ? "" : num(clip[i]));
+    row.push_back(num(gamma[i]));
+    row.push_back(std::to_string(step_size[i]));
+    row.push_back(num(r.final_train_loss));
+    row.push_back(num(valid_loss[i]));
+    row.push_back(num(valid_acc[i]));
+    row.push_back(num(r.test_loss));
+    row.push_back(num(r.test_accuracy));
+    row.push_back(num(r.wall_seconds));
+    summary.row(row);
+  }
+  const std::string vocab_path = o.out + "/vocab.txt";
+  std::ofstream vocab(vocab_path);
+  for (const std::string& word : corpus.dictionary.words()) vocab << word << "\n";
+  vocab << "[MASK]\n";
+  HFTA_CHECK(vocab.good(), "cannot write the vocabulary to {}", vocab_path);
+  const auto best = std::min_element(valid_loss.begin(), valid_loss.end());
+  fmt::print(
+      "done in {:.1f} s; vocabulary {} + [MASK]; best: model {} with validation MLM loss {:.3f} "
+      "(accuracy {:.2f}%); results in {}/summary.csv and {}/metrics.csv\n",
+      result.wall_seconds, corpus.vocab_size(), best - valid_loss.begin(), *best,
+      100.0 * valid_acc[static_cast<size_t>(best - valid_loss.begin())], o.out, o.out);
+  return result;
+}
+
+}  // namespace hfta

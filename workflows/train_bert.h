@@ -1,0 +1,47 @@
+// `hfta train --model bert --dataset text|wikitext2`: trains an array of BERT masked language
+// models (models/masked_lm.h) as HFTA's examples/bert trains its BERT: the training split
+// batchified into --batch-size streams and read in --bptt windows, here masked for the masked-LM
+// objective (datasets/bert_data.h; the draws depend on --seed and the step only, so every model
+// of the array sees the same examples), Adadelta with per-model --lr, StepLR (--lr-gamma,
+// --lr-step-size) stepped once per epoch, no gradient clipping unless --clip is given.
+//
+// The example's defaults apply to flags left out: --emsize 512 (hidden), --nhid 2048 (4 x
+// hidden), --nlayers 8, --nhead 8, --bptt 32, --batch-size 32, --dropout 0.1, --optimizer
+// adadelta, --lr-step-size 3, --lr-gamma 0.25.
+//
+// Per epoch and model, <out>/metrics.csv gets the mean training loss, the validation masked-LM
+// loss and accuracy (argmax = the original word, over the masked positions of the whole split,
+// masked the same way every epoch) and the tokens/s of the array (training tokens of all its
+// models per second of training); <out>/summary.csv gets each model's hyperparameters, last
+// training loss, validation and test loss and accuracy; <out>/model<b>.safetensors each model's
+// trained weights with the example's state_dict names (as `hfta export`), <out>/vocab.txt the
+// vocabulary (one word per line in id order, "[MASK]" last).
+//
+// Checkpoints as the Transformer LM's (workflows/train_lm.h, whose header block and --resume
+// checks they share): <out>/checkpoint.bin (serial: checkpoint-model<b>.bin) after every epoch,
+// on Ctrl-C, and with --checkpoint-every / --checkpoint-interval in the background; `--resume`
+// continues exactly (a window's tokens and mask follow from the epoch and step, dropout from the
+// net's count of training forwards, which the checkpoint restores), and refuses a checkpoint of
+// other sizes, flags or vocabulary.
+#pragma once
+
+#include <functional>
+
+#include "workflows/train.h"
+#include "workflows/trial.h"
+
+namespace hfta {
+
+// Throws hfta::Error on bad options or unreadable text (see datasets/text_corpus.h).
+TrainResult run_train_bert(const TrainOptions& options);
+
+// Sets the example's defaults (above) for the flags `given` says were left out.
+void apply_bert_defaults(TrainOptions& options, const std::function<bool(const char*)>& given);
+
+// `hfta trial --model bert` (trial.h): timed steps of forward, backward and Adadelta with
+// per-model learning rates at the example's sizes; samples_per_second counts tokens
+// (--batch-size streams x 32 tokens per step and model). --dataset synthetic-text (--vocab) or
+// text (--text-files).
+TrialResult run_trial_bert(const TrialOptions& options);
+
+}  // namespace hfta

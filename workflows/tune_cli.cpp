@@ -1,0 +1,109 @@
+// The flags of `hfta tune`, wired to run_tune (tune.h).
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "workflows/cli.h"
+#include "workflows/data.h"
+#include "workflows/hyper.h"
+#include "workflows/sweep.h"
+#include "workflows/tune.h"
+
+namespace hfta {
+
+void add_tune_command(CLI::App& app) {
+  auto o = std::make_shared<TuneOptions>();
+  auto budget = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "Search hyperparameters (random, Hyperband, ASHA), training trials as fused arrays");
+  cmd->add_option("--model", o->model, "Architecture")
+      ->check(CLI::IsMember(model_names()))
+      ->capture_default_str();
+  cmd->add_option("--dataset", o->dataset, "Dataset")
+      ->check(CLI::IsMember(dataset_names()))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", o->data_dir, "Data directory (as `hfta train`)");
+  cmd->add_option("--space", o->space,
+                  "Search space, a JSON file (workflows/spaces/<model>.json ship one per model)")
+      ->required();
+  cmd->add_option("--algorithm", o->schedule.algorithm, "random, hyperband or asha")
+      ->check(CLI::IsMember({"random", "hyperband", "asha"}))
+      ->capture_default_str();
+  cmd->add_option("--mode", o->mode,
+                  "serial (each trial alone), fused (trials of one non-fusible group and budget "
+                  "as one array) or concurrent (the same groups, each model on its own threads, "
+                  "unfused: plan threads)")
+      ->check(CLI::IsMember({"serial", "concurrent", "fused"}))
+      ->capture_default_str();
+  cmd->add_option("--metric", o->metric, "val_acc (maximized) or val_loss (minimized)")
+      ->check(CLI::IsMember({"val_acc", "val_loss"}))
+      ->capture_default_str();
+  cmd->add_option("--num-samples", o->schedule.num_samples, "Trials (random search, ASHA)")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--max-iters", o->schedule.max_iters,
+                  "Largest budget of a trial (R), in budget units")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--eta", o->schedule.eta, "Successive halving keeps 1/eta")
+      ->check(integer_at_least(2))
+      ->capture_default_str();
+  cmd->add_option("--skip-last", o->schedule.skip_last,
+                  "Hyperband: rounds left out at the end of each bracket (HFHT's)")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  cmd->add_option("--min-iters", o->schedule.min_iters, "ASHA: budget of the first rung")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--workers", o->schedule.workers,
+                  "ASHA: jobs handed out at once (they train as arrays)")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--iters-per-epoch", o->iters_per_epoch,
+                  "The budget unit: an epoch (0) or at most this many steps of one")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "Optimizer when the space has no \"optimizer\"")
+      ->check(CLI::IsMember(optimizer_names()))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "Batch size when the space has no \"batch_size\"")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--memory-budget", *budget,
+                  "Fused arrays hold at most as many models as fit in this many bytes of arenas "
+                  "(e.g. 2GiB)");
+  cmd->add_option("--max-fused", o->max_fused, "At most this many models per array (0: any)")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  cmd->add_flag("--keep-checkpoints", o->keep_checkpoints,
+                "Keep the checkpoint of every trial (by default those of trials stopped for good "
+                "are deleted, except the best's; pruned.log lists them)");
+  cmd->add_option("--plan", o->plan,
+                  "How an array runs its steps: fused, chunk:C, threads or auto (timed per array)")
+      ->check(plan_name())
+      ->capture_default_str();
+  cmd->add_option("--out", o->out, "Output directory (results in <out>/<mode>/)")
+      ->capture_default_str();
+  cmd->add_flag("--resume", o->resume, "Continue the search in --out where it stopped");
+  cmd->add_option("--seed", o->seed, "Seed of the configurations, initialization and shuffling")
+      ->check(integer_at_least(0))
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")
+      ->check(integer_at_least(0));
+  cmd->add_option("--rank-timeout", o->rank_timeout_s,
+                  "Under mpirun: a rank that returns no result for this many seconds is dead and "
+                  "its trials fail (0: a day)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--synthetic-size", o->synthetic_train_size,
+                  "Training samples of --dataset synthetic or shapes")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->callback([o, budget] {
+    if (!budget->empty()) o->memory_budget_bytes = parse_memory_size(*budget);
+    run_tune(*o);
+  });
+}
+
+}  // namespace hfta

@@ -17,6 +17,8 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/error.h"
+#include "models/slots.h"
+#include "optim/slots.h"
 #include "workflows/checkpoint.h"
 #include "workflows/csv.h"
 #include "workflows/data.h"
@@ -114,6 +116,7 @@ class Search {
   }
   std::vector<TuneOutcome> execute(const std::vector<TuneJob>& jobs);
   int64_t arrays_trained() const { return arrays_trained_; }
+  const TuneLiveCounts& live_counts() const { return live_counts_; }
   // The scheduler's word that `trials` will not train again: deletes their checkpoints, except
   // the best stopped trial's (deleted later if another stopped trial overtakes it).
   void stopped(const std::vector<int64_t>& trials);
@@ -141,6 +144,17 @@ class Search {
                  double wall, double time_s, const std::string& status);
   std::string trial_dir(int64_t t) const { return fmt::format("{}/trials/{}", dir_, t); }
   int64_t max_models(const ArrayKey& key);
+  // The array trained last stays alive (models/slots.h): an array of the same key that continues
+  // some of its trials from the budget it reached takes it compacted to them (no checkpoint
+  // read), and one of fresh trials takes its slots refilled (reinit_slot, reset_slot), instead
+  // of building a new array. Either trains what a new array would (tests/workflows/
+  // test_tune_live.cpp). False when the live array does not fit: build one.
+  // A new array of trials `ids` at budget `start` (their checkpoints when start > 0).
+  void build_array(ModelConfig& config, const ArrayKey& key, int64_t start,
+                   const std::vector<int64_t>& ids, const HyperValues& values, ModelArray& array,
+                   std::vector<int64_t>& skipped);
+  bool take_live(const ArrayKey& key, int64_t start, const std::vector<int64_t>& ids,
+                 const HyperValues& values, ModelArray& array, std::vector<int64_t>& skipped);
 
   const TuneOptions& o_;
   const TuneSpace& space_;
@@ -158,7 +172,63 @@ class Search {
   std::set<int64_t> stopped_, pruned_;
   TuneMpi* mpi_ = nullptr;
   std::vector<std::vector<std::string>>* capture_ = nullptr;  // rows of train_task
+  struct Live {
+    ArrayKey key;
+    int64_t at = 0;  // the budget every slot's trial has reached
+    ModelArray array;
+    std::vector<int64_t> skipped;  // per slot
+  };
+  std::optional<Live> live_;
+  TuneLiveCounts live_counts_;
 };
+
+bool Search::take_live(const ArrayKey& key, int64_t start, const std::vector<int64_t>& ids,
+                       const HyperValues& values, ModelArray& array,
+                       std::vector<int64_t>& skipped) {
+  if (!o_.live_arrays || !live_ || live_->key != key) return false;
+  Live& live = *live_;
+  const std::vector<int64_t>& slots = live.array.ids;
+  std::vector<int64_t> keep;
+  if (start > 0) {
+    // Every trial must be in the live array at budget `start`; else their checkpoints are read.
+    if (live.at != start) return false;
+    for (int64_t id : ids) {
+      const auto it = std::find(slots.begin(), slots.end(), id);
+      if (it == slots.end()) return false;
+      keep.push_back(it - slots.begin());
+    }
+  } else {
+    if (slots.size() < ids.size()) return false;
+    for (size_t b = 0; b < ids.size(); ++b) keep.push_back(static_cast<int64_t>(b));
+  }
+  bool same_slots = keep.size() == slots.size();
+  for (size_t i = 0; same_slots && i < keep.size(); ++i)
+    same_slots = keep[i] == static_cast<int64_t>(i);
+  if (same_slots) {
+    array = std::move(live.array);
+  } else {
+    array.model = compact(*live.array.model, keep);
+    array.optimizer = compact_optimizer(*live.array.optimizer, array.model->net(), keep);
+  }
+  array.ids = ids;
+  if (start > 0) {
+    for (size_t b = 0; b < ids.size(); ++b) skipped[b] = live.skipped[static_cast<size_t>(keep[b])];
+    live_counts_.arrays_continued += 1;
+  } else {
+    // Fresh trials: each slot becomes model ids[b] as a new array would build it, with its
+    // trial's hyperparameters and a zeroed optimizer state.
+    for (size_t b = 0; b < ids.size(); ++b) {
+      std::map<std::string, float> named;
+      for (const auto& [name, v] : values) named[name] = v[b];
+      array.model->reinit_slot(static_cast<int64_t>(b), ids[b]);
+      array.optimizer->reset_slot(static_cast<int64_t>(b), SlotHyper::from_named(named));
+    }
+    live_counts_.slots_refilled += static_cast<int64_t>(ids.size());
+  }
+  if (!same_slots) live_counts_.compactions += 1;
+  live_.reset();
+  return true;
+}
 
 void Search::stopped(const std::vector<int64_t>& trials) {
   stopped_.insert(trials.begin(), trials.end());
@@ -373,6 +443,45 @@ TuneArrayResult Search::train_task(const TuneArrayTask& task) {
   return r;
 }
 
+void Search::build_array(ModelConfig& config, const ArrayKey& key, int64_t start,
+                         const std::vector<int64_t>& ids, const HyperValues& values,
+                         ModelArray& array, std::vector<int64_t>& skipped) {
+  const int64_t B = static_cast<int64_t>(ids.size());
+  array.ids = ids;
+  // --plan auto: timed (or read from the plan cache) for this array's B and batch size.
+  config.plan = resolve_plan(config.plan, config, ids, key.batch_size, o_.seed, key.optimizer,
+                             o_.memory_budget_bytes,
+                             [&](const std::string& line) {
+                               if (!o_.quiet) fmt::print("{}\n", line);
+                             })
+                    .plan;
+  array.model = make_model(config.name, config.spec(ids, key.batch_size, o_.seed));
+  array.optimizer = make_optimizer(key.optimizer, *array.model, values, key.no_decay_norm_bias);
+  Checkpoint c;
+  if (start > 0) {
+    // The trials' own states, stacked into one array (each replica-major slice is one trial).
+    for (size_t b = 0; b < ids.size(); ++b) {
+      Checkpoint one = load_checkpoint(trial_dir(ids[b]) + "/checkpoint.bin");
+      if (b == 0) {
+        c = one;
+        c.B = B;
+        c.model_ids = ids;
+        c.forward_origins = {one.forward_origins.empty() ? 0 : one.forward_origins[0]};
+        continue;
+      }
+      for (size_t i = 0; i < c.tensors.size(); ++i)
+        c.tensors[i].values.insert(c.tensors[i].values.end(), one.tensors[i].values.begin(),
+                                   one.tensors[i].values.end());
+      c.optimizer_steps.push_back(one.optimizer_steps[0]);
+      c.skipped_steps.push_back(one.skipped_steps[0]);
+      c.forward_origins.push_back(one.forward_origins.empty() ? 0 : one.forward_origins[0]);
+    }
+    for (CheckpointTensor& t : c.tensors) t.shape[0] = B;
+    restore_tensors(c, *array.model, array.optimizer.get());
+    skipped = c.skipped_steps;
+  }
+}
+
 void Search::train_array(const ArrayKey& key, int64_t start, int64_t to,
                          const std::vector<Job>& jobs, std::vector<TuneOutcome>& outcomes) {
   if (InterruptGuard::interrupted())
@@ -392,16 +501,9 @@ void Search::train_array(const ArrayKey& key, int64_t start, int64_t to,
   if (key.dropout >= 0) config.dropout = key.dropout;
   config.no_decay_norm_bias = key.no_decay_norm_bias;
   ModelArray array;
-  array.ids = ids;
-  // --plan auto: timed (or read from the plan cache) for this array's B and batch size.
-  config.plan = resolve_plan(config.plan, config, ids, key.batch_size, o_.seed, key.optimizer,
-                             o_.memory_budget_bytes,
-                             [&](const std::string& line) {
-                               if (!o_.quiet) fmt::print("{}\n", line);
-                             })
-                    .plan;
-  array.model = make_model(config.name, config.spec(ids, key.batch_size, o_.seed));
-  array.optimizer = make_optimizer(key.optimizer, *array.model, values, key.no_decay_norm_bias);
+  std::vector<int64_t> skipped(jobs.size(), 0);
+  const bool live = take_live(key, start, ids, values, array, skipped);
+  if (!live) build_array(config, key, start, ids, values, array, skipped);
   Loader loader(data_.train, {.batch_size = key.batch_size,
                               .shuffle = true,
                               .seed = o_.seed,
@@ -409,38 +511,15 @@ void Search::train_array(const ArrayKey& key, int64_t start, int64_t to,
                               .iters_per_epoch = o_.iters_per_epoch});
   Batch batch = loader.make_batch();
   const int64_t steps_per_unit = loader.batches_per_epoch();
-  Checkpoint c;
-  if (start > 0) {
-    // The trials' own states, stacked into one array (each replica-major slice is one trial).
-    // TODO(slots): refill slots of a live array (Model::reinit_slot, Optimizer::reset_slot)
-    // instead of building one per rung once they land.
-    for (size_t b = 0; b < jobs.size(); ++b) {
-      Checkpoint one = load_checkpoint(trial_dir(ids[b]) + "/checkpoint.bin");
-      if (b == 0) {
-        c = one;
-        c.B = B;
-        c.model_ids = ids;
-        c.forward_origins = {one.forward_origins.empty() ? 0 : one.forward_origins[0]};
-        continue;
-      }
-      for (size_t i = 0; i < c.tensors.size(); ++i)
-        c.tensors[i].values.insert(c.tensors[i].values.end(), one.tensors[i].values.begin(),
-                                   one.tensors[i].values.end());
-      c.optimizer_steps.push_back(one.optimizer_steps[0]);
-      c.skipped_steps.push_back(one.skipped_steps[0]);
-      c.forward_origins.push_back(one.forward_origins.empty() ? 0 : one.forward_origins[0]);
-    }
-    for (CheckpointTensor& t : c.tensors) t.shape[0] = B;
-    restore_tensors(c, *array.model, array.optimizer.get());
-  }
   if (!o_.quiet) {
-    fmt::print("training trial{} {} ({}) from budget {} to {}: {} model{} in one array\n",
-               B == 1 ? "" : "s", fmt::join(ids, ","), key.str(), start, to, B, B == 1 ? "" : "s");
+    fmt::print("training trial{} {} ({}) from budget {} to {}: {} model{} in one array{}\n",
+               B == 1 ? "" : "s", fmt::join(ids, ","), key.str(), start, to, B, B == 1 ? "" : "s",
+               !live       ? ""
+               : start > 0 ? " (the live array, continued)"
+                           : " (live slots refilled)");
     std::fflush(stdout);
   }
   int64_t step = start * steps_per_unit;
-  std::vector<int64_t> skipped(jobs.size(), 0);
-  if (start > 0) skipped = c.skipped_steps;
   bool failed = false;
   std::string failure;
   try {
@@ -524,6 +603,8 @@ void Search::train_array(const ArrayKey& key, int64_t start, int64_t to,
     std::fflush(stdout);
   }
   ++arrays_trained_;
+  if (!failed && o_.live_arrays)
+    live_ = Live{.key = key, .at = to, .array = std::move(array), .skipped = skipped};
   if (o_.interrupt_after_arrays > 0 && arrays_trained_ >= o_.interrupt_after_arrays)
     fail("interrupted (test) after {} arrays; run the same command with --resume to continue",
          arrays_trained_);
@@ -736,6 +817,7 @@ TuneRunResult run_tune(const TuneOptions& o) {
   }
   if (mpi) mpi->finish();
   result.arrays_trained = search.arrays_trained();
+  result.live = search.live_counts();
   write_trajectory(dir, o.mode, search.timeline(), schedule.maximize, o.metric);
   plot_trajectories(o.out, o.metric, o.quiet);
 
@@ -767,10 +849,12 @@ TuneRunResult run_tune(const TuneOptions& o) {
                      {"source", best_ckpt}});
   if (!o.quiet)
     fmt::print(
-        "done in {:.1f} s ({} arrays trained): best trial {} with {} {:.4f} at budget {}; "
-        "{}/history.csv, {}/best.safetensors; retrain it alone with:\n  {}\n",
-        result.wall_seconds, result.arrays_trained, best->job.trial, o.metric, best->outcome.metric,
-        best->job.to, dir, dir,
+        "done in {:.1f} s ({} arrays trained; live arrays: {} continued, {} compactions, {} slots "
+        "refilled): best trial {} with {} {:.4f} at budget {}; {}/history.csv, "
+        "{}/best.safetensors; retrain it alone with:\n  {}\n",
+        result.wall_seconds, result.arrays_trained, result.live.arrays_continued,
+        result.live.compactions, result.live.slots_refilled, best->job.trial, o.metric,
+        best->outcome.metric, best->job.to, dir, dir,
         trial_command(o, space.sample(o.seed, best->job.trial), best->job.trial, best->job.to,
                       dir + "/reproduce"));
   return result;

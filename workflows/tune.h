@@ -57,9 +57,19 @@ struct TuneOptions {
   // Keep every trial's checkpoint; by default those of trials the search will not train again
   // are deleted (not the best's), and pruned.log in the run's directory lists them.
   bool keep_checkpoints = false;
+  // Keep the array trained last alive and continue or refill its slots (tune.cpp, take_live);
+  // false builds every array anew from the trials' checkpoints (the same numbers, slower).
+  bool live_arrays = true;
   bool quiet = false;  // no per-array lines (tests)
   // For tests: fail as an interrupt does after this many arrays have trained (0 = never).
   int64_t interrupt_after_arrays = 0;
+};
+
+// How often an array came from the live one instead of being built (models/slots.h).
+struct TuneLiveCounts {
+  int64_t arrays_continued = 0;  // promoted trials trained on in the live array, no checkpoint read
+  int64_t compactions = 0;       // of those and of refills: the live array shrunk to fit
+  int64_t slots_refilled = 0;    // fresh trials started in slots of the live array
 };
 
 struct TuneRunResult {
@@ -70,6 +80,7 @@ struct TuneRunResult {
   int64_t best_budget = 0;
   double wall_seconds = 0.0;
   int64_t arrays_trained = 0;  // this process's arrays (not those replayed from history.csv)
+  TuneLiveCounts live;
 };
 
 // Runs the search. Throws hfta::Error on bad flags or space, a --resume that does not match, or

@@ -80,6 +80,9 @@ void add_tune_command(CLI::App& app) {
   cmd->add_flag("--keep-checkpoints", o->keep_checkpoints,
                 "Keep the checkpoint of every trial (by default those of trials stopped for good "
                 "are deleted, except the best's; pruned.log lists them)");
+  cmd->add_flag("!--rebuild-arrays", o->live_arrays,
+                "Build every array anew from the trials' checkpoints instead of continuing or "
+                "refilling the slots of the array trained last (the same results; for checking)");
   cmd->add_option("--plan", o->plan,
                   "How an array runs its steps: fused, chunk:C, threads or auto (timed per array)")
       ->check(plan_name())

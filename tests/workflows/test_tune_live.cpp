@@ -98,6 +98,50 @@ TEST(TuneLive, AnInterruptedSearchWithPruningResumesToTheSameHistory) {
   EXPECT_EQ(trials_with_checkpoints(resumed.dir), (std::vector<int64_t>{resumed.best_trial}));
 }
 
+// Live arrays (tune.cpp, take_live), one array key, at most 3 models per array. Bracket 2 trains
+// its 9 fresh trials as 3 arrays, the second and third in the slots of the one before (refilled),
+// and its last round continues the promoted trial in the live array compacted to it; bracket 1
+// trains 5 fresh trials as 3 + 2 (refilled into a compacted array). Every number equals what
+// arrays built anew from the trials' checkpoints give, bit for bit (the models that go on are
+// untouched by the slot changes), and what each trial trained alone gives (serial).
+TEST(TuneLive, RefilledAndCompactedSlotsTrainAsNewArraysAndAsEachTrialAlone) {
+  TempDir dir("tune_live_slots");
+  auto options = [&](const std::string& out, const std::string& mode, bool live) {
+    TuneOptions o = small(dir, "hyperband", out);
+    std::ofstream(o.space) << R"({
+  "lr": {"dist": "loguniform", "low": 1e-3, "high": 3e-2},
+  "weight_decay": {"dist": "uniform", "low": 0.0, "high": 0.01}
+})";
+    o.batch_size = 16;
+    o.schedule.max_iters = 9;
+    o.max_fused = 3;
+    o.mode = mode;
+    o.live_arrays = live;
+    return o;
+  };
+  const TuneRunResult live = run_tune(options("live", "fused", true));
+  EXPECT_GE(live.live.slots_refilled, 6);
+  EXPECT_GE(live.live.arrays_continued, 1);
+  EXPECT_GE(live.live.compactions, 2);
+  const TuneRunResult rebuilt = run_tune(options("rebuilt", "fused", false));
+  EXPECT_EQ(rebuilt.live.slots_refilled + rebuilt.live.arrays_continued, 0);
+  EXPECT_EQ(rebuilt.arrays_trained, live.arrays_trained);
+  const TuneRunResult alone = run_tune(options("alone", "serial", true));
+  ASSERT_EQ(live.records.size(), 22u);  // 9@1, 3@3, 1@9 | 5@3, 1@9 | 3@9
+  ASSERT_EQ(rebuilt.records.size(), live.records.size());
+  ASSERT_EQ(alone.records.size(), live.records.size());
+  for (size_t i = 0; i < live.records.size(); ++i) {
+    const TuneRecord &a = live.records[i], &b = rebuilt.records[i], &c = alone.records[i];
+    SCOPED_TRACE(fmt::format("trial {} to budget {}", a.job.trial, a.job.to));
+    EXPECT_EQ(b.job.trial, a.job.trial);
+    EXPECT_EQ(c.job.trial, a.job.trial);
+    EXPECT_FALSE(a.outcome.failed);
+    EXPECT_EQ(a.outcome.metric, b.outcome.metric);
+    EXPECT_NEAR(a.outcome.metric, c.outcome.metric, 2e-3);  // accuracy: fused == serial
+  }
+  EXPECT_EQ(live.best_trial, rebuilt.best_trial);
+}
+
 TEST(TuneLive, PlanAutoIsResolvedPerArray) {
   TempDir dir("tune_plan_auto");
   TuneOptions o = small(dir, "random", "auto");

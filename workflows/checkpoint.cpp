@@ -315,7 +315,10 @@ Checkpoint load_checkpoint(const std::string& path) {
 Checkpoint extract_model(const Checkpoint& c, int64_t b) {
   HFTA_CHECK(b >= 0 && b < c.B, "no model {} in a checkpoint of {} models (0 to {})", b, c.B,
              c.B - 1);
-  Checkpoint one = c;
+  // The meta data whole, the tensors sliced: copying all B models' values to keep one made
+  // saving every model of an array (hfta tune) quadratic in B.
+  Checkpoint one;
+  static_cast<CheckpointMeta&>(one) = c;
   one.B = 1;
   one.model_ids = {c.model_ids[b]};
   for (auto& [name, values] : one.hyper) values = {values[b]};
@@ -324,9 +327,13 @@ Checkpoint extract_model(const Checkpoint& c, int64_t b) {
   one.optimizer_steps = {c.optimizer_steps[b]};
   one.skipped_steps = {c.skipped_steps[b]};
   if (!c.forward_origins.empty()) one.forward_origins = {c.forward_origins[b]};
-  for (CheckpointTensor& t : one.tensors) {
+  one.tensors.reserve(c.tensors.size());
+  for (const CheckpointTensor& all : c.tensors) {
+    CheckpointTensor& t = one.tensors.emplace_back();
+    t.name = all.name;
+    t.shape = all.shape;
     const int64_t n = t.shape.numel_from(1);
-    t.values.assign(t.values.begin() + b * n, t.values.begin() + (b + 1) * n);
+    t.values.assign(all.values.begin() + b * n, all.values.begin() + (b + 1) * n);
     t.shape[0] = 1;
   }
   return one;

@@ -46,7 +46,8 @@ struct CheckpointTensor {
   std::vector<float> values;
 };
 
-struct Checkpoint {
+// Everything a checkpoint holds but its tensors (extract_model copies this part whole).
+struct CheckpointMeta {
   // What was trained.
   std::string model;                  // architecture, as make_model() knows it
   std::vector<int64_t> sample_shape;  // one sample, as the data gave it (e.g. [3, 32, 32])
@@ -72,8 +73,11 @@ struct Checkpoint {
   // 0 for a slot refilled in a live array). Empty, as in files written before it existed, means
   // all zeros.
   std::vector<int64_t> forward_origins;
-  std::vector<CheckpointTensor> tensors;
   std::optional<LmCheckpointInfo> lm;  // language models only (header key "language_model")
+};
+
+struct Checkpoint : CheckpointMeta {
+  std::vector<CheckpointTensor> tensors;
 
   // Throws hfta::Error when the fields disagree with each other (sizes of per-model lists, tensor
   // shapes not [B, ...]).

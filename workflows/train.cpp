@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "backend/cpu/runtime.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "models/language_model.h"
 #include "models/masked_lm.h"
@@ -106,8 +107,7 @@ TrainResult run_train(const TrainOptions& options) {
   for (size_t g = 0; g < groups.size(); ++g)
     train_array(o, config, h, groups[g], data, resume[g] ? &*resume[g] : nullptr, metrics,
                 result.models);
-  result.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.wall_seconds = seconds_since(start);
 
   write_summary(o, h, result.models);
   // Segmentation: the best model is the one of the best mean IoU.

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "backend/cpu/runtime.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "datasets/bert_data.h"
 #include "datasets/text_corpus.h"
@@ -32,14 +33,8 @@ namespace hfta {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // The validation and test masks: fixed per window, different from every training step's.
 constexpr uint64_t kEvalSeedMix = 0x5EA1ED0000000001ull;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 TextCorpus load_bert_corpus(const TrainOptions& o) {
   if (o.dataset == "wikitext2") {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "backend/cpu/runtime.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "datasets/fashion_mnist.h"
@@ -30,10 +31,6 @@ namespace hfta {
 namespace {
 
 constexpr int64_t kDefaultImage = 64;  // the example's --imageSize
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 int64_t image_side(int64_t image_size) {
   const int64_t side = image_size > 0 ? image_size : kDefaultImage;
@@ -151,7 +148,7 @@ void write_grids(GanArray& gan, const std::string& out, int64_t epoch) {
 void train_gan_array(const TrainOptions& o, const GanSpec& spec, const HyperValues& all_hyper,
                      const Dataset& data, const Checkpoint* resume_from, CsvWriter& metrics,
                      std::vector<ModelResult>& results, int64_t stop_after_step) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const std::vector<int64_t>& ids = spec.model_ids;
   const size_t nB = ids.size();
   const HyperValues hyper = pick_models(all_hyper, ids);
@@ -271,7 +268,7 @@ void write_gan_summary(const TrainOptions& o, const HyperValues& h,
 }  // namespace
 
 TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
   HFTA_CHECK(o.batch_size >= 2, "--batch-size must be at least 2 for a GAN, got {}", o.batch_size);
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
@@ -371,7 +368,7 @@ TrialResult run_gan_trial(const TrialOptions& o) {
       }
     };
     run(o.warmup_steps);
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     run(o.steps);
     r.seconds += seconds_since(start);
     r.params_per_model =

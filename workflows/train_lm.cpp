@@ -13,6 +13,7 @@
 #include <set>
 
 #include "backend/cpu/runtime.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "datasets/text_corpus.h"
@@ -30,12 +31,6 @@
 namespace hfta {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Streams for an evaluation split: at most --batch-size, and few enough that each stream holds
 // one full window.

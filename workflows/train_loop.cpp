@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "workflows/checkpoint_writer.h"
 #include "workflows/csv.h"
@@ -18,10 +19,6 @@
 namespace hfta {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::string format_losses(const std::vector<float>& losses) {
   std::string s = "loss";
@@ -103,7 +100,7 @@ int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max
 void train_array(const TrainOptions& o, const ModelConfig& config, const HyperValues& all_values,
                  const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
                  CsvWriter& metrics, std::vector<ModelResult>& results) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const int64_t B = static_cast<int64_t>(ids.size());
   const size_t nB = static_cast<size_t>(B);
   const HyperValues values = pick_models(all_values, ids);
@@ -176,7 +173,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
                     o.progress && stdout_is_terminal());
     current_bar = &bar;
     const int64_t resumed_steps = epoch_steps;
-    const auto epoch_start = std::chrono::steady_clock::now();
+    const auto epoch_start = Clock::now();
     train_steps(array, loader, batch, kUntilEpochEnds, [&](const StepReport& report) {
       ++p.step;
       p.batch_in_epoch = ++epoch_steps;

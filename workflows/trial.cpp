@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/cpu/runtime.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/language_model.h"
@@ -68,7 +69,7 @@ TrialResult run_trial(const TrialOptions& o) {
     array.model->reset_profile();
     const auto start = std::chrono::steady_clock::now();
     train_steps(array, loader, batch, o.steps);
-    r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.seconds += seconds_since(start);
     if (array.model->profiling()) fmt::print(stderr, "{}\n", array.model->profile_report());
     r.params_per_model = array.model->params_per_model();
     r.plan = array.model->plan().str();

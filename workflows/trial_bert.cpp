@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/cpu/runtime.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "datasets/bert_data.h"
@@ -92,7 +93,7 @@ TrialResult run_trial_bert(const TrialOptions& o) {
     step_tokens = 0;
     const auto start = std::chrono::steady_clock::now();
     steps(o.steps);
-    r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.seconds += seconds_since(start);
     tokens += static_cast<double>(G * step_tokens);
     r.params_per_model = model->params_per_model();
     r.plan = "fused";

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/cpu/runtime.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/language_model.h"
@@ -91,8 +92,7 @@ TrialResult run_trial_lm(const TrialOptions& o) {
     step_tokens = 0;
     const auto start = std::chrono::steady_clock::now();
     steps(o.steps);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = seconds_since(start);
     r.seconds += seconds;
     tokens += static_cast<double>(G * step_tokens);
     if (model->profiling()) {

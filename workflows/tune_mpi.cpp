@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "workflows/interrupt.h"
 
@@ -100,8 +101,7 @@ TuneArrayResult train_array_guarded(const TuneArrayTask& task, const TuneArrayTr
     r.error = e.what();
   }
   r.rank = rank;
-  if (r.wall_s == 0)
-    r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r.wall_s == 0) r.wall_s = seconds_since(start);
   if (r.lost) r.outcomes.assign(task.jobs.size(), {.metric = NAN, .failed = true});
   return r;
 }
@@ -215,9 +215,7 @@ std::vector<TuneArrayResult> TuneMpi::run(const std::vector<TuneArrayTask>& task
     }
     // Ranks past the timeout: their arrays fail.
     for (auto it = busy.begin(); it != busy.end();) {
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.since)
-              .count();
+      const double waited = seconds_since(it->second.since);
       if (waited <= rank_timeout_s) {
         ++it;
         continue;

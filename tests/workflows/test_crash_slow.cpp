@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/rng.h"
 #include "test_files.h"
 #include "test_util.h"
@@ -35,8 +36,6 @@ namespace hfta {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
 struct CrashCase {
   std::string name;
   std::string run;  // the `hfta train` flags, without --out, --seed and checkpoint flags
@@ -124,10 +123,6 @@ void expect_same_checkpoint(const std::string& got_path, const std::string& want
         << got_path << ": tensor " << got.tensors[i].name
         << " differs from the uninterrupted run's";
   }
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
 enum class Waited { kDone, kExited, kTimedOut };

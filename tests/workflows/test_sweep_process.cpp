@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "test_files.h"
 #include "workflows/csv.h"
 #include "workflows/sweep.h"
@@ -204,7 +205,7 @@ TEST(ProcessRunner, OneFailingConcurrentProcessFailsTheMeasurementAndStopsTheOth
                 "exec sleep 30\n"));
   auto start = std::chrono::steady_clock::now();
   Measurement m = runner(request(3, dir));
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = seconds_since(start);
   EXPECT_FALSE(m.ok);
   EXPECT_NE(m.error.find("process 2 of 3: exit status 4: out of fake memory"), std::string::npos)
       << m.error;
@@ -222,7 +223,7 @@ TEST(ProcessRunner, MemoryBudgetKillsTheMeasurement) {
   r.memory_limit_bytes = int64_t{48} << 20;
   auto start = std::chrono::steady_clock::now();
   Measurement m = runner(r);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = seconds_since(start);
   EXPECT_FALSE(m.ok);
   EXPECT_NE(m.error.find("over the memory budget of 48 MiB"), std::string::npos) << m.error;
   EXPECT_GT(m.peak_rss_bytes, int64_t{48} << 20);
@@ -241,7 +242,7 @@ TEST(ProcessRunner, InterruptKillsTheChildrenAndThrows) {
   auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(runner(request(2, dir)), Interrupted);
   ctrl_c.join();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = seconds_since(start);
   EXPECT_LT(seconds, 10.0);
 }
 

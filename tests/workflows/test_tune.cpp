@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include "core/error.h"
+#include "models/model.h"
 #include "test_files.h"
 #include "workflows/csv.h"
 #include "workflows/train.h"
@@ -197,6 +199,23 @@ TEST(Tune, BadSpacesFailWithOneLine) {
   expect_hfta_error(
       "tune --model mlp --dataset synthetic --space " + (dir.path / "none.json").string(),
       "cannot read the search space");
+}
+
+// workflows/spaces/<model>.json: each shipped space loads and samples (with the optimizer it names
+// or Adam), and every model `hfta tune` accepts has one.
+TEST(Tune, EveryTunableModelShipsASpaceThatLoads) {
+  const std::filesystem::path dir = std::filesystem::path(HFTA_SOURCE_DIR) / "workflows/spaces";
+  std::set<std::string> shipped;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    SCOPED_TRACE(e.path().string());
+    const TuneSpace space = TuneSpace::load(e.path().string(), "adam");
+    EXPECT_FALSE(space.params().empty());
+    const TuneConfig config = space.sample(1, 0);
+    EXPECT_FALSE(config_hyper(config, array_key(config, {.optimizer = "adam"}).optimizer).empty());
+    shipped.insert(e.path().stem().string());
+  }
+  for (const std::string& model : model_names())
+    EXPECT_TRUE(shipped.contains(model)) << "no workflows/spaces/" << model << ".json";
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 MobileNetV2 at batch 64 in hfta (B=1, via `hfta trial`) and in PyTorch on CPU, in one run, and
 prints PyTorch / hfta. `--models dcgan` times one step of PyTorch's examples/dcgan (D on real
 and fake, then G, both Adam) against `hfta trial --model dcgan` at --image-size.
+`--models pointnet_cls,pointnet_cls_ft` times fxia22's PointNetCls (HFTA's examples/pointnet;
+cross-entropy plus the feature transform's regularizer) on random clouds of --npoints points.
 `--models transformer` compares tokens/s of word_language_model's
 TransformerModel (emsize 128, nhid 128, 2 layers, 2 heads, bptt 32, dropout 0.2; Adadelta lr 1,
 clip 0.25) over --lm-streams streams of a --vocab word synthetic stream, with
@@ -47,11 +49,17 @@ import torch_models  # noqa: E402
 # The sample shape `hfta trial --dataset synthetic` uses for each model (its default).
 SAMPLE_SHAPES = {"mlp": (1, 28, 28), "lenet": (1, 28, 28), "resnet18": (3, 32, 32),
                  "mobilenetv2": (3, 32, 32)}
+POINTNETS = ("pointnet_cls", "pointnet_cls_ft")
 
 
-def torch_step_ms(name, batch, warmup, steps):
+def sample_shape(name, npoints):
+    """One sample as `hfta trial --dataset synthetic` makes it: a cloud is [points, 3]."""
+    return (npoints, 3) if name in POINTNETS else SAMPLE_SHAPES[name]
+
+
+def torch_step_ms(name, batch, warmup, steps, npoints=1024):
     torch.manual_seed(1)
-    shape = SAMPLE_SHAPES[name]
+    shape = sample_shape(name, npoints)
     model = torch_models.build(name, shape, 10)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -60,7 +68,10 @@ def torch_step_ms(name, batch, warmup, steps):
 
     def step():
         opt.zero_grad(set_to_none=False)
-        F.cross_entropy(model(x), y).backward()
+        loss = F.cross_entropy(model(x), y)
+        if name in POINTNETS:
+            loss = loss + model.regularizer()  # 0 without the feature transform
+        loss.backward()
         opt.step()
 
     for _ in range(warmup):
@@ -100,8 +111,10 @@ def dcgan_step_ms(batch, warmup, steps, image):
     return (time.perf_counter() - start) / steps * 1000.0
 
 
-def hfta_step_ms(hfta, name, batch, warmup, steps, threads, image=64):
+def hfta_step_ms(hfta, name, batch, warmup, steps, threads, image=64, npoints=1024):
     extra = ["--image-size", str(image)] if name == "dcgan" else []
+    if name in POINTNETS:
+        extra = ["--npoints", str(npoints)]
     out = subprocess.run(
         [hfta, "trial", "--model", name, "--dataset", "synthetic", "--B", "1",
          "--batch-size", str(batch), "--warmup", str(warmup), "--steps", str(steps),
@@ -199,8 +212,9 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--models", default="mlp,lenet,resnet18,mobilenetv2,transformer",
-                    help="comma-separated; also dcgan and bert")
+                    help="comma-separated; also pointnet_cls, pointnet_cls_ft, dcgan and bert")
     ap.add_argument("--image-size", type=int, default=64, help="dcgan: 8, 16, 32 or 64")
+    ap.add_argument("--npoints", type=int, default=1024, help="pointnet_cls(_ft): points per cloud")
     ap.add_argument("--steps", type=int, default=0, help="timed steps (0: per model)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--vocab", type=int, default=10000, help="transformer, bert: vocabulary")
@@ -223,11 +237,12 @@ def main():
         ours, theirs = [], []
         for _ in range(args.rounds):
             ours.append(hfta_step_ms(args.hfta, name, args.batch_size, args.warmup, steps,
-                                     args.threads, args.image_size))
+                                     args.threads, args.image_size, args.npoints))
             if name == "dcgan":
                 theirs.append(dcgan_step_ms(args.batch_size, args.warmup, steps, args.image_size))
             else:
-                theirs.append(torch_step_ms(name, args.batch_size, args.warmup, steps))
+                theirs.append(torch_step_ms(name, args.batch_size, args.warmup, steps,
+                                            args.npoints))
         o, t = statistics.median(ours), statistics.median(theirs)
         print(f"{name:<12} {o:9.3f} {t:9.3f} {t / o:10.2f}", flush=True)
 

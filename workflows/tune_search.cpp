@@ -352,7 +352,11 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
   ModelArray array;
   std::vector<int64_t> skipped(jobs.size(), 0);
   const bool live = take_live(key, start, ids, values, array, skipped);
-  if (!live) build_array(config, key, start, ids, values, array, skipped);
+  if (!live) {
+    // One array in memory at a time: --memory-budget sizes arrays, not pairs of them.
+    live_.reset();
+    build_array(config, key, start, ids, values, array, skipped);
+  }
   Loader loader(data_.train, {.batch_size = key.batch_size,
                               .shuffle = true,
                               .seed = o_.seed,

@@ -1,5 +1,7 @@
 #include "models/gan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -93,6 +95,18 @@ void GanArray::draw_noise(TensorView z, uint64_t seed, uint64_t purpose) const {
       for (int64_t k = 0; k < nz; ++k) row[k] = rng.normal();
     }
   }
+}
+
+void GanArray::reset_profile() {
+  for (Net* n : {g_.get(), d_real_.get(), d_fake_.get(), d_gen_.get()}) n->reset_profile();
+}
+
+std::string GanArray::profile_report() const {
+  return fmt::format(
+      "dcgan generator {}\ndcgan discriminator on the real batch {}\ndcgan discriminator on the "
+      "fakes, D's step {}\ndcgan discriminator on the fakes, G's step {}",
+      g_->profile_report(), d_real_->profile_report(), d_fake_->profile_report(),
+      d_gen_->profile_report());
 }
 
 GanStepStats GanArray::step(const TensorView& real, const TensorView* noise) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/net.h"
@@ -85,6 +86,11 @@ class GanArray {
   int64_t steps() const { return steps_; }
   // Restores the step count of a resumed run: step t's noise comes from (seed ^ t).
   void set_steps(int64_t steps) { steps_ = steps; }
+
+  // Per-node timing of G and of D's three passes (HFTA_PROFILE=1, models/net.h).
+  bool profiling() const { return g_->profiling(); }
+  void reset_profile();
+  std::string profile_report() const;
 
   Net& generator() { return *g_; }
   Net& discriminator() { return *d_real_; }

@@ -368,9 +368,11 @@ TrialResult run_gan_trial(const TrialOptions& o) {
       }
     };
     run(o.warmup_steps);
+    gan.reset_profile();
     const auto start = Clock::now();
     run(o.steps);
     r.seconds += seconds_since(start);
+    if (gan.profiling()) fmt::print(stderr, "{}\n", gan.profile_report());
     r.params_per_model =
         gan.generator().params_per_model() + gan.discriminator().params_per_model();
     // Per row and model: D on real, fake and again for G (forward + backward each), G forward

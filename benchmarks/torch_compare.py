@@ -57,6 +57,16 @@ def sample_shape(name, npoints):
     return (npoints, 3) if name in POINTNETS else SAMPLE_SHAPES[name]
 
 
+def seconds_per_step(step, warmup, steps):
+    """Runs `step` warmup times, then times `steps` more: seconds per step."""
+    for _ in range(warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps
+
+
 def torch_step_ms(name, batch, warmup, steps, npoints=1024):
     torch.manual_seed(1)
     shape = sample_shape(name, npoints)
@@ -74,12 +84,7 @@ def torch_step_ms(name, batch, warmup, steps, npoints=1024):
         loss.backward()
         opt.step()
 
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - start) / steps * 1000.0
+    return seconds_per_step(step, warmup, steps) * 1000.0
 
 
 def dcgan_step_ms(batch, warmup, steps, image):
@@ -103,12 +108,7 @@ def dcgan_step_ms(batch, warmup, steps, image):
         criterion(net_d(fake).view(-1), ones).backward()
         opt_g.step()
 
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - start) / steps * 1000.0
+    return seconds_per_step(step, warmup, steps) * 1000.0
 
 
 def hfta_step_ms(hfta, name, batch, warmup, steps, threads, image=64, npoints=1024):
@@ -143,12 +143,7 @@ def torch_lm_tokens_per_s(vocab, streams, warmup, steps):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
         opt.step()
 
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps * BPTT * streams / (time.perf_counter() - start)
+    return BPTT * streams / seconds_per_step(step, warmup, steps)
 
 
 def torch_bert_tokens_per_s(vocab, streams, warmup, steps):
@@ -170,12 +165,7 @@ def torch_bert_tokens_per_s(vocab, streams, warmup, steps):
         F.nll_loss(out.view(-1, vocab + 1), y.view(-1), ignore_index=-100).backward()
         opt.step()
 
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps * BPTT * streams / (time.perf_counter() - start)
+    return BPTT * streams / seconds_per_step(step, warmup, steps)
 
 
 def hfta_lm_tokens_per_s(hfta, vocab, streams, warmup, steps, threads, model="transformer"):

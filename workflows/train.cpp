@@ -67,13 +67,7 @@ TrainResult run_train(const TrainOptions& options) {
   HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
 
   // The arrays this run trains: all B models at once, or each alone.
-  std::vector<std::vector<int64_t>> groups;
-  if (o.serial) {
-    for (int64_t b = 0; b < B; ++b) groups.push_back({b});
-  } else {
-    groups.emplace_back(static_cast<size_t>(B));
-    std::iota(groups[0].begin(), groups[0].end(), 0);
-  }
+  const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
   std::vector<std::optional<Checkpoint>> resume(groups.size());
   if (o.resume) {
     std::map<int64_t, int64_t> resumed_step;

@@ -25,6 +25,7 @@
 #include "workflows/interrupt.h"
 #include "workflows/png.h"
 #include "workflows/resume.h"
+#include "workflows/train_loop.h"
 
 namespace hfta {
 
@@ -113,17 +114,6 @@ GanSpec gan_spec(const HyperValues& all, const std::vector<int64_t>& ids, int64_
   spec.d_adam = spec.g_adam;
   spec.d_adam.lr = h.at("lr_d");
   return spec;
-}
-
-std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial) {
-  std::vector<std::vector<int64_t>> groups;
-  if (serial) {
-    for (int64_t b = 0; b < B; ++b) groups.push_back({b});
-  } else {
-    groups.emplace_back(static_cast<size_t>(B));
-    std::iota(groups[0].begin(), groups[0].end(), 0);
-  }
-  return groups;
 }
 
 std::string grid_path(const std::string& out, int64_t model, int64_t epoch) {

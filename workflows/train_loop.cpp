@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -49,6 +50,17 @@ ModelConfig model_config(const std::string& name, const Data& data, std::optiona
           .num_classes = data.train.num_classes,
           .dropout = dropout,
           .no_decay_norm_bias = no_decay_norm_bias};
+}
+
+std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial) {
+  std::vector<std::vector<int64_t>> groups;
+  if (serial) {
+    for (int64_t b = 0; b < B; ++b) groups.push_back({b});
+  } else {
+    groups.emplace_back(static_cast<size_t>(B));
+    std::iota(groups[0].begin(), groups[0].end(), 0);
+  }
+  return groups;
 }
 
 ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,

@@ -45,6 +45,10 @@ ModelConfig model_config(const std::string& name, const Data& data,
 
 // Models `ids` of a run (global indices: model b draws the initial weights of stream (seed, b))
 // built as one array, with their optimizer.
+// The arrays a run of B models trains: all B at once ({0, ..., B-1}), or with `serial` each
+// alone ({0}, {1}, ...).
+std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial);
+
 struct ModelArray {
   std::vector<int64_t> ids;
   std::unique_ptr<Model> model;

@@ -52,13 +52,7 @@ TrialResult run_trial(const TrialOptions& o) {
                         8 * o.batch_size, o.batch_size, o.seed, info.task == ModelTask::kSegment);
   ModelConfig config = model_config(o.model, data);
   config.plan = ExecutionPlan::parse(o.plan);
-  std::vector<std::vector<int64_t>> groups;
-  if (o.serial) {
-    for (int64_t b = 0; b < o.B; ++b) groups.push_back({b});
-  } else {
-    groups.emplace_back(static_cast<size_t>(o.B));
-    std::iota(groups[0].begin(), groups[0].end(), 0);
-  }
+  const std::vector<std::vector<int64_t>> groups = array_groups(o.B, o.serial);
 
   TrialResult r{};
   for (const auto& ids : groups) {

@@ -16,6 +16,7 @@
 #include "workflows/hyper.h"
 #include "workflows/train_bert.h"
 #include "workflows/train_lm.h"
+#include "workflows/train_loop.h"
 
 namespace hfta {
 
@@ -62,13 +63,7 @@ TrialResult run_trial_bert(const TrialOptions& o) {
   }
   const HyperValues h = resolve_hyper("adadelta", {{"lr", lr}}, o.B);
 
-  std::vector<std::vector<int64_t>> groups;
-  if (o.serial) {
-    for (int64_t b = 0; b < o.B; ++b) groups.push_back({b});
-  } else {
-    groups.emplace_back(static_cast<size_t>(o.B));
-    std::iota(groups[0].begin(), groups[0].end(), 0);
-  }
+  const std::vector<std::vector<int64_t>> groups = array_groups(o.B, o.serial);
   TrialResult r{};
   double tokens = 0.0;  // summed over models
   for (const auto& ids : groups) {

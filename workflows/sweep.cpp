@@ -57,14 +57,21 @@ void say(const std::string& line) {
 // `hfta trial`: one measurement, reported on stdout (protocol in sweep_process.h).
 void trial_command(const TrialOptions& options, bool wait_for_go) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the sweep that started us
+  TrialOptions o = options;
   if (wait_for_go) {
-    fmt::print("{}\n", kTrialReadyLine);
-    std::fflush(stdout);
-    std::string line;
-    HFTA_CHECK(std::getline(std::cin, line), "no go signal on stdin: the sweep went away");
+    // After setup and warm-up (the first array's, with --serial): loading times differ between
+    // processes by more than a few timed steps (a text corpus, a large model's init).
+    o.before_timed = [waited = false]() mutable {
+      if (waited) return;
+      waited = true;
+      fmt::print("{}\n", kTrialReadyLine);
+      std::fflush(stdout);
+      std::string line;
+      HFTA_CHECK(std::getline(std::cin, line), "no go signal on stdin: the sweep went away");
+    };
   }
   TrialReport report;
-  report.result = run_trial(options);
+  report.result = run_trial(o);
   report.end_ns = monotonic_ns();
   report.peak_rss_bytes = own_peak_rss_bytes();
   fmt::print("{}\n", format_trial_report(report));

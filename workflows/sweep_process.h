@@ -2,8 +2,8 @@
 // spawns children, watches them and turns what happened into a Measurement.
 //
 // Protocol of `hfta trial` (stdout; anything else on stdout is ignored):
-//   hfta-trial-ready              with --wait-for-go, once started; then it waits for one line on
-//                                 stdin before it builds and trains the models
+//   hfta-trial-ready              with --wait-for-go, once its models are built and warmed up;
+//                                 then it waits for one line on stdin before the timed steps
 //   hfta-trial-result key=value…  after run_trial: seconds, samples_per_second, step_ms,
 //                                 flops_per_step, params_per_model, end_ns (CLOCK_MONOTONIC, the
 //                                 same clock in every process) and peak_rss_bytes

@@ -358,6 +358,7 @@ TrialResult run_gan_trial(const TrialOptions& o) {
       }
     };
     run(o.warmup_steps);
+    if (o.before_timed) o.before_timed();
     gan.reset_profile();
     const auto start = Clock::now();
     run(o.steps);

@@ -60,6 +60,7 @@ TrialResult run_trial(const TrialOptions& o) {
     Loader loader(data.train, {.batch_size = o.batch_size, .seed = o.seed});
     Batch batch = loader.make_batch();
     train_steps(array, loader, batch, o.warmup_steps);
+    if (o.before_timed) o.before_timed();
     array.model->reset_profile();
     const auto start = std::chrono::steady_clock::now();
     train_steps(array, loader, batch, o.steps);

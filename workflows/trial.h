@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct TrialOptions {
   // and samples_per_second counts tokens.
   std::string text_files;
   int64_t vocab = 10000;
+  // Called before each array's timed steps, after its setup (data, model, plan choice) and
+  // warm-up: `hfta trial --wait-for-go` waits there for the sweep's go, so that processes
+  // training side by side time the same stretch of wall time, not their loading.
+  std::function<void()> before_timed;
 };
 
 struct TrialResult {

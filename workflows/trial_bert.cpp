@@ -85,6 +85,7 @@ TrialResult run_trial_bert(const TrialOptions& o) {
       }
     };
     steps(o.warmup_steps);
+    if (o.before_timed) o.before_timed();
     step_tokens = 0;
     const auto start = std::chrono::steady_clock::now();
     steps(o.steps);

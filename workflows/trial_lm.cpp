@@ -83,6 +83,7 @@ TrialResult run_trial_lm(const TrialOptions& o) {
       }
     };
     steps(o.warmup_steps);
+    if (o.before_timed) o.before_timed();
     model->reset_profile();
     step_tokens = 0;
     const auto start = std::chrono::steady_clock::now();

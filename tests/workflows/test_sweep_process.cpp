@@ -1,6 +1,7 @@
 // The sweep's processes: the `hfta trial` result line, combining concurrent windows, the process
 // runner against small shell scripts that play `hfta trial` (success, barrier, crash, signal,
 // memory budget, Ctrl-C), and a few runs of the real `hfta` binary (HFTA_CLI_PATH).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -379,6 +380,49 @@ TEST(RealSweep, CtrlCKeepsTheRowsSoFarAndFails) {
   CsvTable t = read_csv(csv.string());
   EXPECT_GE(t.rows.size(), rows);
   EXPECT_LT(t.rows.size(), 16u);  // it stopped early
+}
+
+// The barrier of concurrent processes (--wait-for-go) waits in TrialOptions::before_timed: once
+// per array, after its setup and warm-up and before its timed steps, for every kind of model.
+// (Before, it waited before the corpus was loaded and the model built, and processes whose
+// setup took longer than a few steps timed disjoint windows: window_overlap 0.1-0.3.)
+TEST(TrialBarrier, BeforeTimedRunsOncePerArrayAfterSetupAndOutsideTheTimedSteps) {
+  struct Case {
+    const char* model;
+    const char* dataset;
+  };
+  for (const Case c : {Case{"mlp", "synthetic"}, Case{"transformer", "synthetic-text"},
+                       Case{"bert", "synthetic-text"}, Case{"dcgan", "synthetic"}}) {
+    for (const bool serial : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} serial={}", c.model, serial));
+      TrialOptions o{.model = c.model,
+                     .dataset = c.dataset,
+                     .B = 2,
+                     .serial = serial,
+                     .batch_size = 2,
+                     .warmup_steps = 1,
+                     .steps = 1,
+                     .threads = 1,
+                     .plan = "fused",
+                     .image_size = 16,
+                     .vocab = 50};
+      int calls = 0;
+      Clock::time_point last_call;
+      o.before_timed = [&] {
+        ++calls;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // not counted
+        last_call = Clock::now();
+      };
+      const TrialResult r = run_trial(o);
+      const double since_last_call = seconds_since(last_call);
+      EXPECT_EQ(calls, serial ? 2 : 1);
+      // The timed steps (the last array's, with serial) ran after the call returned.
+      EXPECT_GT(r.seconds, 0.0);
+      if (!serial) {
+        EXPECT_LE(r.seconds, since_last_call);
+      }
+    }
+  }
 }
 
 }  // namespace

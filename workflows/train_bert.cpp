@@ -26,6 +26,7 @@
 #include "workflows/export.h"
 #include "workflows/hyper.h"
 #include "workflows/interrupt.h"
+#include "workflows/lm_run.h"
 #include "workflows/resume.h"
 #include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
@@ -117,18 +118,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
   HFTA_CHECK(o.plan == "auto" || o.plan == "fused", "--plan {}: BERT runs the fused plan only",
              o.plan);
   const int64_t B = array_size(o.hyper);
-  const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
-  const std::vector<float> clip =
-      o.clip.empty() ? std::vector<float>{} : expand_per_model(o.clip, B, "--clip");
-  const std::vector<float> gamma = expand_per_model(o.lr_gamma, B, "--lr-gamma");
-  const std::vector<int64_t> step_size = expand_per_model(o.lr_step_size, B, "--lr-step-size");
-  for (int64_t b = 0; b < B; ++b) {
-    LrSchedule::step_decay(step_size[static_cast<size_t>(b)], gamma[static_cast<size_t>(b)])
-        .check();
-    if (!clip.empty())
-      HFTA_CHECK(std::isfinite(clip[static_cast<size_t>(b)]) && clip[static_cast<size_t>(b)] > 0,
-                 "model {}: --clip must be positive, got {}", b, clip[static_cast<size_t>(b)]);
-  }
+  const LmRunHyper hyper = lm_run_hyper(o, B);
   HFTA_CHECK(o.bptt >= 1 && o.bptt <= kBertMaxPositions,
              "--bptt must be in [1, {}] for BERT (its position table), got {}", kBertMaxPositions,
              o.bptt);
@@ -160,23 +150,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
   HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
 
   const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
-  std::vector<std::optional<Checkpoint>> resume(groups.size());
-  if (o.resume) {
-    std::map<int64_t, int64_t> epochs_done;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
-      if (!std::filesystem::exists(path)) continue;
-      resume[g] = load_checkpoint(path);
-      check_lm_resumable(*resume[g], path, o, info, lm_hyper(h, clip, gamma, step_size, groups[g]),
-                         groups[g]);
-      check_lm_checkpoint(*resume[g], path);
-      for (int64_t id : groups[g]) epochs_done[id] = resume[g]->epoch;
-    }
-    HFTA_CHECK(!epochs_done.empty(),
-               "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
-               checkpoint_path(o.out, o.serial, groups[0]));
-    prune_lm_metrics(o.out + "/metrics.csv", epochs_done);
-  }
+  const std::vector<std::optional<Checkpoint>> resume = load_lm_resume(o, groups, info, hyper);
   CsvWriter metrics(o.out + "/metrics.csv",
                     {"model", "epoch", "steps", "lr", "train_loss", "valid_loss", "valid_accuracy",
                      "tokens_per_s"},
@@ -213,103 +187,46 @@ TrainResult run_train_bert(const TrainOptions& o) {
         {.B = G, .streams = o.batch_size, .seed = o.seed, .model_ids = group, .config = config},
         predicted_per_stream);
     Net& net = model->net();
-    const HyperValues gh = pick_models(h, group);
-    auto optimizer = make_optimizer(o.optimizer, net, gh, o.no_decay_norm_bias);
-    std::vector<TensorView> grads;
-    for (const Param& p : net.params()) grads.push_back(p.grad);
-    std::vector<float> group_clip, lr(static_cast<size_t>(G));
-    for (int64_t id : group)
-      if (!clip.empty()) group_clip.push_back(clip[static_cast<size_t>(id)]);
-    const auto hyper = lm_hyper(h, clip, gamma, step_size, group);
-
-    LmProgress p{.epoch_loss = std::vector<double>(nG, 0.0),
-                 .last_train_loss = std::vector<double>(nG, 0.0)};
-    if (resume[gi]) {
-      p = restore_lm_checkpoint(*resume[gi], net, *optimizer);
-      fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, p.step,
-                 p.epochs_done + 1, p.batch_in_epoch);
-    }
-    const std::string path = checkpoint_path(o.out, o.serial, group);
-    auto fill = [&](Checkpoint& c) {
-      fill_lm_checkpoint(c, o, config, group, hyper, p, net, *optimizer, info);
-    };
-    PeriodicCheckpoints periodic(
-        path,
-        {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
-         .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
-        fill,
-        [&](const std::string& line) {
-          fmt::print("{}: {}\n", who, line);
-          std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
-        },
-        [&](Checkpoint& c) {  // on the writer thread: shapes only, never the training's values
-          capture_tensors(net, optimizer.get(), c.tensors, /*values=*/false);
-        });
-    periodic.start(p.step);
-    auto save = [&] {
-      if (o.checkpoint) periodic.save_now(p.step);
-    };
+    LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
+    LmProgress& p = run.progress();
 
     MlmWindow w = train.make_window();
     bool trained = false;
     for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
       trained = true;
-      for (int64_t g = 0; g < G; ++g) {
-        const size_t id = static_cast<size_t>(group[static_cast<size_t>(g)]);
-        lr[static_cast<size_t>(g)] = static_cast<float>(
-            LrSchedule::step_decay(step_size[id], gamma[id]).lr_at(h.at("lr")[id], epoch));
-      }
-      optimizer->set_lr(lr);
+      run.begin_epoch(epoch);
       // Resuming inside this epoch: its first windows are done (a window's tokens and mask
       // follow from (epoch, step) alone, so the rest are those of the uninterrupted run).
-      if (p.batch_in_epoch == 0) std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
       int64_t tokens = 0;
       const auto epoch_start = Clock::now();
       for (int64_t step = p.batch_in_epoch; step < steps_per_epoch; ++step) {
         // Window `step` of the pass, masked by the run's global step: a new mask every epoch.
         train.fill(step, o.seed, static_cast<uint64_t>(epoch * steps_per_epoch + step), w);
         model->train_step(w.batch());
-        if (!group_clip.empty()) clip_grad_norm_per_model(grads, G, group_clip);
-        optimizer->step(net.param_arena(), net.grad_arena());
-        for (size_t g = 0; g < nG; ++g) p.epoch_loss[g] += model->losses()[g];
+        run.step(model->losses(), step + 1);
         tokens += w.streams * w.length;
-        ++p.step;
-        p.batch_in_epoch = step + 1;
-        periodic.after_step(p.step);
-        if (InterruptGuard::interrupted()) {
-          save();
-          fail("interrupted after step {}{}", p.step,
-               o.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
-                                          "--resume to continue",
-                                          path)
-                            : "");
-        }
       }
       const double train_s = seconds_since(epoch_start);
       const double tokens_per_s = static_cast<double>(tokens * G) / std::max(train_s, 1e-9);
       const EvalResult v = evaluate(*model, valid, o.seed);
-      for (size_t gi2 = 0; gi2 < nG; ++gi2) {
-        const int64_t id = group[gi2];
-        const double tl = p.epoch_loss[gi2] / static_cast<double>(steps_per_epoch);
-        p.last_train_loss[gi2] = tl;
+      const std::vector<double> tl = run.train_losses(steps_per_epoch);
+      for (size_t g = 0; g < nG; ++g) {
+        const int64_t id = group[g];
+        const float lr = run.lr()[g];
         metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps_per_epoch),
-                     num(lr[gi2]), num(tl), num(v.loss[gi2]), num(v.accuracy[gi2]),
-                     num(tokens_per_s)});
+                     num(lr), num(tl[g]), num(v.loss[g]), num(v.accuracy[g]), num(tokens_per_s)});
         fmt::print(
             "model {} epoch {}: lr {:g}, train loss {:.3f}, valid MLM loss {:.3f}, valid MLM "
             "accuracy {:.2f}%, {:.0f} tokens/s (array)\n",
-            id, epoch + 1, lr[gi2], tl, v.loss[gi2], 100.0 * v.accuracy[gi2], tokens_per_s);
-        valid_loss[static_cast<size_t>(id)] = v.loss[gi2];
-        valid_acc[static_cast<size_t>(id)] = v.accuracy[gi2];
+            id, epoch + 1, lr, tl[g], v.loss[g], 100.0 * v.accuracy[g], tokens_per_s);
+        valid_loss[static_cast<size_t>(id)] = v.loss[g];
+        valid_acc[static_cast<size_t>(id)] = v.accuracy[g];
       }
       std::fflush(stdout);
-      std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
-      p.epochs_done = epoch + 1;
-      p.batch_in_epoch = 0;
-      save();
+      run.end_epoch(epoch);
     }
-    periodic.wait();  // an error of the last background write fails the run
-    if (!trained) {   // resumed a finished run: report it again
+    run.wait();      // an error of the last background write fails the run
+    if (!trained) {  // resumed a finished run: report it again
       const EvalResult v = evaluate(*model, valid, o.seed);
       for (size_t g = 0; g < nG; ++g) {
         valid_loss[static_cast<size_t>(group[g])] = v.loss[g];
@@ -347,20 +264,15 @@ TrainResult run_train_bert(const TrainOptions& o) {
   }
   result.wall_seconds = seconds_since(start);
 
-  std::vector<std::string> header = {"model"};
-  for (const auto& [name, values] : h) header.push_back(name);
-  for (const char* c : {"clip", "lr_gamma", "lr_step_size", "train_loss", "valid_loss",
-                        "valid_accuracy", "test_loss", "test_accuracy", "wall_s"})
+  std::vector<std::string> header = hyper.summary_header();
+  for (const char* c :
+       {"train_loss", "valid_loss", "valid_accuracy", "test_loss", "test_accuracy", "wall_s"})
     header.emplace_back(c);
   CsvWriter summary(o.out + "/summary.csv", header);
   for (int64_t b = 0; b < B; ++b) {
     const size_t i = static_cast<size_t>(b);
     const ModelResult& r = result.models[i];
-    std::vector<std::string> row = {std::to_string(b)};
-    for (const auto& [name, values] : h) row.push_back(num(values[i]));
-    row.push_back(clip.empty() ? "" : num(clip[i]));
-    row.push_back(num(gamma[i]));
-    row.push_back(std::to_string(step_size[i]));
+    std::vector<std::string> row = hyper.summary_row(b);
     row.push_back(num(r.final_train_loss));
     row.push_back(num(valid_loss[i]));
     row.push_back(num(valid_acc[i]));

@@ -26,6 +26,7 @@
 #include "workflows/checkpoint_writer.h"
 #include "workflows/csv.h"
 #include "workflows/interrupt.h"
+#include "workflows/lm_run.h"
 #include "workflows/resume.h"
 #include "workflows/train_loop.h"
 
@@ -312,18 +313,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
   const ExecutionPlan plan =
       o.plan == "auto" ? ExecutionPlan::fused() : ExecutionPlan::parse(o.plan);
   const int64_t B = array_size(o.hyper);
-  const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
-  const std::vector<float> clip =
-      o.clip.empty() ? std::vector<float>{} : expand_per_model(o.clip, B, "--clip");
-  const std::vector<float> gamma = expand_per_model(o.lr_gamma, B, "--lr-gamma");
-  const std::vector<int64_t> step_size = expand_per_model(o.lr_step_size, B, "--lr-step-size");
-  for (int64_t b = 0; b < B; ++b) {
-    LrSchedule::step_decay(step_size[static_cast<size_t>(b)], gamma[static_cast<size_t>(b)])
-        .check();
-    if (!clip.empty())
-      HFTA_CHECK(std::isfinite(clip[static_cast<size_t>(b)]) && clip[static_cast<size_t>(b)] > 0,
-                 "model {}: --clip must be positive, got {}", b, clip[static_cast<size_t>(b)]);
-  }
+  const LmRunHyper hyper = lm_run_hyper(o, B);
   if (o.threads > 0) cpu::set_num_threads(o.threads);
 
   const TextCorpus corpus = load_lm_corpus({.dataset = o.dataset,
@@ -354,23 +344,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
   HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
 
   const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
-  std::vector<std::optional<Checkpoint>> resume(groups.size());
-  if (o.resume) {
-    std::map<int64_t, int64_t> epochs_done;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
-      if (!std::filesystem::exists(path)) continue;
-      resume[g] = load_checkpoint(path);
-      check_lm_resumable(*resume[g], path, o, info, lm_hyper(h, clip, gamma, step_size, groups[g]),
-                         groups[g]);
-      check_lm_checkpoint(*resume[g], path);
-      for (int64_t id : groups[g]) epochs_done[id] = resume[g]->epoch;
-    }
-    HFTA_CHECK(!epochs_done.empty(),
-               "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
-               checkpoint_path(o.out, o.serial, groups[0]));
-    prune_lm_metrics(o.out + "/metrics.csv", epochs_done);
-  }
+  const std::vector<std::optional<Checkpoint>> resume = load_lm_resume(o, groups, info, hyper);
   CsvWriter metrics(o.out + "/metrics.csv", metrics_header(),
                     o.resume && std::filesystem::exists(o.out + "/metrics.csv"));
 
@@ -417,101 +391,41 @@ TrainResult run_train_lm(const TrainOptions& o) {
                                                .plan = plan,
                                                .threads = o.threads});
     Net& net = model->net();
-    const HyperValues gh = pick_models(h, group);
-    auto optimizer = make_optimizer(o.optimizer, net, gh, o.no_decay_norm_bias);
-    std::vector<TensorView> grads;
-    for (const Param& p : net.params()) grads.push_back(p.grad);
-    std::vector<float> group_clip, lr(nG);
-    for (int64_t id : group)
-      if (!clip.empty()) group_clip.push_back(clip[static_cast<size_t>(id)]);
-    const auto hyper = lm_hyper(h, clip, gamma, step_size, group);
-
-    LmProgress p{.epoch_loss = std::vector<double>(nG, 0.0),
-                 .last_train_loss = std::vector<double>(nG, 0.0)};
-    if (resume[gi]) {
-      p = restore_lm_checkpoint(*resume[gi], net, *optimizer);
-      fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, p.step,
-                 p.epochs_done + 1, p.batch_in_epoch);
-    }
-    const std::string path = checkpoint_path(o.out, o.serial, group);
-    auto fill = [&](Checkpoint& c) {
-      fill_lm_checkpoint(c, o, config, group, hyper, p, net, *optimizer, info);
-    };
-    PeriodicCheckpoints periodic(
-        path,
-        {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
-         .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
-        fill,
-        [&](const std::string& line) {
-          fmt::print("{}: {}\n", who, line);
-          std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
-        },
-        [&](Checkpoint& c) {  // on the writer thread: shapes only, never the training's values
-          capture_tensors(net, optimizer.get(), c.tensors, /*values=*/false);
-        });
-    periodic.start(p.step);
-    auto save = [&] {
-      if (o.checkpoint) periodic.save_now(p.step);
-    };
+    LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
+    LmProgress& p = run.progress();
 
     TokenWindow w = train.make_window();
     std::vector<double> vloss;
     for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
-      for (int64_t g = 0; g < G; ++g) {
-        const size_t id = static_cast<size_t>(group[static_cast<size_t>(g)]);
-        lr[static_cast<size_t>(g)] = static_cast<float>(
-            LrSchedule::step_decay(step_size[id], gamma[id]).lr_at(h.at("lr")[id], epoch));
-      }
-      optimizer->set_lr(lr);
+      run.begin_epoch(epoch);
       int64_t steps = 0, tokens = 0;
       train.restart();
-      if (p.batch_in_epoch > 0) {  // resuming inside this epoch: its first windows are done
-        while (steps < p.batch_in_epoch && train.next(w)) ++steps;
-      } else {
-        std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
-      }
+      // Resuming inside this epoch: its first windows are done.
+      while (steps < p.batch_in_epoch && train.next(w)) ++steps;
       const auto epoch_start = Clock::now();
       while (steps < steps_per_epoch && train.next(w)) {
         model->train_step(w.inputs(), w.targets());
-        if (!group_clip.empty()) clip_grad_norm_per_model(grads, G, group_clip);
-        optimizer->step(net.param_arena(), net.grad_arena());
-        for (size_t g = 0; g < nG; ++g) p.epoch_loss[g] += model->losses()[g];
-        ++steps;
-        ++p.step;
-        p.batch_in_epoch = steps;
+        run.step(model->losses(), ++steps);
         tokens += w.streams * w.length;
-        periodic.after_step(p.step);
-        if (InterruptGuard::interrupted()) {
-          save();
-          fail("interrupted after step {}{}", p.step,
-               o.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
-                                          "--resume to continue",
-                                          path)
-                            : "");
-        }
       }
       const double train_s = seconds_since(epoch_start);
       const double tokens_per_s = static_cast<double>(tokens * G) / std::max(train_s, 1e-9);
       vloss = evaluate_lm(*model, valid);
+      const std::vector<double> tl = run.train_losses(steps);
       for (size_t g = 0; g < nG; ++g) {
         const int64_t id = group[g];
-        const double tl = p.epoch_loss[g] / static_cast<double>(std::max<int64_t>(1, steps));
-        p.last_train_loss[g] = tl;
-        metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps),
-                     num(lr[g]), num(tl), num(vloss[g]), num(std::exp(vloss[g])),
-                     num(tokens_per_s)});
+        const float lr = run.lr()[g];
+        metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps), num(lr),
+                     num(tl[g]), num(vloss[g]), num(std::exp(vloss[g])), num(tokens_per_s)});
         fmt::print(
             "model {} epoch {}: lr {:g}, train loss {:.3f}, valid loss {:.3f}, valid ppl {:.1f}, "
             "{:.0f} tokens/s (array)\n",
-            id, epoch + 1, lr[g], tl, vloss[g], std::exp(vloss[g]), tokens_per_s);
+            id, epoch + 1, lr, tl[g], vloss[g], std::exp(vloss[g]), tokens_per_s);
       }
       std::fflush(stdout);
-      std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
-      p.epochs_done = epoch + 1;
-      p.batch_in_epoch = 0;
-      save();
+      run.end_epoch(epoch);
     }
-    periodic.wait();      // an error of the last background write fails the run
+    run.wait();           // an error of the last background write fails the run
     if (vloss.empty()) {  // resumed a finished run: report it again
       vloss = evaluate_lm(*model, valid);
       fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
@@ -532,20 +446,14 @@ TrainResult run_train_lm(const TrainOptions& o) {
   }
   result.wall_seconds = seconds_since(start);
 
-  std::vector<std::string> header = {"model"};
-  for (const auto& [name, values] : h) header.push_back(name);
-  for (const char* c : {"clip", "lr_gamma", "lr_step_size", "train_loss", "valid_ppl", "test_loss",
-                        "test_ppl", "wall_s"})
+  std::vector<std::string> header = hyper.summary_header();
+  for (const char* c : {"train_loss", "valid_ppl", "test_loss", "test_ppl", "wall_s"})
     header.emplace_back(c);
   CsvWriter summary(o.out + "/summary.csv", header);
   for (int64_t b = 0; b < B; ++b) {
     const size_t i = static_cast<size_t>(b);
     const ModelResult& r = result.models[i];
-    std::vector<std::string> row = {std::to_string(b)};
-    for (const auto& [name, values] : h) row.push_back(num(values[i]));
-    row.push_back(clip.empty() ? "" : num(clip[i]));
-    row.push_back(num(gamma[i]));
-    row.push_back(std::to_string(step_size[i]));
+    std::vector<std::string> row = hyper.summary_row(b);
     row.push_back(num(r.final_train_loss));
     row.push_back(num(valid_ppl[i]));
     row.push_back(num(r.test_loss));

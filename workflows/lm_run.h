@@ -1,0 +1,110 @@
+// What the two language-model runs (`hfta train --model transformer`: train_lm.cpp; `--model
+// bert`: train_bert.cpp) do alike around their models' own steps: the per-model clip and StepLR
+// values, --resume's checkpoints, and per array the optimizer, clipping, learning rates, progress
+// and checkpoints of an epoch loop. Internal to those two runs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/net.h"
+#include "optim/optimizer.h"
+#include "workflows/checkpoint.h"
+#include "workflows/checkpoint_writer.h"
+#include "workflows/hyper.h"
+#include "workflows/train.h"
+#include "workflows/train_lm.h"
+
+namespace hfta {
+
+// A run's per-model values: the optimizer's hyperparameters and --clip, --lr-gamma,
+// --lr-step-size, expanded to B models.
+struct LmRunHyper {
+  HyperValues optimizer;
+  std::vector<float> clip;  // empty: no clipping
+  std::vector<float> gamma;
+  std::vector<int64_t> step_size;
+
+  // What a checkpoint of models `ids` records and --resume compares (lm_hyper).
+  std::map<std::string, std::vector<double>> record(const std::vector<int64_t>& ids) const {
+    return lm_hyper(optimizer, clip, gamma, step_size, ids);
+  }
+  // summary.csv's first columns (model, the optimizer's hyperparameters, clip, lr_gamma,
+  // lr_step_size) and model b's values in them.
+  std::vector<std::string> summary_header() const;
+  std::vector<std::string> summary_row(int64_t b) const;
+};
+
+// Throws hfta::Error naming the flag and model for a bad value (a clip that is not positive, a
+// StepLR that is not a schedule).
+LmRunHyper lm_run_hyper(const TrainOptions& options, int64_t B);
+
+// --resume: the checkpoint of each group of `groups` (none where a group has none yet), each
+// checked against this run (flags, vocabulary, tensor shapes), with <out>/metrics.csv cut back to
+// the epochs the checkpoints hold. Without --resume, no checkpoints.
+std::vector<std::optional<Checkpoint>> load_lm_resume(
+    const TrainOptions& options, const std::vector<std::vector<int64_t>>& groups,
+    const LmCheckpointInfo& info, const LmRunHyper& hyper);
+
+// One array of a language-model run: its optimizer, each model's gradient clipping and StepLR,
+// its progress through the epochs, and its checkpoints (after every epoch, on Ctrl-C, and
+// periodically in the background). The run's loop:
+//
+//   LmArrayRun run(o, net, group, hyper, config, info, resume[g], who);
+//   for (epoch = run.progress().epochs_done; epoch < o.epochs; ++epoch) {
+//     run.begin_epoch(epoch);
+//     for (each window after the progress' batch_in_epoch) {
+//       model.train_step(...);
+//       run.step(model.losses(), windows done in this epoch);
+//     }
+//     train_loss = run.train_losses(windows); ... metrics ...; run.end_epoch(epoch);
+//   }
+//   run.wait();
+class LmArrayRun {
+ public:
+  // Restores `resume` into `net` and the optimizer when given. `who` names the array in logs.
+  LmArrayRun(const TrainOptions& options, Net& net, const std::vector<int64_t>& group,
+             const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info,
+             const std::optional<Checkpoint>& resume, std::string who);
+  LmArrayRun(const LmArrayRun&) = delete;
+  LmArrayRun& operator=(const LmArrayRun&) = delete;
+
+  LmProgress& progress() { return progress_; }
+  const std::vector<float>& lr() const { return lr_; }
+  // Sets epoch `epoch`'s learning rates (each model's StepLR), and zeroes the loss sums unless
+  // the run resumes inside this epoch.
+  void begin_epoch(int64_t epoch);
+  // After a window's forward and backward: clips each model's gradient, steps the optimizer,
+  // adds `losses` (per model), counts the step (`windows_done` of this epoch so far), takes a
+  // periodic checkpoint when one is due, and on Ctrl-C saves one and throws.
+  void step(const std::vector<float>& losses, int64_t windows_done);
+  // Each model's mean training loss over the epoch's `windows`, kept as its last.
+  std::vector<double> train_losses(int64_t windows);
+  // Epoch `epoch` is finished: a checkpoint of it.
+  void end_epoch(int64_t epoch);
+  // Waits for the background write in flight (an error of it fails the run).
+  void wait() { periodic_.wait(); }
+
+ private:
+  void save();
+
+  const TrainOptions& o_;
+  Net& net_;
+  std::vector<int64_t> group_;
+  const LmRunHyper& hyper_;
+  const LmConfig& config_;
+  const LmCheckpointInfo& info_;
+  std::map<std::string, std::vector<double>> record_;  // hyper_.record(group_)
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<TensorView> grads_;
+  std::vector<float> clip_, lr_;  // this array's
+  LmProgress progress_;
+  std::string path_, who_;
+  PeriodicCheckpoints periodic_;
+};
+
+}  // namespace hfta

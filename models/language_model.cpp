@@ -168,9 +168,9 @@ const Net& LanguageModel::profiled_net() const {
   return net();
 }
 
-LanguageModel::ProfileShare LanguageModel::attention_profile() const {
-  ProfileShare s;
-  for (const Net::NodeTime& t : profiled_net().profile()) {
+AttentionShare attention_share(const Net& net) {
+  AttentionShare s;
+  for (const Net::NodeTime& t : net.profile()) {
     const double ms = t.forward_ms + t.backward_ms;
     s.total_ms += ms;
     if (t.node.find("Attention(") != std::string::npos) s.attention_ms += ms;
@@ -178,11 +178,19 @@ LanguageModel::ProfileShare LanguageModel::attention_profile() const {
   return s;
 }
 
-std::string LanguageModel::profile_report() const {
-  const ProfileShare s = attention_profile();
+LanguageModel::ProfileShare LanguageModel::attention_profile() const {
+  return attention_share(profiled_net());
+}
+
+std::string attention_profile_report(const std::string& name, const Net& net) {
+  const AttentionShare s = attention_share(net);
   return fmt::format("{} {}\nattention: {:.3f} of {:.3f} ms per step in the net's nodes ({:.1f}%)",
-                     name_, profiled_net().profile_report(), s.attention_ms, s.total_ms,
+                     name, net.profile_report(), s.attention_ms, s.total_ms,
                      s.total_ms > 0 ? 100.0 * s.attention_ms / s.total_ms : 0.0);
+}
+
+std::string LanguageModel::profile_report() const {
+  return attention_profile_report(name_, profiled_net());
 }
 
 namespace {

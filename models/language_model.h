@@ -56,6 +56,15 @@ struct LanguageModelSpec {
 // Records logits [T, V] from the shared tokens [T].
 using LmDefinition = Value (*)(Net& net, Value tokens, const LmConfig& config);
 
+// Milliseconds per step of a profiled net (HFTA_PROFILE=1, models/net.h): in its attention
+// nodes, and in all its nodes (forward + backward).
+struct AttentionShare {
+  double attention_ms = 0.0, total_ms = 0.0;
+};
+AttentionShare attention_share(const Net& net);
+// `name`, the net's node-by-node profile, and the attention nodes' share of it.
+std::string attention_profile_report(const std::string& name, const Net& net);
+
 class LanguageModel {
  public:
   // Throws hfta::Error for sizes out of range (naming the flag).
@@ -93,11 +102,8 @@ class LanguageModel {
   void reset_profile();
   // The full-length windows' net, node by node (ms per step), then the attention nodes' share.
   std::string profile_report() const;
-  // Milliseconds per step of the full-length windows' net: in its attention nodes, and in all
-  // its nodes (forward + backward).
-  struct ProfileShare {
-    double attention_ms = 0.0, total_ms = 0.0;
-  };
+  // attention_share of the full-length windows' net.
+  using ProfileShare = AttentionShare;
   ProfileShare attention_profile() const;
 
  private:

@@ -122,5 +122,9 @@ LmEvaluation evaluate_lm_checkpoint(const Checkpoint& checkpoint, const std::str
 // Adadelta with per-model learning rates; samples_per_second counts tokens. With HFTA_PROFILE=1
 // it prints the per-node profile and the attention nodes' share of a step on stderr.
 TrialResult run_trial_lm(const TrialOptions& options);
+// HFTA_PROFILE=1's closing lines of a language model's trial (run_trial_lm, run_trial_bert): the
+// net's node-by-node `report` and the attention nodes' share of a whole step of `step_ms`.
+void print_attention_profile(const std::string& report, const AttentionShare& share,
+                             double step_ms);
 
 }  // namespace hfta

@@ -86,10 +86,15 @@ TrialResult run_trial_bert(const TrialOptions& o) {
     };
     steps(o.warmup_steps);
     if (o.before_timed) o.before_timed();
+    net.reset_profile();
     step_tokens = 0;
     const auto start = std::chrono::steady_clock::now();
     steps(o.steps);
-    r.seconds += seconds_since(start);
+    const double seconds = seconds_since(start);
+    r.seconds += seconds;
+    if (net.profiling())
+      print_attention_profile(attention_profile_report(o.model, net), attention_share(net),
+                              seconds / static_cast<double>(o.steps) * 1000.0);
     tokens += static_cast<double>(G * step_tokens);
     r.params_per_model = model->params_per_model();
     r.plan = "fused";

@@ -20,6 +20,15 @@
 
 namespace hfta {
 
+void print_attention_profile(const std::string& report, const AttentionShare& share,
+                             double step_ms) {
+  fmt::print(stderr,
+             "{}\nattention: {:.1f}% of a whole step ({:.3f} of {:.3f} ms, with clip and "
+             "Adadelta)\n",
+             report, step_ms > 0 ? 100.0 * share.attention_ms / step_ms : 0.0, share.attention_ms,
+             step_ms);
+}
+
 TrialResult run_trial_lm(const TrialOptions& o) {
   HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
   HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
@@ -91,15 +100,9 @@ TrialResult run_trial_lm(const TrialOptions& o) {
     const double seconds = seconds_since(start);
     r.seconds += seconds;
     tokens += static_cast<double>(G * step_tokens);
-    if (model->profiling()) {
-      const LanguageModel::ProfileShare s = model->attention_profile();
-      const double step_ms = seconds / static_cast<double>(o.steps) * 1000.0;
-      fmt::print(stderr,
-                 "{}\nattention: {:.1f}% of a whole step ({:.3f} of {:.3f} ms, with clip and "
-                 "Adadelta)\n",
-                 model->profile_report(), step_ms > 0 ? 100.0 * s.attention_ms / step_ms : 0.0,
-                 s.attention_ms, step_ms);
-    }
+    if (model->profiling())
+      print_attention_profile(model->profile_report(), model->attention_profile(),
+                              seconds / static_cast<double>(o.steps) * 1000.0);
     r.params_per_model = model->params_per_model();
     r.plan = model->plan().str();
     r.flops_per_step += static_cast<double>(G * o.batch_size) * net.train_flops_per_sample();

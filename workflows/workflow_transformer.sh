@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Transformer language model's fusion-count sweep, in tokens/s (HFTA's examples/transformer:
 # emsize 128, nhid 128, 2 layers, 2 heads, bptt 32): serial, concurrent and fused training of
-# B = 1..8 models, 20 token streams per step, three repeats of 2 warm-up + 5 timed steps each,
+# B = 1..8 models, 20 token streams per step, three repeats of 5 warm-up + 30 timed steps each,
 # then the plots. The samples/s columns of throughput.csv count tokens for a language model.
 # Real text by default: Debian's fortunes (apt-get install fortunes); without it, or with
 # DATA=synthetic, a seeded stream of a 10000-word vocabulary (no files needed).
@@ -16,5 +16,5 @@ else
   data=(--dataset synthetic-text --vocab 10000)
 fi
 exec "$(dirname "$0")/sweep_workflow.sh" workflow_transformer.sh transformer "${data[@]}" \
-  --modes serial,concurrent,fused --B 1,2,4,8 --repeats 3 --batch-size 20 --warmup 2 \
-  --steps 5 --seed 1 "$@"
+  --modes serial,concurrent,fused --B 1,2,4,8 --repeats 3 --batch-size 20 --warmup 5 \
+  --steps 30 --seed 1 "$@"

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -121,6 +123,25 @@ TEST(Transformer, DropoutZeroGivesTheSameLossInTrainingAndEvaluation) {
   EXPECT_EQ(train, m->losses());
   // An untrained model is close to uniform over the vocabulary.
   EXPECT_NEAR(train[0], std::log(static_cast<float>(kVocab)), 1.0f);
+}
+
+// HFTA_PROFILE=1: the attention nodes' time is a positive part of the net's, and the report
+// names it (hfta trial prints the share of a step from these).
+TEST(Transformer, ProfileGivesTheAttentionNodesShare) {
+  ASSERT_EQ(setenv("HFTA_PROFILE", "1", 1), 0);
+  auto m = make_language_model("transformer", spec_for(2, {}, 0.0f));
+  ASSERT_EQ(unsetenv("HFTA_PROFILE"), 0);
+  ASSERT_TRUE(m->profiling());
+  Window w = random_window(3, kBptt);
+  for (int step = 0; step < 2; ++step) m->train_step(w.inputs(kBptt), w.targets(kBptt));
+  const AttentionShare s = m->attention_profile();
+  EXPECT_GT(s.attention_ms, 0.0);
+  EXPECT_GT(s.total_ms, s.attention_ms);
+  const std::string report = m->profile_report();
+  EXPECT_NE(report.find("Attention(2 heads, causal"), std::string::npos) << report;
+  EXPECT_NE(report.find("attention: "), std::string::npos) << report;
+  m->reset_profile();
+  EXPECT_EQ(m->attention_profile().total_ms, 0.0);
 }
 
 TEST(Transformer, DropoutChangesTrainingLossesOnly) {

@@ -104,6 +104,7 @@ LmArrayRun::LmArrayRun(const TrainOptions& o, Net& net, const std::vector<int64_
                                info_);
           },
           [this](const std::string& line) {
+            if (bar_) bar_->finish();  // a mid-epoch line must not land inside the bar
             fmt::print("{}: {}\n", who_, line);
             std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
           },
@@ -121,7 +122,7 @@ LmArrayRun::LmArrayRun(const TrainOptions& o, Net& net, const std::vector<int64_
   periodic_.start(progress_.step);
 }
 
-void LmArrayRun::begin_epoch(int64_t epoch) {
+void LmArrayRun::begin_epoch(int64_t epoch, int64_t windows) {
   for (size_t g = 0; g < group_.size(); ++g) {
     const size_t id = static_cast<size_t>(group_[g]);
     lr_[g] = static_cast<float>(LrSchedule::step_decay(hyper_.step_size[id], hyper_.gamma[id])
@@ -130,6 +131,8 @@ void LmArrayRun::begin_epoch(int64_t epoch) {
   optimizer_->set_lr(lr_);
   if (progress_.batch_in_epoch == 0)
     std::fill(progress_.epoch_loss.begin(), progress_.epoch_loss.end(), 0.0);
+  bar_.emplace(fmt::format("epoch {}/{} {}", epoch + 1, o_.epochs, who_), windows,
+               o_.progress && stdout_is_terminal());
 }
 
 void LmArrayRun::step(const std::vector<float>& losses, int64_t windows_done) {
@@ -138,6 +141,7 @@ void LmArrayRun::step(const std::vector<float>& losses, int64_t windows_done) {
   for (size_t g = 0; g < group_.size(); ++g) progress_.epoch_loss[g] += losses[g];
   ++progress_.step;
   progress_.batch_in_epoch = windows_done;
+  if (bar_) bar_->update(windows_done, format_losses(losses));
   periodic_.after_step(progress_.step);
   if (InterruptGuard::interrupted()) {
     save();
@@ -150,6 +154,7 @@ void LmArrayRun::step(const std::vector<float>& losses, int64_t windows_done) {
 }
 
 std::vector<double> LmArrayRun::train_losses(int64_t windows) {
+  if (bar_) bar_->finish();
   for (size_t g = 0; g < group_.size(); ++g)
     progress_.last_train_loss[g] =
         progress_.epoch_loss[g] / static_cast<double>(std::max<int64_t>(1, windows));

@@ -16,6 +16,7 @@
 #include "workflows/checkpoint.h"
 #include "workflows/checkpoint_writer.h"
 #include "workflows/hyper.h"
+#include "workflows/progress.h"
 #include "workflows/train.h"
 #include "workflows/train_lm.h"
 
@@ -56,7 +57,7 @@ std::vector<std::optional<Checkpoint>> load_lm_resume(
 //
 //   LmArrayRun run(o, net, group, hyper, config, info, resume[g], who);
 //   for (epoch = run.progress().epochs_done; epoch < o.epochs; ++epoch) {
-//     run.begin_epoch(epoch);
+//     run.begin_epoch(epoch, windows);
 //     for (each window after the progress' batch_in_epoch) {
 //       model.train_step(...);
 //       run.step(model.losses(), windows done in this epoch);
@@ -75,14 +76,16 @@ class LmArrayRun {
 
   LmProgress& progress() { return progress_; }
   const std::vector<float>& lr() const { return lr_; }
-  // Sets epoch `epoch`'s learning rates (each model's StepLR), and zeroes the loss sums unless
-  // the run resumes inside this epoch.
-  void begin_epoch(int64_t epoch);
+  // Sets epoch `epoch`'s learning rates (each model's StepLR), zeroes the loss sums unless the
+  // run resumes inside this epoch, and starts its progress bar over `windows` steps (on a
+  // terminal, unless --no-progress).
+  void begin_epoch(int64_t epoch, int64_t windows);
   // After a window's forward and backward: clips each model's gradient, steps the optimizer,
   // adds `losses` (per model), counts the step (`windows_done` of this epoch so far), takes a
   // periodic checkpoint when one is due, and on Ctrl-C saves one and throws.
   void step(const std::vector<float>& losses, int64_t windows_done);
-  // Each model's mean training loss over the epoch's `windows`, kept as its last.
+  // Each model's mean training loss over the epoch's `windows`, kept as its last; clears the
+  // progress bar for the epoch's lines.
   std::vector<double> train_losses(int64_t windows);
   // Epoch `epoch` is finished: a checkpoint of it.
   void end_epoch(int64_t epoch);
@@ -104,6 +107,7 @@ class LmArrayRun {
   std::vector<float> clip_, lr_;  // this array's
   LmProgress progress_;
   std::string path_, who_;
+  std::optional<ProgressBar> bar_;  // the epoch's
   PeriodicCheckpoints periodic_;
 };
 

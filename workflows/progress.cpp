@@ -9,6 +9,12 @@ namespace hfta {
 
 bool stdout_is_terminal() { return isatty(fileno(stdout)) != 0; }
 
+std::string format_losses(const std::vector<float>& losses) {
+  std::string s = "loss";
+  for (float l : losses) s += fmt::format(" {:.4f}", l);
+  return s;
+}
+
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled)
     : label_(std::move(label)),
       total_(total),

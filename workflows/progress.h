@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hfta {
 
@@ -28,5 +29,8 @@ class ProgressBar {
 };
 
 bool stdout_is_terminal();
+
+// A progress bar's suffix for per-model losses: "loss 2.3026 2.2971 ...".
+std::string format_losses(const std::vector<float>& losses);
 
 }  // namespace hfta

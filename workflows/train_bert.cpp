@@ -194,7 +194,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
     bool trained = false;
     for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
       trained = true;
-      run.begin_epoch(epoch);
+      run.begin_epoch(epoch, steps_per_epoch);
       // Resuming inside this epoch: its first windows are done (a window's tokens and mask
       // follow from (epoch, step) alone, so the rest are those of the uninterrupted run).
       int64_t tokens = 0;

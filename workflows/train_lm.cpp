@@ -397,7 +397,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
     TokenWindow w = train.make_window();
     std::vector<double> vloss;
     for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
-      run.begin_epoch(epoch);
+      run.begin_epoch(epoch, steps_per_epoch);
       int64_t steps = 0, tokens = 0;
       train.restart();
       // Resuming inside this epoch: its first windows are done.

@@ -19,15 +19,7 @@
 
 namespace hfta {
 
-namespace {
-
-std::string format_losses(const std::vector<float>& losses) {
-  std::string s = "loss";
-  for (float l : losses) s += fmt::format(" {:.4f}", l);
-  return s;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 ModelSpec ModelConfig::spec(const std::vector<int64_t>& ids, int64_t batch_size,
                             uint64_t seed) const {

@@ -1,6 +1,9 @@
 #include "workflows/interrupt.h"
 
+#include <fmt/format.h>
 #include <signal.h>
+
+#include "core/error.h"
 
 namespace hfta {
 
@@ -32,5 +35,13 @@ InterruptGuard::~InterruptGuard() {
 }
 
 bool InterruptGuard::interrupted() { return g_interrupted != 0; }
+
+void fail_interrupted(int64_t step, const std::string& checkpoint_path) {
+  fail("interrupted after step {}{}", step,
+       checkpoint_path.empty()
+           ? ""
+           : fmt::format("; checkpoint saved in {}: run the same command with --resume to continue",
+                         checkpoint_path));
+}
 
 }  // namespace hfta

@@ -4,6 +4,9 @@
 // before its "go" line must not kill the sweep). The previous handlers come back on destruction.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 namespace hfta {
 
 class InterruptGuard {
@@ -15,5 +18,9 @@ class InterruptGuard {
   // True once SIGINT or SIGTERM arrived while a guard lived (reset when a guard starts or ends).
   static bool interrupted();
 };
+
+// Throws hfta::Error for a training interrupted after optimizer step `step`, saying where its
+// checkpoint is when one was saved (`checkpoint_path`; empty: none) and how to continue.
+[[noreturn]] void fail_interrupted(int64_t step, const std::string& checkpoint_path);
 
 }  // namespace hfta

@@ -145,11 +145,7 @@ void LmArrayRun::step(const std::vector<float>& losses, int64_t windows_done) {
   periodic_.after_step(progress_.step);
   if (InterruptGuard::interrupted()) {
     save();
-    fail("interrupted after step {}{}", progress_.step,
-         o_.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
-                                     "--resume to continue",
-                                     path_)
-                       : "");
+    fail_interrupted(progress_.step, o_.checkpoint ? path_ : "");
   }
 }
 

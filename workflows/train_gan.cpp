@@ -197,11 +197,7 @@ void train_gan_array(const TrainOptions& o, const GanSpec& spec, const HyperValu
       periodic.after_step(p.step);  // after the step's metrics rows: a checkpoint has them all
       if (InterruptGuard::interrupted() || p.step == stop_after_step) {
         save();
-        fail("interrupted after step {}{}", p.step,
-             o.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
-                                        "--resume to continue",
-                                        path)
-                          : "");
+        fail_interrupted(p.step, o.checkpoint ? path : "");
       }
     }
     write_grids(gan, o.out, epoch);  // G in training mode: its BatchNorm statistics move

@@ -192,11 +192,7 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
       if (InterruptGuard::interrupted()) {
         bar.finish();
         save();
-        fail("interrupted after step {}{}", p.step,
-             o.checkpoint ? fmt::format("; checkpoint saved in {}: run the same command with "
-                                        "--resume to continue",
-                                        path)
-                          : "");
+        fail_interrupted(p.step, o.checkpoint ? path : "");
       }
       return true;
     });

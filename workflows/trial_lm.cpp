@@ -23,8 +23,8 @@ namespace hfta {
 void print_attention_profile(const std::string& report, const AttentionShare& share,
                              double step_ms) {
   fmt::print(stderr,
-             "{}\nattention: {:.1f}% of a whole step ({:.3f} of {:.3f} ms, with clip and "
-             "Adadelta)\n",
+             "{}\nattention: {:.1f}% of a whole step ({:.3f} of {:.3f} ms, with clipping and the "
+             "optimizer)\n",
              report, step_ms > 0 ? 100.0 * share.attention_ms / step_ms : 0.0, share.attention_ms,
              step_ms);
 }

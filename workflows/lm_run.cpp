@@ -23,6 +23,18 @@ std::string num(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
+std::map<std::string, std::vector<double>> LmRunHyper::record(
+    const std::vector<int64_t>& ids) const {
+  std::map<std::string, std::vector<double>> h = hyper_record(pick_models(optimizer, ids));
+  for (int64_t id : ids) {
+    const size_t i = static_cast<size_t>(id);
+    if (!clip.empty()) h["clip"].push_back(clip[i]);
+    h["lr_gamma"].push_back(gamma[i]);
+    h["lr_step_size"].push_back(static_cast<double>(step_size[i]));
+  }
+  return h;
+}
+
 std::vector<std::string> LmRunHyper::summary_header() const {
   std::vector<std::string> header = {"model"};
   for (const auto& [name, values] : optimizer) header.push_back(name);

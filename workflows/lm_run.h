@@ -30,10 +30,9 @@ struct LmRunHyper {
   std::vector<float> gamma;
   std::vector<int64_t> step_size;
 
-  // What a checkpoint of models `ids` records and --resume compares (lm_hyper).
-  std::map<std::string, std::vector<double>> record(const std::vector<int64_t>& ids) const {
-    return lm_hyper(optimizer, clip, gamma, step_size, ids);
-  }
+  // What a checkpoint of models `ids` records and --resume compares: the optimizer's
+  // hyperparameters and the clip and StepLR values.
+  std::map<std::string, std::vector<double>> record(const std::vector<int64_t>& ids) const;
   // summary.csv's first columns (model, the optimizer's hyperparameters, clip, lr_gamma,
   // lr_step_size) and model b's values in them.
   std::vector<std::string> summary_header() const;

@@ -19,11 +19,8 @@
 #include "datasets/text_corpus.h"
 #include "models/language_model.h"
 #include "models/plan.h"
-#include "optim/clip.h"
-#include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "workflows/checkpoint.h"
-#include "workflows/checkpoint_writer.h"
 #include "workflows/csv.h"
 #include "workflows/interrupt.h"
 #include "workflows/lm_run.h"
@@ -64,23 +61,6 @@ LmCheckpointInfo lm_info(const TrainOptions& o, const LmConfig& config, const Te
           .text_files = o.text_files,
           .data_dir = o.data_dir,
           .corpus = corpus.name};
-}
-
-// The per-model values a checkpoint records and --resume compares: the optimizer's
-// hyperparameters and the run's clip and StepLR values.
-std::map<std::string, std::vector<double>> lm_hyper(const HyperValues& values,
-                                                    const std::vector<float>& clip,
-                                                    const std::vector<float>& gamma,
-                                                    const std::vector<int64_t>& step_size,
-                                                    const std::vector<int64_t>& ids) {
-  std::map<std::string, std::vector<double>> h = hyper_record(pick_models(values, ids));
-  for (int64_t id : ids) {
-    const size_t i = static_cast<size_t>(id);
-    if (!clip.empty()) h["clip"].push_back(clip[i]);
-    h["lr_gamma"].push_back(gamma[i]);
-    h["lr_step_size"].push_back(static_cast<double>(step_size[i]));
-  }
-  return h;
 }
 
 void check_lm_resumable(const Checkpoint& c, const std::string& path, const TrainOptions& o,

@@ -45,13 +45,6 @@ struct LmProgress {
 // The checkpoint header of a run on `corpus` with `config` (whose vocab the model's rows count).
 LmCheckpointInfo lm_info(const TrainOptions& options, const LmConfig& config,
                          const TextCorpus& corpus);
-// The per-model values a checkpoint records and --resume compares: the optimizer's
-// hyperparameters and the run's clip and StepLR values, for models `ids`.
-std::map<std::string, std::vector<double>> lm_hyper(const HyperValues& values,
-                                                    const std::vector<float>& clip,
-                                                    const std::vector<float>& gamma,
-                                                    const std::vector<int64_t>& step_size,
-                                                    const std::vector<int64_t>& ids);
 // A language-model array's checkpoint (train_lm and train_bert): the run's header for models
 // `group` with the recorded `hyper`, progress `p`, the optimizer's counts and the tensors.
 void fill_lm_checkpoint(Checkpoint& c, const TrainOptions& o, const LmConfig& config,

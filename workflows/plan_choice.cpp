@@ -58,12 +58,27 @@ std::string plan_cache_path() {
 
 namespace {
 
+// Which build measured an entry: the executable's size and modification time. A rebuilt hfta
+// (other kernels, other plans) measures again instead of trusting its predecessor's choice.
+std::string build_stamp() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "unknown build";
+  const auto size = fs::file_size(exe, ec);
+  const auto mtime = fs::last_write_time(exe, ec);
+  if (ec) return "unknown build";
+  const uint64_t stamp = static_cast<uint64_t>(size) * 1000003u ^
+                         static_cast<uint64_t>(mtime.time_since_epoch().count());
+  return fmt::format("build {:016x}", stamp);
+}
+
 std::string cache_key(const ModelConfig& config, int64_t B, int64_t batch_size,
                       std::string_view optimizer) {
-  return fmt::format(
-      "{} | {} threads | {} {} {} classes{} | B {} | batch {} | {}", cpu_model_name(),
-      num_threads(), config.name, config.sample_shape.str(), config.num_classes,
-      config.dropout ? fmt::format(" dropout {}", *config.dropout) : "", B, batch_size, optimizer);
+  return fmt::format("{} | {} threads | {} {} {} classes{} | B {} | batch {} | {} | {}",
+                     cpu_model_name(), num_threads(), config.name, config.sample_shape.str(),
+                     config.num_classes,
+                     config.dropout ? fmt::format(" dropout {}", *config.dropout) : "", B,
+                     batch_size, optimizer, build_stamp());
 }
 
 // The cache's contents; an unreadable or malformed file counts as empty (it is only a cache).
@@ -96,25 +111,72 @@ void write_cache(const std::string& path, const nlohmann::json& j,
   fs::rename(tmp, path, ec);
 }
 
-// Median time of an optimizer step (forward, backward and update, all models) under `plan`.
-PlanTiming time_plan(const ExecutionPlan& plan, const ModelConfig& config,
-                     const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
-                     std::string_view optimizer, int64_t memory_budget_bytes) {
+// One candidate under test: its array and what was measured.
+struct Candidate {
+  PlanTiming timing;
+  ModelArray array;
+  std::vector<double> ms;  // timed steps
+};
+
+// Builds `plan`'s array (unless its arenas exceed the budget) and runs its warm-up step.
+Candidate build_candidate(const ExecutionPlan& plan, const ModelConfig& config,
+                          const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
+                          std::string_view optimizer, int64_t memory_budget_bytes,
+                          const TensorView& x, const IndexView& y) {
   ModelConfig c = config;
   c.plan = plan;
-  ModelArray array{.ids = ids, .model = make_model(c.name, c.spec(ids, batch_size, seed))};
-  const Model& model = *array.model;
-  PlanTiming t{.plan = plan, .arena_bytes = static_cast<double>(model.arena_bytes())};
-  if (memory_budget_bytes > 0 && t.arena_bytes > static_cast<double>(memory_budget_bytes)) {
-    t.over_budget = true;
-    return t;
+  Candidate k{.timing = {.plan = plan},
+              .array = {.ids = ids, .model = make_model(c.name, c.spec(ids, batch_size, seed))}};
+  k.timing.arena_bytes = static_cast<double>(k.array.model->arena_bytes());
+  if (memory_budget_bytes > 0 && k.timing.arena_bytes > static_cast<double>(memory_budget_bytes)) {
+    k.timing.over_budget = true;
+    k.array = {};
+    return k;
   }
+  const int64_t B = static_cast<int64_t>(ids.size());
+  k.array.optimizer = make_optimizer(optimizer, *k.array.model, resolve_hyper(optimizer, {}, B),
+                                     config.no_decay_norm_bias);
+  array_step(k.array, x, y);  // warm-up: primitives, caches, pages
+  return k;
+}
+
+// A burst of steps of one candidate: one untimed (its data back in the caches after another
+// candidate's burst), then `steps` timed.
+double burst(Candidate& k, const TensorView& x, const IndexView& y, int steps) {
+  array_step(k.array, x, y);
+  double total = 0.0;
+  for (int i = 0; i < steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    array_step(k.array, x, y);
+    k.ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    total += k.ms.back();
+  }
+  return total;
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+// Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every
+// candidate alike instead of the ones timed while it ran.
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const ModelConfig& config, const std::vector<int64_t>& ids,
+                                   int64_t batch_size, uint64_t seed, std::string_view optimizer,
+                                   int64_t memory_budget_bytes, double interleave_bytes) {
   // Random inputs: the time of a step does not depend on the values.
   RngStream rng(seed, 0x91a7);
   std::vector<float> images(static_cast<size_t>(batch_size * config.sample_shape.numel()));
   for (float& v : images) v = rng.normal();
   // One label per sample, or per point for a segmentation model.
-  const int64_t per_sample = model.labels_per_sample();
+  ModelConfig one = config;
+  one.plan = ExecutionPlan::fused();
+  const int64_t per_sample = make_model(one.name, one.spec({ids[0]}, 1, seed))->labels_per_sample();
   std::vector<int32_t> labels(static_cast<size_t>(batch_size * per_sample));
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<int32_t>(i % static_cast<size_t>(config.num_classes));
@@ -123,26 +185,58 @@ PlanTiming time_plan(const ExecutionPlan& plan, const ModelConfig& config,
   const TensorView x(images.data(), shape);
   const IndexView y(labels.data(),
                     per_sample == 1 ? Shape{batch_size} : Shape{batch_size, per_sample});
-  const int64_t B = static_cast<int64_t>(ids.size());
-  array.optimizer =
-      make_optimizer(optimizer, model, resolve_hyper(optimizer, {}, B), config.no_decay_norm_bias);
-  array_step(array, x, y);  // warm-up: primitives, caches, pages
-  std::vector<double> ms;
-  double total = 0.0;
-  // At least 3 steps, and enough for ~0.3 s, at most 15.
-  while (ms.size() < 3 || (total < 300.0 && ms.size() < 15)) {
-    const auto start = std::chrono::steady_clock::now();
-    array_step(array, x, y);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-    total += ms.back();
-  }
-  std::nth_element(ms.begin(), ms.begin() + static_cast<long>(ms.size() / 2), ms.end());
-  t.step_ms = ms[ms.size() / 2];
-  return t;
-}
 
-}  // namespace
+  std::vector<PlanTiming> timings;
+  // At least 3 bursts of at least 2 steps per candidate, ~20 ms a burst and ~0.3 s a candidate.
+  auto finish = [&](Candidate& k) {
+    if (!k.timing.over_budget) k.timing.step_ms = median(k.ms);
+    timings.push_back(k.timing);
+  };
+  auto burst_steps = [](double first_ms) {
+    return static_cast<int>(std::clamp(20.0 / std::max(first_ms, 1e-3), 2.0, 10.0));
+  };
+  std::vector<Candidate> all;
+  double bytes = 0.0;
+  bool interleave = true;
+  for (const ExecutionPlan& plan : plans) {
+    all.push_back(
+        build_candidate(plan, config, ids, batch_size, seed, optimizer, memory_budget_bytes, x, y));
+    bytes += all.back().timing.arena_bytes;
+    if (bytes > interleave_bytes) {
+      interleave = false;
+      break;
+    }
+  }
+  if (!interleave) {
+    all.clear();
+    for (const ExecutionPlan& plan : plans) {
+      Candidate k = build_candidate(plan, config, ids, batch_size, seed, optimizer,
+                                    memory_budget_bytes, x, y);
+      double total = 0.0;
+      for (int round = 0; !k.timing.over_budget && (round < 3 || (total < 300.0 && round < 15));
+           ++round)
+        total += burst(k, x, y, round == 0 ? 2 : burst_steps(k.ms.front()));
+      finish(k);
+    }
+    return timings;
+  }
+  std::vector<Candidate*> live;
+  for (Candidate& k : all)
+    if (!k.timing.over_budget) live.push_back(&k);
+  std::vector<double> total(live.size(), 0.0);
+  for (size_t round = 0; !live.empty(); ++round) {
+    bool more = false;
+    for (size_t i = 0; i < live.size(); ++i) {
+      const size_t j = (i + round) % live.size();
+      Candidate& k = *live[j];
+      total[j] += burst(k, x, y, round == 0 ? 2 : burst_steps(k.ms.front()));
+      more = more || round < 2 || (total[j] < 300.0 && round < 14);
+    }
+    if (!more) break;
+  }
+  for (Candidate& k : all) finish(k);
+  return timings;
+}
 
 PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
                         const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
@@ -171,9 +265,11 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
     }
   }
   const PlanTiming* best = nullptr;
-  for (const ExecutionPlan& plan : candidates)
-    choice.timings.push_back(
-        time_plan(plan, config, ids, batch_size, seed, optimizer, memory_budget_bytes));
+  // Interleaved while the candidates' arrays fit in an eighth of the memory.
+  const double interleave_bytes =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 8;
+  choice.timings = time_plans(candidates, config, ids, batch_size, seed, optimizer,
+                              memory_budget_bytes, interleave_bytes);
   std::vector<std::string> parts;
   nlohmann::json entry = {{"timings_ms", nlohmann::json::object()}};
   for (const PlanTiming& t : choice.timings) {

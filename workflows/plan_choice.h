@@ -4,7 +4,8 @@
 //
 // The cache is a JSON file: $HFTA_PLAN_CACHE, else $XDG_CACHE_HOME/hfta/plans.json, else
 // ~/.cache/hfta/plans.json. Its keys name the CPU, the thread count, the architecture, the sample
-// shape, classes, B and the batch size; delete the file to measure again.
+// shape, classes, B, the batch size, the optimizer and the build (a rebuilt hfta measures again);
+// delete the file to measure again.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,17 @@ struct PlanTiming {
   bool over_budget = false;  // not run: its arenas exceed the memory budget
 };
 
+// The median time of a step (forward, backward and update of all models) of each of `plans` for
+// the array of config's models `ids`, in their order; those whose arenas exceed
+// `memory_budget_bytes` (0 = no limit) are marked over budget and not run. While the candidates'
+// arrays fit in `interleave_bytes` together they are all built and timed in bursts of a few
+// steps, round by round with the order rotating; otherwise each is built and timed alone, one
+// after another.
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const ModelConfig& config, const std::vector<int64_t>& ids,
+                                   int64_t batch_size, uint64_t seed, std::string_view optimizer,
+                                   int64_t memory_budget_bytes, double interleave_bytes);
+
 struct PlanChoice {
   ExecutionPlan plan;
   std::vector<PlanTiming> timings;  // empty when the choice came from the cache
@@ -38,7 +50,8 @@ struct PlanChoice {
 };
 
 // Returns `asked` unless it is auto; then times every candidate (or reads the cache) for the
-// array of config's models `ids` at `batch_size`, trained by `optimizer` (its defaults: the time
+// array of config's models `ids` at `batch_size`, in interleaved bursts of steps (a neighbour's
+// load slows all candidates alike), trained by `optimizer` (its defaults: the time
 // of an update does not depend on the values), skipping candidates whose arenas exceed
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
 PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,

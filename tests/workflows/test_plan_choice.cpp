@@ -1,0 +1,147 @@
+// `--plan auto` (workflows/plan_choice.h): every candidate is timed, both ways of timing them
+// (interleaved bursts, and one after another when their arrays are too big to hold together),
+// the memory budget, and the cache: reused by the same build, ignored when another build wrote
+// the entry or the file is malformed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "test_files.h"
+#include "workflows/plan_choice.h"
+
+namespace hfta {
+namespace {
+
+using test::TempDir;
+
+ModelConfig mlp_config() {
+  return {.name = "mlp",
+          .sample_shape = Shape{1, 28, 28},
+          .num_classes = 10,
+          .plan = ExecutionPlan::parse("auto")};
+}
+
+// Points HFTA_PLAN_CACHE at a file of its own for the test's lifetime.
+struct CacheFile {
+  TempDir dir{"plan_cache"};
+  std::string path = (dir.path / "plans.json").string();
+  std::string before;
+  CacheFile() {
+    if (const char* p = std::getenv("HFTA_PLAN_CACHE")) before = p;
+    setenv("HFTA_PLAN_CACHE", path.c_str(), 1);
+  }
+  ~CacheFile() { setenv("HFTA_PLAN_CACHE", before.c_str(), 1); }
+  nlohmann::json read() const {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+};
+
+PlanChoice choose(const std::vector<int64_t>& ids, int64_t budget = 0) {
+  return resolve_plan(ExecutionPlan::parse("auto"), mlp_config(), ids, 8, 1, "adam", budget,
+                      [](const std::string&) {});
+}
+
+TEST(PlanAuto, TimesEveryCandidateAndPicksTheFastest) {
+  CacheFile cache;
+  const std::vector<int64_t> ids = {0, 1, 2};
+  const PlanChoice c = choose(ids);
+  EXPECT_FALSE(c.cached);
+  const std::vector<ExecutionPlan> candidates = plan_candidates(3, num_threads());
+  ASSERT_EQ(c.timings.size(), candidates.size());
+  const PlanTiming* fastest = nullptr;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    EXPECT_EQ(c.timings[i].plan.str(), candidates[i].str());
+    EXPECT_GT(c.timings[i].step_ms, 0.0) << c.timings[i].plan.str();
+    EXPECT_GT(c.timings[i].arena_bytes, 0.0);
+    if (fastest == nullptr || c.timings[i].step_ms < fastest->step_ms) fastest = &c.timings[i];
+  }
+  EXPECT_EQ(c.plan.str(), fastest->plan.str());
+  // The cache names the choice and every timing.
+  const nlohmann::json j = cache.read();
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j.begin().value()["plan"], c.plan.str());
+  EXPECT_EQ(j.begin().value()["timings_ms"].size(), candidates.size());
+  EXPECT_NE(j.begin().key().find("build "), std::string::npos) << j.begin().key();
+}
+
+TEST(PlanAuto, TheSameBuildReadsItsCacheAnotherBuildsEntryIsMeasuredAgain) {
+  CacheFile cache;
+  const std::vector<int64_t> ids = {0, 1};
+  const PlanChoice first = choose(ids);
+  const PlanChoice again = choose(ids);
+  EXPECT_TRUE(again.cached);
+  EXPECT_TRUE(again.timings.empty());
+  EXPECT_EQ(again.plan.str(), first.plan.str());
+
+  // The same entry written by another build: ignored, measured again, both kept.
+  nlohmann::json j = cache.read();
+  const std::string key = j.begin().key();
+  const std::string other = key.substr(0, key.rfind("build ")) + "build 0000000000000000";
+  j = nlohmann::json::object({{other, {{"plan", "chunk:1"}, {"timings_ms", {}}}}});
+  std::ofstream(cache.path) << j.dump();
+  const PlanChoice fresh = choose(ids);
+  EXPECT_FALSE(fresh.cached);
+  EXPECT_EQ(fresh.timings.size(), plan_candidates(2, num_threads()).size());
+  EXPECT_EQ(cache.read().size(), 2u);
+
+  // A malformed file is an empty cache: measured, then rewritten whole.
+  std::ofstream(cache.path) << "{ not json";
+  EXPECT_FALSE(choose(ids).cached);
+  EXPECT_EQ(cache.read().size(), 1u);
+}
+
+TEST(PlanAuto, CandidatesOverTheMemoryBudgetAreNotRun) {
+  CacheFile cache;
+  const std::vector<int64_t> ids = {0, 1, 2, 3};
+  const PlanChoice all = choose(ids);
+  double smallest = 1e300, largest = 0;
+  for (const PlanTiming& t : all.timings) {
+    smallest = std::min(smallest, t.arena_bytes);
+    largest = std::max(largest, t.arena_bytes);
+  }
+  ASSERT_LT(smallest, largest) << "the plans' arenas must differ for this test";
+  std::filesystem::remove(cache.path);
+  const PlanChoice within = choose(ids, static_cast<int64_t>(smallest));
+  int run = 0;
+  for (const PlanTiming& t : within.timings) {
+    EXPECT_EQ(t.over_budget, t.arena_bytes > smallest) << t.plan.str();
+    EXPECT_EQ(t.step_ms > 0.0, !t.over_budget) << t.plan.str();
+    run += t.over_budget ? 0 : 1;
+  }
+  EXPECT_GE(run, 1);
+  EXPECT_LE(within.timings.size() - static_cast<size_t>(run), within.timings.size() - 1);
+  // Too small for any plan: a clear error.
+  std::filesystem::remove(cache.path);
+  try {
+    choose(ids, 1);
+    ADD_FAILURE() << "expected an error for a 1-byte budget";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no plan fits the memory budget"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PlanAuto, InterleavedAndOneAfterAnotherTimeEveryPlan) {
+  const std::vector<ExecutionPlan> plans = plan_candidates(4, num_threads());
+  for (const double interleave_bytes : {0.0, 1e12}) {
+    SCOPED_TRACE(interleave_bytes == 0 ? "one after another" : "interleaved");
+    const std::vector<PlanTiming> t =
+        time_plans(plans, mlp_config(), {0, 1, 2, 3}, 8, 1, "adam", 0, interleave_bytes);
+    ASSERT_EQ(t.size(), plans.size());
+    for (size_t i = 0; i < plans.size(); ++i) {
+      EXPECT_EQ(t[i].plan.str(), plans[i].str());
+      EXPECT_FALSE(t[i].over_budget);
+      EXPECT_GT(t[i].step_ms, 0.0) << plans[i].str();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hfta

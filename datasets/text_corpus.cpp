@@ -300,6 +300,12 @@ int64_t BpttReader::next(const IndexView& inputs, const IndexView& targets) {
   return T;
 }
 
+void BpttReader::seek(int64_t window) {
+  HFTA_CHECK(window >= 0 && window < windows_, "window {} is outside the {} windows of '{}'",
+             window, windows_, data_.name);
+  window_ = window;
+}
+
 bool BpttReader::next(TokenWindow& window) {
   HFTA_CHECK(window.streams == data_.streams && window.capacity == bptt_ &&
                  static_cast<int64_t>(window.input_data.size()) == data_.streams * bptt_ &&

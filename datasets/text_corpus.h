@@ -129,6 +129,8 @@ class BpttReader {
   // front. Returns T', 0 at the end of the pass.
   int64_t next(const IndexView& inputs, const IndexView& targets);
   void restart() { window_ = 0; }
+  // The next window read is `window` of the pass (in [0, windows_per_pass())).
+  void seek(int64_t window);
 
   int64_t windows_per_pass() const { return windows_; }
   // Targets per pass and stream: length - 1.

@@ -10,10 +10,15 @@ namespace hfta {
 namespace {
 volatile sig_atomic_t g_interrupted = 0;
 struct sigaction g_old_int, g_old_term, g_old_pipe;
+// Guards nest (`hfta tune` runs `hfta train`'s loop, which has its own): only the outermost
+// installs and restores the handlers and clears the flag, so an inner guard neither hides a
+// Ctrl-C from the outer work nor leaves our handler behind.
+int g_depth = 0;
 void on_interrupt(int) { g_interrupted = 1; }
 }  // namespace
 
 InterruptGuard::InterruptGuard() {
+  if (g_depth++ > 0) return;
   g_interrupted = 0;
   struct sigaction sa {};
   sa.sa_handler = on_interrupt;
@@ -28,6 +33,7 @@ InterruptGuard::InterruptGuard() {
 }
 
 InterruptGuard::~InterruptGuard() {
+  if (--g_depth > 0) return;
   g_interrupted = 0;  // a later run without a guard must not see this one's Ctrl-C
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);

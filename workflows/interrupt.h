@@ -2,6 +2,7 @@
 // that the work polls (`hfta train` finishes its step, saves a checkpoint and stops; `hfta sweep`
 // kills its children and keeps the rows so far), and SIGPIPE is ignored (a sweep's child that died
 // before its "go" line must not kill the sweep). The previous handlers come back on destruction.
+// Guards nest: only the outermost installs and restores the handlers.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,8 @@ class InterruptGuard {
   ~InterruptGuard();
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
-  // True once SIGINT or SIGTERM arrived while a guard lived (reset when a guard starts or ends).
+  // True once SIGINT or SIGTERM arrived while a guard lived (reset when the outermost guard
+  // starts or ends).
   static bool interrupted();
 };
 

@@ -68,6 +68,26 @@ LmRunHyper lm_run_hyper(const TrainOptions& o, int64_t B) {
   return hy;
 }
 
+std::vector<int64_t> lm_model_streams(const TrainOptions& o, const std::vector<int64_t>& group) {
+  std::vector<int64_t> streams;
+  for (int64_t id : group) {
+    if (o.model_streams.empty()) {
+      streams.push_back(o.first_model_id + id);
+      continue;
+    }
+    HFTA_CHECK(id >= 0 && id < static_cast<int64_t>(o.model_streams.size()),
+               "model {} has no RNG stream: {} streams given", id, o.model_streams.size());
+    streams.push_back(o.model_streams[static_cast<size_t>(id)]);
+  }
+  return streams;
+}
+
+int64_t lm_epoch_first_window(int64_t epoch, int64_t steps_per_epoch, int64_t windows) {
+  if (steps_per_epoch >= windows) return 0;
+  // Reduced first: epoch * steps could overflow for long runs; windows stay far below 2^31.
+  return (epoch % windows) * (steps_per_epoch % windows) % windows;
+}
+
 std::vector<std::optional<Checkpoint>> load_lm_resume(
     const TrainOptions& o, const std::vector<std::vector<int64_t>>& groups,
     const LmCheckpointInfo& info, const LmRunHyper& hyper) {

@@ -43,6 +43,14 @@ struct LmRunHyper {
 // StepLR that is not a schedule).
 LmRunHyper lm_run_hyper(const TrainOptions& options, int64_t B);
 
+// The RNG streams of models `group` (their initial weights and dropout): options.model_streams
+// when given (hfta tune's trial ids), else first_model_id + each id.
+std::vector<int64_t> lm_model_streams(const TrainOptions& options,
+                                      const std::vector<int64_t>& group);
+// The first window of epoch `epoch` when an epoch trains `steps_per_epoch` of a pass's
+// `windows`: 0 for whole epochs, else where the previous epoch stopped (wrapping around).
+int64_t lm_epoch_first_window(int64_t epoch, int64_t steps_per_epoch, int64_t windows);
+
 // --resume: the checkpoint of each group of `groups` (none where a group has none yet), each
 // checked against this run (flags, vocabulary, tensor shapes), with <out>/metrics.csv cut back to
 // the epochs the checkpoints hold. Without --resume, no checkpoints.

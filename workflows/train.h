@@ -32,12 +32,17 @@ struct TrainOptions {
   HyperValues hyper;
   int64_t epochs = 1;
   int64_t batch_size = 64;
-  int64_t iters_per_epoch = 0;  // 0 = whole epochs
+  // 0 = whole epochs. Language models: epoch e reads the N windows after epoch e-1's, wrapping
+  // around the pass, so epochs of N steps cover the corpus as whole epochs do.
+  int64_t iters_per_epoch = 0;
   int64_t eval_batch_size = 1000;
   uint64_t seed = 1;
   // --first-model-id: model b draws its initial weights and dropout from stream (seed, K + b), so
   // one model of a larger run (e.g. a trial of `hfta tune`) retrains alone.
   int64_t first_model_id = 0;
+  // Language models, set by `hfta tune` (no flag): model b's RNG stream is model_streams[b]
+  // (the array's trial ids) instead of first_model_id + b.
+  std::vector<int64_t> model_streams;
   // --first-epoch: epoch e of this run draws the loader's shuffle of epoch first_epoch + e, so a
   // trial that joined a live array of `hfta tune` (a refilled slot) at that point retrains alone.
   int64_t first_epoch = 0;
@@ -81,6 +86,10 @@ struct ModelResult {
   double final_train_loss = 0.0;  // mean over the last epoch's steps
   double test_accuracy = 0.0;     // in [0, 1]
   double test_loss = 0.0;
+  // Language models: the validation split's mean loss per predicted token after the last epoch,
+  // and (BERT) the masked-token accuracy there; NaN where a run has none.
+  double valid_loss = std::numeric_limits<double>::quiet_NaN();
+  double valid_accuracy = std::numeric_limits<double>::quiet_NaN();
   // Segmentation models: the test shapes' mean IoU (evaluate.h); NaN for classifiers.
   double test_miou = std::numeric_limits<double>::quiet_NaN();
   double wall_seconds = 0.0;  // this model's share: the whole run when fused
@@ -97,8 +106,16 @@ struct TrainResult {
 // on bad options, missing data files or an unwritable --out.
 TrainResult run_train(const TrainOptions& options);
 
+// Every --model `hfta train` takes: the classifiers (model_names()), the language models and
+// dcgan.
+std::vector<std::string> trainable_model_names();
+
 // Registers the `train` subcommand (train_cli.cpp).
 void add_train_command(CLI::App& app);
+// The language models' flags of `hfta train` (--text-files, --emsize, --nhid, --nlayers,
+// --nhead, --bptt, --clip, --lr-gamma, --lr-step-size, --vocab) into `opts`; `hfta tune` takes
+// them too.
+void add_lm_flags(CLI::App* cmd, TrainOptions& opts);
 // `hfta extract --run DIR (--model N | --best) --out FILE`: one model of a run, on its own.
 void add_extract_command(CLI::App& app);
 // `hfta eval --checkpoint FILE`: test loss and accuracy of each model in a checkpoint.

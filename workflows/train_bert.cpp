@@ -179,10 +179,13 @@ TrainResult run_train_bert(const TrainOptions& o) {
     const size_t nG = static_cast<size_t>(G);
     const std::string who =
         o.serial ? fmt::format("model {}", group[0]) : fmt::format("{} models", G);
-    auto model = make_masked_lm(
-        o.model,
-        {.B = G, .streams = o.batch_size, .seed = o.seed, .model_ids = group, .config = config},
-        predicted_per_stream);
+    auto model = make_masked_lm(o.model,
+                                {.B = G,
+                                 .streams = o.batch_size,
+                                 .seed = o.seed,
+                                 .model_ids = lm_model_streams(o, group),
+                                 .config = config},
+                                predicted_per_stream);
     Net& net = model->net();
     LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
     LmProgress& p = run.progress();
@@ -196,9 +199,11 @@ TrainResult run_train_bert(const TrainOptions& o) {
       // follow from (epoch, step) alone, so the rest are those of the uninterrupted run).
       int64_t tokens = 0;
       const auto epoch_start = Clock::now();
+      const int64_t first = lm_epoch_first_window(epoch, steps_per_epoch, train.windows());
       for (int64_t step = p.batch_in_epoch; step < steps_per_epoch; ++step) {
-        // Window `step` of the pass, masked by the run's global step: a new mask every epoch.
-        train.fill(step, o.seed, static_cast<uint64_t>(epoch * steps_per_epoch + step), w);
+        // Window `step` of the epoch, masked by the run's global step: a new mask every epoch.
+        train.fill((first + step) % train.windows(), o.seed,
+                   static_cast<uint64_t>(epoch * steps_per_epoch + step), w);
         model->train_step(w.batch());
         run.step(model->losses(), step + 1);
         tokens += w.streams * w.length;
@@ -235,6 +240,8 @@ TrainResult run_train_bert(const TrainOptions& o) {
       ModelResult& r = result.models[static_cast<size_t>(group[g])];
       r.model = group[g];
       r.final_train_loss = p.last_train_loss[g];
+      r.valid_loss = valid_loss[static_cast<size_t>(group[g])];
+      r.valid_accuracy = valid_acc[static_cast<size_t>(group[g])];
     }
     const EvalResult t = evaluate(*model, test, o.seed);
     // Each model's trained weights with the example's state_dict names (as `hfta export`).

@@ -47,16 +47,57 @@ std::string hyper_help(const HyperRow& row) {
 
 }  // namespace
 
+void add_lm_flags(CLI::App* cmd, TrainOptions& opts) {
+  cmd->add_option("--text-files", opts.text_files,
+                  "--dataset text: comma-separated UTF-8 text files or directories (e.g. "
+                  "/usr/share/games/fortunes), split 90/5/5 by line");
+  cmd->add_option("--emsize", opts.emsize, "Language models: embedding width")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--nhid", opts.nhid, "Language models: feed-forward width")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--nlayers", opts.nlayers, "Language models: encoder layers")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--nhead", opts.nhead, "Language models: attention heads")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--bptt", opts.bptt, "Language models: tokens per window")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--clip", opts.clip,
+                  "Language models: each model's gradient norm limit, one value or one per model")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--lr-gamma", opts.lr_gamma,
+                  "Language models: StepLR gamma per epoch, one value or one per model")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--lr-step-size", opts.lr_step_size,
+                  "Language models: StepLR step size in epochs, one value or one per model")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--vocab", opts.vocab,
+                  "Language models, --dataset synthetic-text: words of the seeded token stream")
+      ->check(integer_at_least(2))
+      ->capture_default_str();
+}
+
+std::vector<std::string> trainable_model_names() {
+  std::vector<std::string> names = model_names();
+  for (const std::string& lm : language_model_names()) names.push_back(lm);
+  for (const std::string& m : masked_lm_names()) names.push_back(m);
+  names.push_back("dcgan");  // a GAN: trained by train_gan.cpp
+  return names;
+}
+
 void add_train_command(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand(
       "train", "Train an array of models, one per hyperparameter setting, on one dataset");
-  std::vector<std::string> architectures = model_names();
-  for (const std::string& lm : language_model_names()) architectures.push_back(lm);
-  for (const std::string& m : masked_lm_names()) architectures.push_back(m);
-  architectures.push_back("dcgan");  // a GAN: trained by train_gan.cpp
   cmd->add_option("--model", opts->model, "Architecture")
-      ->check(CLI::IsMember(architectures))
+      ->check(CLI::IsMember(trainable_model_names()))
       ->capture_default_str();
   cmd->add_option("--dataset", opts->dataset, "Dataset")
       ->check(CLI::IsMember(dataset_names()))
@@ -141,41 +182,7 @@ void add_train_command(CLI::App& app) {
                   "off: never), written in the background while training goes on")
       ->check(duration())
       ->capture_default_str();
-  // Language models (--model transformer, --dataset text or wikitext2).
-  cmd->add_option("--text-files", opts->text_files,
-                  "--dataset text: comma-separated UTF-8 text files or directories (e.g. "
-                  "/usr/share/games/fortunes), split 90/5/5 by line");
-  cmd->add_option("--emsize", opts->emsize, "Language models: embedding width")
-      ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--nhid", opts->nhid, "Language models: feed-forward width")
-      ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--nlayers", opts->nlayers, "Language models: encoder layers")
-      ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--nhead", opts->nhead, "Language models: attention heads")
-      ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--bptt", opts->bptt, "Language models: tokens per window")
-      ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--clip", opts->clip,
-                  "Language models: each model's gradient norm limit, one value or one per model")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--lr-gamma", opts->lr_gamma,
-                  "Language models: StepLR gamma per epoch, one value or one per model")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--lr-step-size", opts->lr_step_size,
-                  "Language models: StepLR step size in epochs, one value or one per model")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--vocab", opts->vocab,
-                  "Language models, --dataset synthetic-text: words of the seeded token stream")
-      ->check(integer_at_least(2))
-      ->capture_default_str();
+  add_lm_flags(cmd, *opts);
   cmd->add_option("--synthetic-size", opts->synthetic_train_size,
                   "Training samples of --dataset synthetic or shapes")
       ->check(integer_at_least(1));

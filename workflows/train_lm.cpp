@@ -366,7 +366,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
     auto model = make_language_model(o.model, {.B = G,
                                                .streams = o.batch_size,
                                                .seed = o.seed,
-                                               .model_ids = group,
+                                               .model_ids = lm_model_streams(o, group),
                                                .config = config,
                                                .plan = plan,
                                                .threads = o.threads});
@@ -378,12 +378,13 @@ TrainResult run_train_lm(const TrainOptions& o) {
     std::vector<double> vloss;
     for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
       run.begin_epoch(epoch, steps_per_epoch);
-      int64_t steps = 0, tokens = 0;
-      train.restart();
       // Resuming inside this epoch: its first windows are done.
-      while (steps < p.batch_in_epoch && train.next(w)) ++steps;
+      int64_t steps = p.batch_in_epoch, tokens = 0;
+      const int64_t windows = train.windows_per_pass();
+      train.seek((lm_epoch_first_window(epoch, steps_per_epoch, windows) + steps) % windows);
       const auto epoch_start = Clock::now();
-      while (steps < steps_per_epoch && train.next(w)) {
+      while (steps < steps_per_epoch) {
+        if (!train.next(w)) continue;  // the end of the pass: next() rewound, read window 0
         model->train_step(w.inputs(), w.targets());
         run.step(model->losses(), ++steps);
         tokens += w.streams * w.length;
@@ -418,6 +419,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
       ModelResult& r = result.models[id];
       r.model = group[g];
       r.final_train_loss = p.last_train_loss[g];
+      r.valid_loss = vloss[g];
       r.test_loss = tloss[g];
       r.wall_seconds = wall;
       valid_ppl[id] = std::exp(vloss[g]);

@@ -11,10 +11,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "backend/cpu/runtime.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "workflows/checkpoint.h"
 #include "workflows/export.h"
 #include "workflows/interrupt.h"
@@ -39,24 +42,38 @@ std::string quote_arg(const std::string& s) {
 // What the search state depends on: --resume must find the same.
 nlohmann::json run_identity(const TuneOptions& o, const TuneSpace& space) {
   const TuneSchedule& s = o.schedule;
-  return {{"space_file", o.space},
-          {"space", space.text()},
-          {"model", o.model},
-          {"dataset", o.dataset},
-          {"optimizer", o.optimizer},
-          {"batch_size", o.batch_size},
-          {"algorithm", s.algorithm},
-          {"metric", o.metric},
-          {"num_samples", s.num_samples},
-          {"max_iters", s.max_iters},
-          {"eta", s.eta},
-          {"skip_last", s.skip_last},
-          {"min_iters", s.min_iters},
-          {"workers", s.workers},
-          {"iters_per_epoch", o.iters_per_epoch},
-          {"seed", o.seed},
-          {"synthetic_size", o.synthetic_train_size},
-          {"synthetic_test_size", o.synthetic_test_size}};
+  nlohmann::json id = {{"space_file", o.space},
+                       {"space", space.text()},
+                       {"model", o.model},
+                       {"dataset", o.dataset},
+                       {"optimizer", o.optimizer},
+                       {"batch_size", o.batch_size},
+                       {"algorithm", s.algorithm},
+                       {"metric", o.metric},
+                       {"num_samples", s.num_samples},
+                       {"max_iters", s.max_iters},
+                       {"eta", s.eta},
+                       {"skip_last", s.skip_last},
+                       {"min_iters", s.min_iters},
+                       {"workers", s.workers},
+                       {"iters_per_epoch", o.iters_per_epoch},
+                       {"seed", o.seed},
+                       {"synthetic_size", o.synthetic_train_size},
+                       {"synthetic_test_size", o.synthetic_test_size}};
+  if (tunes_language_model(o.model)) {
+    id["text-files"] = o.lm.text_files;
+    id["emsize"] = o.lm.emsize;
+    id["nhid"] = o.lm.nhid;
+    id["nlayers"] = o.lm.nlayers;
+    id["nhead"] = o.lm.nhead;
+    id["bptt"] = o.lm.bptt;
+    id["vocab"] = o.lm.vocab;
+    id["clip"] = o.lm.clip;
+    id["lr-gamma"] = o.lm.lr_gamma;
+    id["lr-step-size"] = o.lm.lr_step_size;
+    id["dropout"] = o.lm.dropout ? nlohmann::json(*o.lm.dropout) : nlohmann::json("default");
+  }
+  return id;
 }
 
 void check_resume_identity(const nlohmann::json& was, const nlohmann::json& is,
@@ -78,14 +95,60 @@ void check_resume_identity(const nlohmann::json& was, const nlohmann::json& is,
   }
 }
 
+// A classifier's data and model configuration; language models read their corpus in `hfta
+// train`'s loop (tune_lm.cpp) and leave both empty.
+void load_classifier_data(const TuneOptions& o, Data& data, ModelConfig& config) {
+  if (tunes_language_model(o.model)) return;
+  const ModelInfo& info = model_info(o.model);
+  data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
+                   o.synthetic_train_size, o.synthetic_test_size, o.seed);
+  config = model_config(o.model, data);
+  // Concurrent: the same arrays, but their models run side by side on threads of their own
+  // (plan threads), unfused: on CPU cores what HFHT's concurrent processes are on one GPU.
+  config.plan = ExecutionPlan::parse(o.mode == "concurrent" ? "threads" : o.plan);
+  // --plan auto is resolved per array (train_array), as make_array does: arrays differ in B and
+  // batch size, and the plan cache remembers each choice.
+}
+
+// What the model and space allow: a GAN has no validation metric; a Transformer LM no accuracy;
+// clip and StepLR are language models' alone.
+void check_model_and_space(const TuneOptions& o, const TuneSpace& space) {
+  HFTA_CHECK(o.model != "dcgan",
+             "hfta tune cannot search dcgan: a GAN has no validation metric to rank trials by "
+             "(its losses measure the generator against its own discriminator); sweep its "
+             "learning rates with `hfta train --model dcgan --lr a,b,c` and compare the sample "
+             "grids");
+  const bool lm = tunes_language_model(o.model);
+  HFTA_CHECK(!(is_language_model(o.model) && o.metric == "val_acc"),
+             "--metric val_acc: the {} language model has no accuracy; use --metric val_loss "
+             "(validation loss per token, minimized; perplexity is its exp)",
+             o.model);
+  for (const TuneParam& p : space.params())
+    HFTA_CHECK(lm || !is_lm_param(p.name),
+               "search space {}, parameter \"{}\": only language models (transformer, bert) "
+               "read it; remove it to tune {}",
+               space.file(), p.name, o.model);
+  if (lm) {
+    for (const auto& [flag, param, n] :
+         {std::tuple{"--clip", "clip", o.lm.clip.size()},
+          std::tuple{"--lr-gamma", "lr_gamma", o.lm.lr_gamma.size()},
+          std::tuple{"--lr-step-size", "lr_step_size", o.lm.lr_step_size.size()}})
+      HFTA_CHECK(n <= 1,
+                 "{} takes one value in hfta tune (every trial's), got {}; search per-model "
+                 "values with the space's \"{}\"",
+                 flag, n, param);
+    HFTA_CHECK(!(is_masked_lm(o.model) && o.mode == "concurrent"),
+               "--mode concurrent runs each model on threads of its own (plan threads), which "
+               "BERT does not have: use --mode fused or serial");
+  }
+}
+
 // A rank > 0 under mpirun: trains the arrays rank 0 sends until it says stop; writes no outputs
 // but the trials' checkpoints (in the shared --out).
 TuneRunResult serve_rank(const TuneOptions& o, const TuneSpace& space, TuneMpi& mpi) {
-  const ModelInfo& info = model_info(o.model);
-  Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
-                        o.synthetic_train_size, o.synthetic_test_size, o.seed);
-  ModelConfig config = model_config(o.model, data);
-  config.plan = ExecutionPlan::parse(o.mode == "concurrent" ? "threads" : o.plan);
+  Data data;
+  ModelConfig config;
+  load_classifier_data(o, data, config);
   TuneSearch search(o, space, data, config, fmt::format("{}/{}", o.out, o.mode));
   mpi.serve([&](const TuneArrayTask& t) { return search.train_task(t); });
   return {.dir = fmt::format("{}/{}", o.out, o.mode)};
@@ -161,6 +224,26 @@ TrainOptions trial_train_options(const TuneOptions& o, const TuneConfig& config,
   t.synthetic_train_size = o.synthetic_train_size;
   t.synthetic_test_size = o.synthetic_test_size;
   t.progress = false;
+  if (tunes_language_model(o.model)) {
+    // The corpus, sizes and per-model clip and StepLR: the space's values, else the flags'.
+    t.text_files = o.lm.text_files;
+    t.emsize = o.lm.emsize;
+    t.nhid = o.lm.nhid;
+    t.nlayers = o.lm.nlayers;
+    t.nhead = o.lm.nhead;
+    t.bptt = o.lm.bptt;
+    t.vocab = o.lm.vocab;
+    t.clip = o.lm.clip;
+    t.lr_gamma = o.lm.lr_gamma;
+    t.lr_step_size = o.lm.lr_step_size;
+    if (!t.dropout) t.dropout = o.lm.dropout;
+    if (auto it = config.find("clip"); it != config.end())
+      t.clip = {static_cast<float>(it->second.number)};
+    if (auto it = config.find("lr_gamma"); it != config.end())
+      t.lr_gamma = {static_cast<float>(it->second.number)};
+    if (auto it = config.find("lr_step_size"); it != config.end())
+      t.lr_step_size = {static_cast<int64_t>(it->second.number)};
+  }
   return t;
 }
 
@@ -169,7 +252,7 @@ std::string trial_command(const TuneOptions& o, const TuneConfig& config, int64_
   const TrainOptions t = trial_train_options(o, config, trial, budget, out);
   std::string s = fmt::format("hfta train --model {} --dataset {}", t.model, t.dataset);
   if (!t.data_dir.empty()) s += " --data-dir " + quote_arg(t.data_dir);
-  if (t.dataset == "synthetic" || t.dataset == "shapes")
+  if (t.dataset == "synthetic" || t.dataset == "shapes" || t.dataset == "synthetic-text")
     s += fmt::format(" --synthetic-size {}", t.synthetic_train_size);
   s += fmt::format(" --optimizer {}", t.optimizer);
   for (const auto& [name, v] : t.hyper) {
@@ -179,6 +262,17 @@ std::string trial_command(const TuneOptions& o, const TuneConfig& config, int64_
   }
   if (t.dropout) s += fmt::format(" --dropout {}", *t.dropout);
   if (t.no_decay_norm_bias) s += " --no-decay-norm-bias";
+  if (tunes_language_model(t.model)) {
+    if (!t.text_files.empty()) s += " --text-files " + quote_arg(t.text_files);
+    if (t.dataset == "synthetic-text" || t.dataset == "synthetic")
+      s += fmt::format(" --vocab {}", t.vocab);
+    s += fmt::format(" --emsize {} --nhid {} --nlayers {} --nhead {} --bptt {}", t.emsize, t.nhid,
+                     t.nlayers, t.nhead, t.bptt);
+    // BERT runs without clipping unless --clip is given.
+    if (!t.clip.empty()) s += fmt::format(" --clip {}", fmt::join(t.clip, ","));
+    s += fmt::format(" --lr-gamma {} --lr-step-size {}", fmt::join(t.lr_gamma, ","),
+                     fmt::join(t.lr_step_size, ","));
+  }
   s += fmt::format(" --batch-size {} --epochs {}", t.batch_size, t.epochs);
   if (t.iters_per_epoch > 0) s += fmt::format(" --iters-per-epoch {}", t.iters_per_epoch);
   if (t.first_epoch > 0) s += fmt::format(" --first-epoch {}", t.first_epoch);
@@ -201,8 +295,8 @@ TuneRunResult run_tune(const TuneOptions& o) {
   schedule.maximize = o.metric == "val_acc";
   check_schedule(schedule);
   const TuneSpace space = TuneSpace::load(o.space, o.optimizer);
+  check_model_and_space(o, space);
   if (o.threads > 0) cpu::set_num_threads(o.threads);
-  const ModelInfo& info = model_info(o.model);
   // Under mpirun (tune_mpi.h): rank 0 searches and writes, the other ranks train its arrays.
   std::unique_ptr<TuneMpi> mpi;
   int rank_threads = o.threads;
@@ -232,14 +326,9 @@ TuneRunResult run_tune(const TuneOptions& o) {
                "{} already holds a search ({}): continue it with --resume, or choose another --out",
                dir, history);
   }
-  Data data = load_data(o.dataset, o.data_dir, info.default_sample_shape, info.default_num_classes,
-                        o.synthetic_train_size, o.synthetic_test_size, o.seed);
-  ModelConfig config = model_config(o.model, data);
-  // Concurrent: the same arrays, but their models run side by side on threads of their own
-  // (plan threads), unfused: on CPU cores what HFHT's concurrent processes are on one GPU.
-  config.plan = ExecutionPlan::parse(o.mode == "concurrent" ? "threads" : o.plan);
-  // --plan auto is resolved per array (train_array), as make_array does: arrays differ in B and
-  // batch size, and the plan cache remembers each choice.
+  Data data;
+  ModelConfig config;
+  load_classifier_data(o, data, config);
   // Batch sizes the data cannot fill fail now, not in the middle of the search.
   int64_t largest_batch = o.batch_size;
   for (const TuneParam& p : space.params())
@@ -248,7 +337,7 @@ TuneRunResult run_tune(const TuneOptions& o) {
       for (const TuneValue& v : p.values)
         largest_batch = std::max(largest_batch, static_cast<int64_t>(v.number));
     }
-  HFTA_CHECK(largest_batch <= data.train.size,
+  HFTA_CHECK(tunes_language_model(o.model) || largest_batch <= data.train.size,
              "batch size {} (--batch-size or the space's batch_size) exceeds the {} training "
              "samples of {}",
              largest_batch, data.train.size, o.dataset);
@@ -267,9 +356,9 @@ TuneRunResult run_tune(const TuneOptions& o) {
   if (!o.quiet) {
     fmt::print("{}\n", cpu::describe_runtime());
     fmt::print(
-        "tuning {} on {} ({} train samples): {} over {} ({} parameters), mode {}, metric {}\n",
-        o.model, o.dataset, data.train.size, schedule.algorithm, o.space, space.params().size(),
-        o.mode, o.metric);
+        "tuning {} on {}{}: {} over {} ({} parameters), mode {}, metric {}\n", o.model, o.dataset,
+        tunes_language_model(o.model) ? "" : fmt::format(" ({} train samples)", data.train.size),
+        schedule.algorithm, o.space, space.params().size(), o.mode, o.metric);
     if (mpi)
       fmt::print("arrays sharded over {} MPI ranks (rank 0 {}), {} threads per rank\n", mpi->size(),
                  mpi->size() <= kRank0TrainsUpTo ? "trains too" : "coordinates", rank_threads);
@@ -307,14 +396,18 @@ TuneRunResult run_tune(const TuneOptions& o) {
   const std::string best_ckpt = fmt::format("{}/trials/{}/checkpoint.bin", dir, best->job.trial);
   Checkpoint c = load_checkpoint(best_ckpt);
   save_checkpoint(dir + "/best.bin", c);
-  auto model = make_model(c.model, model_spec(c, 1));
-  restore_tensors(c, *model, nullptr);
-  write_safetensors(dir + "/best.safetensors", state_dict(*model, 0),
-                    {{"format", "pt"},
-                     {"hfta_model", model->name()},
-                     {"sample_shape", model->sample_shape().str()},
-                     {"num_classes", std::to_string(model->num_classes())},
-                     {"source", best_ckpt}});
+  if (tunes_language_model(o.model)) {
+    write_lm_safetensors(c, dir + "/best.safetensors", best_ckpt);
+  } else {
+    auto model = make_model(c.model, model_spec(c, 1));
+    restore_tensors(c, *model, nullptr);
+    write_safetensors(dir + "/best.safetensors", state_dict(*model, 0),
+                      {{"format", "pt"},
+                       {"hfta_model", model->name()},
+                       {"sample_shape", model->sample_shape().str()},
+                       {"num_classes", std::to_string(model->num_classes())},
+                       {"source", best_ckpt}});
+  }
   if (!o.quiet)
     fmt::print(
         "done in {:.1f} s ({} arrays trained; live arrays: {} continued, {} compactions, {} slots "

@@ -52,6 +52,9 @@ struct TuneOptions {
   uint64_t seed = 1;
   int threads = 0;
   double rank_timeout_s = 0;  // mpirun: a rank silent this long is dead (0: a day; tune_mpi.h)
+  // Language models (transformer, bert): the `hfta train` flags of add_lm_flags (corpus, sizes)
+  // and the per-model --clip, --lr-gamma and --lr-step-size where the space does not search them.
+  TrainOptions lm;
   int64_t synthetic_train_size = 4096;
   int64_t synthetic_test_size = 1024;  // `hfta train`'s (no flag): tests make it smaller
   // Keep every trial's checkpoint; by default those of trials the search will not train again
@@ -82,6 +85,11 @@ struct TuneRunResult {
   int64_t arrays_trained = 0;  // this process's arrays (not those replayed from history.csv)
   TuneLiveCounts live;
 };
+
+// True for the models `hfta tune` trains through `hfta train`'s language-model loops
+// (transformer, bert): their metric is the validation loss per predicted token (and BERT's
+// masked-token accuracy).
+bool tunes_language_model(const std::string& model);
 
 // Runs the search. Throws hfta::Error on bad flags or space, a --resume that does not match, or
 // an interrupt (after saving: run the same command with --resume).

@@ -4,11 +4,13 @@
 #include <memory>
 
 #include "core/error.h"
+#include "models/masked_lm.h"
 #include "models/model.h"
 #include "workflows/cli.h"
 #include "workflows/data.h"
 #include "workflows/hyper.h"
 #include "workflows/sweep.h"
+#include "workflows/train_bert.h"
 #include "workflows/tune.h"
 
 namespace hfta {
@@ -19,7 +21,7 @@ void add_tune_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "tune", "Search hyperparameters (random, Hyperband, ASHA), training trials as fused arrays");
   cmd->add_option("--model", o->model, "Architecture")
-      ->check(CLI::IsMember(model_names()))
+      ->check(CLI::IsMember(trainable_model_names()))
       ->capture_default_str();
   cmd->add_option("--dataset", o->dataset, "Dataset")
       ->check(CLI::IsMember(dataset_names()))
@@ -103,8 +105,18 @@ void add_tune_command(CLI::App& app) {
                   "Training samples of --dataset synthetic or shapes")
       ->check(integer_at_least(1))
       ->capture_default_str();
-  cmd->callback([o, budget] {
+  // Language models: the sizes, corpus and the defaults of --clip and StepLR (a space may search
+  // clip, lr_gamma and lr_step_size per model).
+  add_lm_flags(cmd, o->lm);
+  cmd->callback([cmd, o, budget] {
     if (!budget->empty()) o->memory_budget_bytes = parse_memory_size(*budget);
+    if (is_masked_lm(o->model)) {
+      // BERT's sizes, batch and optimizer default to HFTA's examples/bert, as in `hfta train`.
+      auto given = [cmd](const char* flag) { return cmd->count(flag) > 0; };
+      apply_bert_defaults(o->lm, given);
+      if (!given("--optimizer")) o->optimizer = o->lm.optimizer;
+      if (!given("--batch-size")) o->batch_size = o->lm.batch_size;
+    }
     run_tune(*o);
   });
 }

@@ -134,7 +134,13 @@ int64_t TuneSearch::max_models(const ArrayKey& key) {
   auto it = max_models_.find(key);
   if (it != max_models_.end()) return it->second;
   int64_t n = o_.max_fused > 0 ? o_.max_fused : INT64_MAX;
-  if (o_.memory_budget_bytes > 0) {
+  if (o_.memory_budget_bytes > 0 && tunes_language_model(o_.model)) {
+    const int64_t per_model = lm_arena_bytes_per_model(o_, key);
+    n = std::min(n, std::max<int64_t>(1, o_.memory_budget_bytes / std::max<int64_t>(1, per_model)));
+    if (!o_.quiet)
+      fmt::print("arrays of {}: at most {} models within --memory-budget ({} bytes per model)\n",
+                 key.str(), n, per_model);
+  } else if (o_.memory_budget_bytes > 0) {
     // Arenas grow linearly in B: one model's bytes at this batch size bound the array.
     ModelConfig c = config_;
     if (key.dropout >= 0) c.dropout = key.dropout;
@@ -266,6 +272,26 @@ void TuneSearch::write_row(const TuneJob& job, int64_t trial_steps, double acc, 
     history_->row(row);
 }
 
+void TuneSearch::record_outcomes(const std::vector<Job>& jobs, const std::vector<double>& acc,
+                                 const std::vector<double>& loss, bool failed, int64_t step,
+                                 double wall, std::vector<TuneOutcome>& outcomes) {
+  const double time_s = time_offset_ + seconds_since(start_);
+  for (size_t b = 0; b < jobs.size(); ++b) {
+    const Job& j = jobs[b];
+    TuneOutcome& out = outcomes[j.index];
+    out.failed = failed;
+    out.metric = o_.metric == "val_acc" ? acc[b] : loss[b];
+    if (std::isnan(out.metric)) out.metric = NAN;
+    write_row(j.job, step, acc[b], loss[b], out.metric, wall, time_s, failed ? "failed" : "ok");
+    last_[j.job.trial] = {j.job, out};
+    if (!failed) timeline_.push_back({time_s, {j.job, out}});
+    if (!failed && !o_.quiet)
+      fmt::print("  trial {:>3} budget {:>3}: {}val_loss {:.4f}\n", j.job.trial, j.job.to,
+                 std::isnan(acc[b]) ? "" : fmt::format("val_acc {:.4f} ", acc[b]), loss[b]);
+  }
+  std::fflush(stdout);
+}
+
 TuneArrayResult TuneSearch::train_task(const TuneArrayTask& task) {
   TuneArrayResult r;
   std::vector<Job> jobs;
@@ -333,6 +359,7 @@ void TuneSearch::build_array(ModelConfig& config, const ArrayKey& key, int64_t s
 
 void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
                              const std::vector<Job>& jobs, std::vector<TuneOutcome>& outcomes) {
+  if (tunes_language_model(o_.model)) return train_lm_array(key, start, to, jobs, outcomes);
   if (InterruptGuard::interrupted())
     fail("interrupted; the search is saved in {}: run the same command with --resume to continue",
          dir_);
@@ -433,28 +460,16 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
           << "\n";
     }
   }
-  const double wall = seconds_since(array_start);
-  const double time_s = time_offset_ + seconds_since(start_);
-  for (int64_t b = 0; b < B; ++b) {
-    const Job& j = jobs[static_cast<size_t>(b)];
-    TuneOutcome& out = outcomes[j.index];
-    const double acc = failed ? NAN : eval.accuracy[b], loss = failed ? NAN : eval.loss[b];
-    out.failed = failed;
-    out.metric = o_.metric == "val_acc" ? acc : loss;
-    if (std::isnan(out.metric)) out.metric = NAN;
-    write_row(j.job, step, acc, loss, out.metric, wall, time_s, failed ? "failed" : "ok");
-    last_[j.job.trial] = {j.job, out};
-    if (!failed) timeline_.push_back({time_s, {j.job, out}});
-  }
-  if (!o_.quiet) {
-    if (failed)
-      fmt::print("  failed: {}\n", failure);
-    else
-      for (int64_t b = 0; b < B; ++b)
-        fmt::print("  trial {:>3} budget {:>3}: val_acc {:.4f} val_loss {:.4f}\n", ids[b], to,
-                   eval.accuracy[b], eval.loss[b]);
+  if (failed && !o_.quiet) {
+    fmt::print("  failed: {}\n", failure);
     std::fflush(stdout);
   }
+  std::vector<double> acc(jobs.size(), NAN), loss(jobs.size(), NAN);
+  for (size_t b = 0; !failed && b < jobs.size(); ++b) {
+    acc[b] = eval.accuracy[b];
+    loss[b] = eval.loss[b];
+  }
+  record_outcomes(jobs, acc, loss, failed, step, seconds_since(array_start), outcomes);
   ++arrays_trained_;
   if (!failed && o_.live_arrays)
     live_ = Live{.key = key, .at = to, .array = std::move(array), .skipped = skipped};

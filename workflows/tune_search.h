@@ -23,6 +23,14 @@
 
 namespace hfta {
 
+// The arena bytes of one language model of the search (its corpus' vocabulary, the array's
+// batch and dropout): --memory-budget's unit for transformer and bert arrays (tune_lm.cpp).
+int64_t lm_arena_bytes_per_model(const TuneOptions& options, const ArrayKey& key);
+// A language model's trial checkpoint (B = 1) as <path>.safetensors-style state_dict file with
+// the example's names (tune_lm.cpp).
+void write_lm_safetensors(const Checkpoint& checkpoint, const std::string& path,
+                          const std::string& source);
+
 // history.csv's columns for `space`: trial, one per parameter, then the outcome's.
 std::vector<std::string> history_columns(const TuneSpace& space);
 // A metric as a CSV cell ("nan" when not finite).
@@ -68,6 +76,16 @@ class TuneSearch {
   };
   void train_array(const ArrayKey& key, int64_t start, int64_t to, const std::vector<Job>& jobs,
                    std::vector<TuneOutcome>& outcomes);
+  // A language model's array (tune_lm.cpp): `hfta train`'s own loop (run_train_lm,
+  // run_train_bert) on the trials' options, from their checkpoints stacked into one when start
+  // > 0. No live arrays: each array starts from the checkpoints.
+  void train_lm_array(const ArrayKey& key, int64_t start, int64_t to, const std::vector<Job>& jobs,
+                      std::vector<TuneOutcome>& outcomes);
+  // The outcome and history row of each of `jobs` after its array: `acc` and `loss` per job
+  // (NaN when failed or not measured).
+  void record_outcomes(const std::vector<Job>& jobs, const std::vector<double>& acc,
+                       const std::vector<double>& loss, bool failed, int64_t step, double wall,
+                       std::vector<TuneOutcome>& outcomes);
   void write_row(const TuneJob& job, int64_t trial_steps, double acc, double loss, double metric,
                  double wall, double time_s, const std::string& status);
   std::string trial_dir(int64_t t) const { return fmt::format("{}/trials/{}", dir_, t); }

@@ -19,6 +19,8 @@ namespace {
 const std::vector<std::string> kNonFusible = {"batch_size", "dropout", "no_decay_norm_bias",
                                               "optimizer"};
 const std::vector<std::string> kDists = {"uniform", "loguniform", "int", "choice"};
+// Per model, outside the optimizer: a language model's gradient clip and StepLR.
+const std::vector<std::string> kLmParams = {"clip", "lr_gamma", "lr_step_size"};
 
 const HyperRow* find_row(const std::string& name) {
   for (const HyperRow& row : hyper_table())
@@ -30,10 +32,15 @@ std::vector<std::string> known_params() {
   std::vector<std::string> names;
   for (const HyperRow& row : hyper_table()) names.emplace_back(row.name);
   names.insert(names.end(), kNonFusible.begin(), kNonFusible.end());
+  names.insert(names.end(), kLmParams.begin(), kLmParams.end());
   return names;
 }
 
 }  // namespace
+
+bool is_lm_param(const std::string& name) {
+  return std::find(kLmParams.begin(), kLmParams.end(), name) != kLmParams.end();
+}
 
 bool is_non_fusible_param(const std::string& name) {
   return std::find(kNonFusible.begin(), kNonFusible.end(), name) != kNonFusible.end();
@@ -74,7 +81,7 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
       fail("search space {}, parameter \"{}\": {}", file, name, why);
     };
     const bool non_fusible = is_non_fusible_param(name);
-    if (!non_fusible && find_row(name) == nullptr)
+    if (!non_fusible && !is_lm_param(name) && find_row(name) == nullptr)
       bad(fmt::format("unknown parameter; the known ones are {}", fmt::join(known_params(), ", ")));
     if (!spec.is_object()) bad("must be an object with \"dist\" and its bounds or values");
     TuneParam p{.name = name};
@@ -156,6 +163,20 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
       if (p.dist != "choice") bad("no_decay_norm_bias must be a choice of 0 and 1");
       each_number([&](double x) {
         if (x != 0 && x != 1) bad(fmt::format("no_decay_norm_bias {:g} is not 0 or 1", x));
+      });
+    } else if (name == "clip") {
+      each_number([&](double x) {
+        if (x <= 0) bad(fmt::format("clip {:g} is not positive", x));
+      });
+    } else if (name == "lr_gamma") {
+      each_number([&](double x) {
+        if (x <= 0 || x > 1) bad(fmt::format("lr_gamma {:g} is outside (0, 1]", x));
+      });
+    } else if (name == "lr_step_size") {
+      if (p.dist != "choice" && p.dist != "int") bad("lr_step_size must be an int or a choice");
+      each_number([&](double x) {
+        if (x < 1 || x != std::floor(x))
+          bad(fmt::format("lr_step_size {:g} is not a positive integer", x));
       });
     } else if (find_row(name)->is_switch) {
       if (p.dist != "choice") bad("a switch must be a choice of 0 and 1");

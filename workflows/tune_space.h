@@ -7,7 +7,8 @@
 //    "optimizer":  {"dist": "choice", "values": ["adam", "sgd"]}}
 //
 // Parameters: every optimizer hyperparameter of hyper_table() (fusible by default: one value per
-// model of an array), and the non-fusible batch_size, optimizer, dropout and no_decay_norm_bias
+// model of an array), a language model's clip, lr_gamma and lr_step_size (fusible), and the
+// non-fusible batch_size, optimizer, dropout and no_decay_norm_bias
 // (one value per array: configurations that differ there train in different arrays, as HFHT
 // partitions them). Distributions: uniform and loguniform [low, high), int (uniform integer in
 // [low, high]), choice (one of values, equally likely).
@@ -84,5 +85,7 @@ HyperValues config_hyper(const TuneConfig& config, const std::string& optimizer)
 
 // The parameters that only split arrays.
 bool is_non_fusible_param(const std::string& name);
+// A language model's per-model parameters outside the optimizer: clip, lr_gamma, lr_step_size.
+bool is_lm_param(const std::string& name);
 
 }  // namespace hfta

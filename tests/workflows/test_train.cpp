@@ -70,8 +70,9 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
     ASSERT_EQ(r.exit_code, 0) << r.output();
     auto p = losses(plan_tmp.str() + "/metrics.csv");
     expect_same_curves(p, plan);
-    if (std::string(plan) == "auto")
+    if (std::string(plan) == "auto") {
       EXPECT_NE(r.err.find("plan auto"), std::string::npos) << r.output();
+    }
   }
   // Different learning rates train differently: the comparison is not vacuous.
   EXPECT_NE(f[std::make_pair(0, 6)], f[std::make_pair(1, 6)]);

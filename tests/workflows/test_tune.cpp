@@ -13,6 +13,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "models/model.h"
 #include "test_files.h"
 #include "workflows/csv.h"
@@ -202,7 +204,7 @@ TEST(Tune, BadSpacesFailWithOneLine) {
 }
 
 // workflows/spaces/<model>.json: each shipped space loads and samples (with the optimizer it names
-// or Adam), and every model `hfta tune` accepts has one.
+// or Adam), and every model `hfta tune` accepts (classifiers, transformer, bert) has one.
 TEST(Tune, EveryTunableModelShipsASpaceThatLoads) {
   const std::filesystem::path dir = std::filesystem::path(HFTA_SOURCE_DIR) / "workflows/spaces";
   std::set<std::string> shipped;
@@ -214,7 +216,10 @@ TEST(Tune, EveryTunableModelShipsASpaceThatLoads) {
     EXPECT_FALSE(config_hyper(config, array_key(config, {.optimizer = "adam"}).optimizer).empty());
     shipped.insert(e.path().stem().string());
   }
-  for (const std::string& model : model_names())
+  std::vector<std::string> tunable = model_names();
+  for (const auto& names : {language_model_names(), masked_lm_names()})
+    tunable.insert(tunable.end(), names.begin(), names.end());
+  for (const std::string& model : tunable)
     EXPECT_TRUE(shipped.contains(model)) << "no workflows/spaces/" << model << ".json";
 }
 

@@ -50,10 +50,10 @@ std::string write_corpus(const TempDir& dir) {
   return write_file(dir, "corpus.txt", text);
 }
 
-// A Transformer of a few thousand parameters.
-TuneOptions transformer_options(const TempDir& dir, const std::string& mode) {
+// `model` of a few thousand parameters on the patterned corpus, trained by Adadelta.
+TuneOptions tiny_lm_options(const TempDir& dir, const std::string& model) {
   TuneOptions o;
-  o.model = "transformer";
+  o.model = model;
   o.dataset = "text";
   o.lm.text_files = write_corpus(dir);
   o.lm.emsize = 16;
@@ -63,15 +63,20 @@ TuneOptions transformer_options(const TempDir& dir, const std::string& mode) {
   o.lm.bptt = 8;
   o.optimizer = "adadelta";
   o.batch_size = 4;
+  o.iters_per_epoch = 3;
+  o.out = (dir.path / "out").string();
+  o.quiet = true;
+  o.threads = 1;
+  return o;
+}
+
+TuneOptions transformer_options(const TempDir& dir, const std::string& mode) {
+  TuneOptions o = tiny_lm_options(dir, "transformer");
   o.metric = "val_loss";
   o.space = write_file(dir, "transformer.json", kTransformerSpace);
   o.schedule = {.algorithm = "hyperband", .max_iters = 3, .eta = 3, .skip_last = 0};
   o.mode = mode;
-  o.iters_per_epoch = 3;
-  o.out = (dir.path / "out").string();
   o.seed = 7;
-  o.quiet = true;
-  o.threads = 1;
   return o;
 }
 
@@ -149,18 +154,8 @@ TEST(TuneLm, TransformerHyperbandSameInEveryModeAndAPromotedTrialRetrainsAlone) 
 
 TEST(TuneLm, BertRandomSearchRanksByMaskedAccuracyAndATrialRetrainsAlone) {
   TempDir dir("tune_lm_bert");
-  TuneOptions o;
-  o.model = "bert";
-  o.dataset = "text";
-  o.lm.text_files = write_corpus(dir);
-  o.lm.emsize = 16;
-  o.lm.nhid = 16;
-  o.lm.nlayers = 1;
-  o.lm.nhead = 2;
-  o.lm.bptt = 8;
+  TuneOptions o = tiny_lm_options(dir, "bert");
   o.lm.clip.clear();  // BERT's default: no clipping
-  o.optimizer = "adadelta";
-  o.batch_size = 4;
   o.metric = "val_acc";
   o.space = write_file(dir, "bert.json", R"({
     "lr": {"dist": "loguniform", "low": 0.3, "high": 3.0},
@@ -168,11 +163,7 @@ TEST(TuneLm, BertRandomSearchRanksByMaskedAccuracyAndATrialRetrainsAlone) {
     "lr_gamma": {"dist": "choice", "values": [0.25, 1.0]}
   })");
   o.schedule = {.algorithm = "random", .num_samples = 3, .max_iters = 2};
-  o.iters_per_epoch = 3;
-  o.out = (dir.path / "out").string();
   o.seed = 3;
-  o.quiet = true;
-  o.threads = 1;
   const TuneRunResult r = run_tune(o);
   const auto rows = history(r.dir);
   ASSERT_EQ(rows.size(), 3u);

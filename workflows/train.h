@@ -62,6 +62,10 @@ struct TrainOptions {
   double checkpoint_interval_seconds = kDefaultCheckpointIntervalSeconds;
   // Continue from the checkpoints in <out> (same flags required; metrics.csv is kept).
   bool resume = false;
+  // Language models, set by `hfta tune` (no flag): a search ranks trials on the validation split
+  // alone, so the test split's evaluation (test loss NaN) and BERT's per-model safetensors are
+  // skipped.
+  bool search_trial = false;
   // Language models (models/language_model.h; dataset = text or wikitext2).
   std::string text_files;  // --text-files: comma-separated files or directories
   int64_t emsize = 128, nhid = 128, nlayers = 2, nhead = 2, bptt = 32;

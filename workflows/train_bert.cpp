@@ -243,9 +243,11 @@ TrainResult run_train_bert(const TrainOptions& o) {
       r.valid_loss = valid_loss[static_cast<size_t>(group[g])];
       r.valid_accuracy = valid_acc[static_cast<size_t>(group[g])];
     }
-    const EvalResult t = evaluate(*model, test, o.seed);
+    const EvalResult t =
+        o.search_trial ? EvalResult{std::vector<double>(nG, NAN), std::vector<double>(nG, NAN)}
+                       : evaluate(*model, test, o.seed);
     // Each model's trained weights with the example's state_dict names (as `hfta export`).
-    for (int64_t g = 0; g < G; ++g) {
+    for (int64_t g = 0; g < G && !o.search_trial; ++g) {
       const int64_t id = group[static_cast<size_t>(g)];
       write_safetensors(fmt::format("{}/model{}.safetensors", o.out, id), state_dict(net, g),
                         {{"format", "pt"},

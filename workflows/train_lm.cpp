@@ -412,7 +412,8 @@ TrainResult run_train_lm(const TrainOptions& o) {
       fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
     }
     if (model->profiling()) fmt::print(stderr, "{}\n", model->profile_report());
-    const std::vector<double> tloss = evaluate_lm(*model, test);
+    const std::vector<double> tloss =
+        o.search_trial ? std::vector<double>(nG, NAN) : evaluate_lm(*model, test);
     const double wall = seconds_since(group_start);
     for (size_t g = 0; g < nG; ++g) {
       const size_t id = static_cast<size_t>(group[g]);

@@ -162,7 +162,8 @@ void TuneSearch::train_lm_array(const ArrayKey& key, int64_t start, int64_t to,
   if (!t.hyper.contains("lr")) t.hyper["lr"] = resolve_hyper(key.optimizer, t.hyper, B).at("lr");
   t.plan = o_.mode == "concurrent" ? "threads" : o_.plan;
   t.threads = o_.threads;
-  t.checkpoint = true;  // the array's state at `to`, split into the trials' below
+  t.search_trial = true;  // no test split, no per-model exports
+  t.checkpoint = true;    // the array's state at `to`, split into the trials' below
   t.checkpoint_every = 0;
   t.checkpoint_interval_seconds = 0;
   t.out = fmt::format("{}/arrays/{}-to{}", dir_, fmt::join(ids, "-"), to);

@@ -214,6 +214,45 @@ TEST(TuneLm, PartialEpochsReadOnThroughTheCorpus) {
     EXPECT_NEAR(two.models[b].valid_loss, one.models[b].valid_loss, 1e-5) << "model " << b;
 }
 
+// A search's array skips the test split (and BERT its per-model exports), nothing else.
+TEST(TuneLm, ASearchTrialSkipsOnlyTheTestSplitAndTheExports) {
+  TempDir dir("tune_lm_search_trial");
+  for (const char* model : {"transformer", "bert"}) {
+    SCOPED_TRACE(model);
+    TrainOptions t;
+    t.model = model;
+    t.dataset = "text";
+    t.text_files = write_corpus(dir);
+    t.emsize = t.nhid = 16;
+    t.nlayers = 1;
+    t.nhead = 2;
+    t.bptt = 8;
+    t.batch_size = 4;
+    t.iters_per_epoch = 3;
+    t.optimizer = "adadelta";
+    t.hyper = {{"lr", {1.0f, 0.5f}}};
+    t.threads = 1;
+    t.progress = false;
+    auto run = [&](bool search, const char* name) {
+      TrainOptions u = t;
+      u.search_trial = search;
+      u.out = (dir.path / fmt::format("{}_{}", model, name)).string();
+      return std::make_pair(run_train(u), u.out);
+    };
+    const auto [full, full_out] = run(false, "full");
+    const auto [search, search_out] = run(true, "search");
+    for (size_t b = 0; b < 2; ++b) {
+      EXPECT_EQ(search.models[b].valid_loss, full.models[b].valid_loss) << "model " << b;
+      EXPECT_TRUE(std::isfinite(full.models[b].test_loss));
+      EXPECT_TRUE(std::isnan(search.models[b].test_loss));
+    }
+    if (std::string(model) == "bert") {
+      EXPECT_TRUE(std::filesystem::exists(full_out + "/model0.safetensors"));
+      EXPECT_FALSE(std::filesystem::exists(search_out + "/model0.safetensors"));
+    }
+  }
+}
+
 TEST(TuneLm, AnEpochOfNWindowsStartsWhereTheLastStoppedWrappingAroundThePass) {
   EXPECT_EQ(lm_epoch_first_window(0, 20, 31), 0);
   EXPECT_EQ(lm_epoch_first_window(1, 20, 31), 20);

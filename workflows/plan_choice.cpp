@@ -94,8 +94,14 @@ nlohmann::json read_cache(const std::string& path) {
 }
 
 // Best effort: a read-only home directory must not stop a training run.
-void write_cache(const std::string& path, const nlohmann::json& j,
+// The file is read again just before the rename and only `key` is set: another process (a
+// sweep's trials, tests running side by side) may have added entries since this one read it,
+// and writing the stale copy would drop them, so a later run would time its plan again and
+// might pick another one (plans agree only to rounding).
+void write_cache(const std::string& path, const std::string& key, const nlohmann::json& entry,
                  const std::function<void(const std::string&)>& log) {
+  nlohmann::json j = read_cache(path);
+  j[key] = entry;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   const std::string tmp = fmt::format("{}.tmp{}", path, getpid());
@@ -290,8 +296,7 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
   entry["plan"] = choice.plan.str();
   log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}", fmt::join(parts, ", "),
                   key, choice.plan.str()));
-  cache[key] = entry;
-  write_cache(choice.cache_path, cache, log);
+  write_cache(choice.cache_path, key, entry, log);
   return choice;
 }
 

@@ -311,7 +311,7 @@ INSTANTIATE_TEST_SUITE_P(
         CrashCase{.name = "mobilenetv2_dropout_every1",
                   .run = "train --model mobilenetv2 --dataset synthetic --synthetic-size 64 "
                          "--epochs 1 --iters-per-epoch 6 --batch-size 8 --dropout 0.5 "
-                         "--lr 0.0001,0.0002 --no-progress",
+                         "--lr 0.0001,0.0002 --no-progress --plan fused",
                   .every = 1,
                   .seeds = 1,
                   .kills = 2}),

@@ -86,8 +86,8 @@ namespace cpu {
 void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);
 // Number of problems (distinct Conv2dParams and strategy) whose oneDNN primitives are cached.
-// The cache keeps at most conv2d_cache_capacity() of them (32 by default) and evicts the least
-// recently used; set_conv2d_cache_capacity (at least 1) shrinks it at once.
+// The cache keeps at most conv2d_cache_capacity() of them per calling thread (32 by default) and
+// evicts the least recently used; set_conv2d_cache_capacity (at least 1) shrinks it at once.
 int64_t conv2d_cached_problems();
 void set_conv2d_cache_capacity(int64_t problems);
 int64_t conv2d_cache_capacity();

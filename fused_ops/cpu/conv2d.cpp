@@ -38,11 +38,11 @@
 // y/dy another (about 2 activation-sized buffers per conv shape, per model-sized for a
 // per-model lane); backward converts each run's dy once for both of its primitives, running
 // backward-data and backward-weights model by model. The cache holds at most
-// conv2d_cache_capacity() problems (32 by default: a network has a handful of conv shapes, but
-// every distinct last-batch size N is a problem of its own) and evicts the least recently used
-// one. A global mutex guards the map and a per-entry mutex the entry's memories, so concurrent
-// calls are safe (and serialized per problem); callers hold an entry by shared_ptr, so one
-// evicted while in use lives until its call returns.
+// conv2d_cache_capacity() problems per calling thread (32 by default: a network has a handful of
+// conv shapes, but every distinct last-batch size N is a problem of its own; per thread, see
+// primitive_cache.h) and evicts the least recently used one. A global mutex guards the map and a
+// per-entry mutex the entry's memories, so concurrent calls are safe (and serialized per problem);
+// callers hold an entry by shared_ptr, so one evicted while in use lives until its call returns.
 #include "fused_ops/conv2d.h"
 
 #include <algorithm>
@@ -51,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -62,6 +63,7 @@
 #include "fused_ops/cpu/avx512.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
+#include "fused_ops/cpu/primitive_cache.h"
 
 namespace hfta::cpu {
 
@@ -423,18 +425,8 @@ struct CacheKey {
   auto operator<=>(const CacheKey&) const = default;
 };
 std::map<CacheKey, std::shared_ptr<Entry>> g_cache;
-int64_t g_capacity = 32;  // guarded by g_cache_mutex
+int64_t g_capacity = 32;  // per caller (primitive_cache.h); guarded by g_cache_mutex
 uint64_t g_tick = 0;      // guarded by g_cache_mutex
-
-// Drops least recently used entries until at most `keep` remain; g_cache_mutex held.
-void evict_down_to(int64_t keep) {
-  while (static_cast<int64_t>(g_cache.size()) > keep) {
-    auto oldest = g_cache.begin();
-    for (auto it = g_cache.begin(); it != g_cache.end(); ++it)
-      if (it->second->last_used < oldest->second->last_used) oldest = it;
-    g_cache.erase(oldest);
-  }
-}
 
 // kGrouped: grouped, unless that is impossible (a shared input with groups > 1). kPerModel: per
 // model for B > 1. kAuto: per model for B > 1 (run across the threads when B is a multiple of
@@ -470,7 +462,7 @@ std::shared_ptr<Entry> cached_entry(const Conv2dParams& p) {
     auto e = std::make_shared<Entry>();
     e->p = p;
     choose_strategy(*e, g_strategy);
-    evict_down_to(g_capacity - 1);
+    evict_least_recent(g_cache, key.caller, g_capacity - 1);
     it = g_cache.emplace(key, std::move(e)).first;
   }
   it->second->last_used = ++g_tick;
@@ -767,7 +759,9 @@ int64_t conv2d_cached_problems() {
 void set_conv2d_cache_capacity(int64_t problems) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   g_capacity = std::max<int64_t>(1, problems);
-  evict_down_to(g_capacity);
+  std::set<int> callers;
+  for (const auto& [key, entry] : g_cache) callers.insert(key.caller);
+  for (int caller : callers) evict_least_recent(g_cache, caller, g_capacity);
 }
 
 int64_t conv2d_cache_capacity() {

@@ -38,6 +38,7 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "core/parallel.h"
+#include "fused_ops/cpu/primitive_cache.h"
 
 namespace hfta::cpu {
 
@@ -215,7 +216,7 @@ ConvTranspose2dStrategy initial_strategy() {
   return ConvTranspose2dStrategy::kAuto;
 }
 
-constexpr int64_t kCacheCapacity = 32;
+constexpr int64_t kCacheCapacity = 32;  // per caller (primitive_cache.h)
 std::mutex g_cache_mutex;
 ConvTranspose2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_mutex
 // Keyed as conv2d's cache (fused_ops/cpu/conv2d.cpp): by the problem, the strategy, the thread
@@ -256,12 +257,7 @@ std::shared_ptr<Entry> cached_entry(const ConvTranspose2dParams& p) {
     auto e = std::make_shared<Entry>();
     e->p = p;
     choose_strategy(*e, g_strategy);
-    while (static_cast<int64_t>(g_cache.size()) >= kCacheCapacity) {
-      auto oldest = std::min_element(g_cache.begin(), g_cache.end(), [](auto& a, auto& b) {
-        return a.second->last_used < b.second->last_used;
-      });
-      g_cache.erase(oldest);
-    }
+    evict_least_recent(g_cache, key.caller, kCacheCapacity - 1);
     it = g_cache.emplace(key, std::move(e)).first;
   }
   it->second->last_used = ++g_tick;

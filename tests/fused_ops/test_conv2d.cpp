@@ -4,6 +4,8 @@
 // Measurements (fused vs B single convolutions, the per-model strategy, the machine's peak) are
 // in docs/benchmarks.md: `op_bench conv2d ...` reproduces them; tests do not time anything.
 
+#include <omp.h>
+
 #include <string>
 #include <thread>
 #include <vector>
@@ -472,6 +474,43 @@ TEST(Conv2d, PrimitiveCacheEvictsTheLeastRecentlyUsedProblem) {
     expect_close(f.dw, r.dw, tol.atol, tol.rtol, what + " dweight");
     expect_close(f.db, r.db, tol.atol, tol.rtol, what + " dbias");
   }
+}
+
+// The capacity bounds each calling thread's problems alone: two threads of a parallel region
+// (as the threads plans run whole models per thread) that each use 20 problems keep all 40
+// cached. A bound over all callers kept 32, so the threads evicted each other's entries and
+// rebuilt them on every pass.
+TEST(Conv2d, PrimitiveCacheCapacityAppliesPerCallingThread) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  struct CapacityScope {
+    int64_t saved = cpu::conv2d_cache_capacity();
+    ~CapacityScope() { cpu::set_conv2d_cache_capacity(saved); }
+  } restore;
+  cpu::set_conv2d_cache_capacity(1);  // at most one problem of earlier tests per caller
+  cpu::set_conv2d_cache_capacity(32);
+  const int64_t before = cpu::conv2d_cached_problems();
+  const ConvCase base{2, 16, 16, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false};
+  const int kCallers = 2;
+  const int64_t kProblems = 20, kOverCapacity = 40;
+  std::vector<int64_t> called(kCallers, 0);
+#pragma omp parallel num_threads(kCallers)
+  {
+    const int caller = omp_get_thread_num();
+    const int64_t problems = caller == 0 ? kProblems : kOverCapacity;
+    for (int64_t n = 1; n <= problems; ++n) {
+      ConvCase c = base;
+      c.N = n;
+      Problem f(params_for(2, c), seed);
+      conv2d_forward(
+          f.p, {.x = f.x.view(), .weight = f.w.view(), .bias = f.bias.view(), .y = f.y.view()});
+    }
+    called[static_cast<size_t>(caller)] = problems;
+  }
+  ASSERT_EQ(called[1], kOverCapacity) << "the region ran on one thread";
+  // Thread 0 keeps its 20, thread 1 its 32 most recent of 40 (plus what earlier tests left).
+  EXPECT_GE(cpu::conv2d_cached_problems(), kProblems + 32);
+  EXPECT_LE(cpu::conv2d_cached_problems(), before + kProblems + 32);
 }
 
 // Two threads running the same problem share one cache entry (its blocked copies and scratch):

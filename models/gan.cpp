@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 
 namespace hfta {
@@ -19,8 +22,39 @@ std::unique_ptr<FusedAdam> adam_over(const Net& net, const AdamHyper& hyper) {
   return std::make_unique<FusedAdam>(ParamTable::from_arena(net.param_arena(), views), hyper);
 }
 
-std::vector<float> to_vector(const TensorView& t) {
-  return std::vector<float>(t.data, t.data + t.numel());
+}  // namespace
+
+// One group's nets: G and D on the real batch (the state's own nets under the fused plan, else
+// nets bound to the group's slices of it), and D twice more on the fakes (always bound).
+struct GanArray::Pass {
+  std::unique_ptr<Net> own_g, own_d_real, d_fake, d_gen;
+  Net* g = nullptr;
+  Net* d_real = nullptr;
+  Value z, fake, real_in, fake_in, gen_in, loss_real, loss_fake, loss_gen;
+  int ms_real = -1, ms_fake = -1, ms_gen = -1;
+  std::vector<float> noise;  // [batch, count*nz]
+};
+
+namespace {
+
+NetSpec gan_net_spec(const GanSpec& s, DcganNet which, int64_t first, int64_t count,
+                     int64_t capacity, bool external, bool state_only = false) {
+  return NetSpec{.B = count,
+                 .capacity = capacity,
+                 .seed = dcgan_seed(s.seed, which),
+                 .model_ids = std::vector<int64_t>(s.model_ids.begin() + first,
+                                                   s.model_ids.begin() + first + count),
+                 .state_only = state_only,
+                 .external_state = external};
+}
+
+// G recorded on `n`: per-model noise in, images out (their gradient written by the caller).
+std::pair<Value, Value> record_generator(Net& n, const DcganArch& a) {
+  const Value z = n.model_input(Shape{a.nz, 1, 1});
+  const Value fake = dcgan_generator(n, z, a);
+  n.add_output_grad(fake);
+  n.finalize();
+  return {z, fake};
 }
 
 }  // namespace
@@ -32,128 +66,211 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
              "DCGAN needs a batch of at least 2 rows (BatchNorm statistics), got {}", spec_.batch);
   if (spec_.model_ids.empty())
     for (int64_t b = 0; b < spec_.B; ++b) spec_.model_ids.push_back(b);
+  HFTA_CHECK(static_cast<int64_t>(spec_.model_ids.size()) == spec_.B,
+             "{} model ids for an array of {} models", spec_.model_ids.size(), spec_.B);
+  layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
+  const bool fused = layout_.is_fused();
+  if (fused) spec_.plan = ExecutionPlan::fused();
   const DcganArch& a = spec_.arch;
-  const Shape noise{a.nz, 1, 1}, image{a.nc, a.image, a.image};
-  auto net_spec = [&](DcganNet which, int64_t capacity, bool external) {
-    return NetSpec{.B = spec_.B,
-                   .capacity = capacity,
-                   .seed = dcgan_seed(spec_.seed, which),
-                   .model_ids = spec_.model_ids,
-                   .external_state = external};
-  };
+  const Shape image{a.nc, a.image, a.image};
 
-  g_ = std::make_unique<Net>(net_spec(DcganNet::kGenerator, spec_.batch, false));
-  z_ = g_->model_input(noise);
-  fake_ = dcgan_generator(*g_, z_, a);
-  g_->add_output_grad(fake_);
-  g_->finalize();
-
-  g_sample_ = std::make_unique<Net>(net_spec(DcganNet::kGenerator, kSampleRows, true));
-  sample_z_ = g_sample_->model_input(noise);
-  sample_out_ = dcgan_generator(*g_sample_, sample_z_, a);
-  g_sample_->add_output_grad(sample_out_);  // never run backward; finalize() needs a sink
-  g_sample_->finalize();
-  g_sample_->bind_state(*g_, 0);
-
-  d_real_ = std::make_unique<Net>(net_spec(DcganNet::kDiscriminator, spec_.batch, false));
-  real_in_ = d_real_->input(image);
-  loss_real_ =
-      d_real_->bce_with_logits(dcgan_discriminator(*d_real_, real_in_, a), 1.0f, &ms_real_);
+  // The state: under the fused plan these nets also run the step (pass 0).
+  g_ = std::make_unique<Net>(
+      gan_net_spec(spec_, DcganNet::kGenerator, 0, spec_.B, spec_.batch, false, !fused));
+  const auto [g_z, g_fake] = record_generator(*g_, a);
+  d_real_ = std::make_unique<Net>(
+      gan_net_spec(spec_, DcganNet::kDiscriminator, 0, spec_.B, spec_.batch, false, !fused));
+  const Value d_in = d_real_->input(image);
+  int d_ms = -1;
+  const Value d_loss =
+      d_real_->bce_with_logits(dcgan_discriminator(*d_real_, d_in, a), 1.0f, &d_ms);
   d_real_->finalize();
 
-  d_fake_ = std::make_unique<Net>(net_spec(DcganNet::kDiscriminator, spec_.batch, true));
-  fake_in_ = d_fake_->model_input(image);
-  loss_fake_ =
-      d_fake_->bce_with_logits(dcgan_discriminator(*d_fake_, fake_in_, a), 0.0f, &ms_fake_);
-  d_fake_->finalize();
-  d_fake_->bind_state(*d_real_, 0);
+  g_sample_ = std::make_unique<Net>(
+      gan_net_spec(spec_, DcganNet::kGenerator, 0, spec_.B, kSampleRows, true));
+  std::tie(sample_z_, sample_out_) = record_generator(*g_sample_, a);  // never runs backward
+  g_sample_->bind_state(*g_, 0);
 
-  d_gen_ = std::make_unique<Net>(net_spec(DcganNet::kDiscriminator, spec_.batch, true));
-  gen_in_ = d_gen_->model_input(image, /*needs_grad=*/true);
-  loss_gen_ = d_gen_->bce_with_logits(dcgan_discriminator(*d_gen_, gen_in_, a), 1.0f, &ms_gen_);
-  d_gen_->finalize();
-  d_gen_->bind_state(*d_real_, 0);
+  if (fused) {
+    auto p = make_pass(0, spec_.B);
+    p->z = g_z, p->fake = g_fake, p->real_in = d_in, p->loss_real = d_loss, p->ms_real = d_ms;
+    passes_.push_back(std::move(p));
+    pass_of_group_.push_back(0);
+  } else {
+    std::vector<std::pair<int64_t, int>> made;  // (count, worker) of each pass
+    for (const PlanGroup& group : layout_.groups) {
+      // As Model's runners: one pass per group size and worker, rebound to each of its groups.
+      auto it = std::find(made.begin(), made.end(), std::make_pair(group.count, group.worker));
+      if (it == made.end()) {
+        made.emplace_back(group.count, group.worker);
+        passes_.push_back(make_pass(group.first, group.count));
+        it = made.end() - 1;
+      }
+      pass_of_group_.push_back(static_cast<size_t>(it - made.begin()));
+    }
+  }
 
   opt_g_ = adam_over(*g_, spec_.g_adam);
   opt_d_ = adam_over(*d_real_, spec_.d_adam);
 
-  noise_.resize(static_cast<size_t>(spec_.batch * spec_.B * a.nz));
   fixed_noise_.resize(static_cast<size_t>(kSampleRows * spec_.B * a.nz));
   draw_noise(TensorView(fixed_noise_.data(), Shape{kSampleRows, spec_.B * a.nz, 1, 1}), spec_.seed,
              kRngGanFixedNoise);
 }
 
+std::unique_ptr<GanArray::Pass> GanArray::make_pass(int64_t first, int64_t count) {
+  const DcganArch& a = spec_.arch;
+  const Shape image{a.nc, a.image, a.image};
+  auto p = std::make_unique<Pass>();
+  if (layout_.is_fused()) {
+    p->g = g_.get(), p->d_real = d_real_.get();
+  } else {
+    p->own_g = std::make_unique<Net>(
+        gan_net_spec(spec_, DcganNet::kGenerator, first, count, spec_.batch, true));
+    std::tie(p->z, p->fake) = record_generator(*p->own_g, a);
+    p->own_d_real = std::make_unique<Net>(
+        gan_net_spec(spec_, DcganNet::kDiscriminator, first, count, spec_.batch, true));
+    Net& d = *p->own_d_real;
+    p->real_in = d.input(image);
+    p->loss_real = d.bce_with_logits(dcgan_discriminator(d, p->real_in, a), 1.0f, &p->ms_real);
+    d.finalize();
+    p->g = p->own_g.get(), p->d_real = p->own_d_real.get();
+  }
+  auto bound_d = [&](Value& in, bool needs_grad, float target, Value& loss, int& ms) {
+    auto d = std::make_unique<Net>(
+        gan_net_spec(spec_, DcganNet::kDiscriminator, first, count, spec_.batch, true));
+    in = d->model_input(image, needs_grad);
+    loss = d->bce_with_logits(dcgan_discriminator(*d, in, a), target, &ms);
+    d->finalize();
+    d->bind_state(*d_real_, first);
+    return d;
+  };
+  p->d_fake = bound_d(p->fake_in, false, 0.0f, p->loss_fake, p->ms_fake);  // fake.detach()
+  p->d_gen = bound_d(p->gen_in, true, 1.0f, p->loss_gen, p->ms_gen);  // its input gradient -> G
+  p->noise.resize(static_cast<size_t>(spec_.batch * count * a.nz));
+  return p;
+}
+
 GanArray::~GanArray() = default;
 
-void GanArray::draw_noise(TensorView z, uint64_t seed, uint64_t purpose) const {
-  const int64_t rows = z.shape[0], nz = spec_.arch.nz;
-  for (int64_t b = 0; b < spec_.B; ++b) {
+void GanArray::draw_noise(TensorView z, uint64_t seed, uint64_t purpose, int64_t first) const {
+  const int64_t rows = z.shape[0], nz = spec_.arch.nz, n = z.shape[1] / nz;
+  for (int64_t b = 0; b < n; ++b) {
     // Model b's noise is its own stream, row by row: the same numbers as model b alone.
-    RngStream rng = RngStream::for_model(seed, spec_.model_ids[static_cast<size_t>(b)], purpose);
+    RngStream rng =
+        RngStream::for_model(seed, spec_.model_ids[static_cast<size_t>(first + b)], purpose);
     for (int64_t r = 0; r < rows; ++r) {
-      float* row = z.data + (r * spec_.B + b) * nz;
+      float* row = z.data + (r * n + b) * nz;
       for (int64_t k = 0; k < nz; ++k) row[k] = rng.normal();
     }
   }
 }
 
+size_t GanArray::arena_bytes() const {
+  size_t bytes = g_->arena_bytes() + d_real_->arena_bytes() + g_sample_->arena_bytes();
+  for (const auto& p : passes_) {
+    for (const Net* n : {p->own_g.get(), p->own_d_real.get(), p->d_fake.get(), p->d_gen.get()})
+      if (n != nullptr) bytes += n->arena_bytes();
+  }
+  return bytes;
+}
+
+bool GanArray::profiling() const { return passes_.front()->g->profiling(); }
+
 void GanArray::reset_profile() {
-  for (Net* n : {g_.get(), d_real_.get(), d_fake_.get(), d_gen_.get()}) n->reset_profile();
+  for (auto& p : passes_)
+    for (Net* n : {p->g, p->d_real, p->d_fake.get(), p->d_gen.get()}) n->reset_profile();
 }
 
 std::string GanArray::profile_report() const {
   return fmt::format(
       "dcgan generator {}\ndcgan discriminator on the real batch {}\ndcgan discriminator on the "
       "fakes, D's step {}\ndcgan discriminator on the fakes, G's step {}",
-      g_->profile_report(), d_real_->profile_report(), d_fake_->profile_report(),
-      d_gen_->profile_report());
+      passes_.front()->g->profile_report(), passes_.front()->d_real->profile_report(),
+      passes_.front()->d_fake->profile_report(), passes_.front()->d_gen->profile_report());
 }
 
 GanStepStats GanArray::step(const TensorView& real, const TensorView* noise) {
   const int64_t n = real.shape.rank() > 0 ? real.shape[0] : 0;
   HFTA_CHECK(n >= 2 && n <= spec_.batch, "a GAN step needs 2 to {} real rows, got {}", spec_.batch,
              n);
+  if (noise != nullptr) check_shape(*noise, Shape{n, spec_.B * spec_.arch.nz, 1, 1}, "noise");
   GanStepStats stats;
+  for (auto* v : {&stats.loss_d, &stats.loss_g, &stats.d_x, &stats.d_g_z1, &stats.d_g_z2})
+    v->assign(static_cast<size_t>(spec_.B), 0.0f);
+  const bool fused = layout_.is_fused();
+  run_plan_groups(layout_, [&](size_t g) {
+    const PlanGroup& group = layout_.groups[g];
+    Pass& p = *passes_[pass_of_group_[g]];
+    if (!fused) {
+      p.g->bind_state(*g_, group.first);
+      for (Net* d : {p.d_real, p.d_fake.get(), p.d_gen.get()}) d->bind_state(*d_real_, group.first);
+    }
+    run_pass(p, group, real, noise, stats);
+  });
+  if (!fused) {
+    opt_d_->finish_model_steps();
+    opt_g_->finish_model_steps();
+  }
+  ++steps_;
+  return stats;
+}
+
+// PyTorch's example's step for the group's models. Under the fused plan the updates are whole
+// optimizer steps; otherwise each group updates its own models (Optimizer::step_models).
+void GanArray::run_pass(Pass& p, const PlanGroup& group, const TensorView& real,
+                        const TensorView* noise, GanStepStats& stats) {
+  const int64_t n = real.shape[0], nz = spec_.arch.nz, first = group.first, count = group.count;
+  const bool fused = layout_.is_fused();
+  auto update = [&](FusedAdam& opt, Net& state) {
+    if (fused) {
+      opt.step(state.param_arena(), state.grad_arena());
+      return;
+    }
+    opt.step_models(reinterpret_cast<float*>(state.param_arena().data()),
+                    reinterpret_cast<const float*>(state.grad_arena().data()), first, count);
+  };
+  auto put = [&](std::vector<float>& out, const TensorView& values) {
+    std::copy(values.data, values.data + count, out.begin() + first);
+  };
 
   // (1) D: maximize log D(x) + log(1 - D(G(z))).
-  d_real_->zero_grad();
-  d_real_->set_input(real_in_, real);
-  d_real_->forward(true);
-  d_real_->backward();
-  stats.d_x = to_vector(d_real_->saved(ms_real_));
+  p.d_real->zero_grad();  // a bound net's gradients are its group's slices of the state's
+  p.d_real->set_input(p.real_in, real);
+  p.d_real->forward(true);
+  p.d_real->backward();
+  put(stats.d_x, p.d_real->saved(p.ms_real));
 
-  TensorView z(noise_.data(), Shape{n, spec_.B * spec_.arch.nz, 1, 1});
+  TensorView z(p.noise.data(), Shape{n, count * nz, 1, 1});
   if (noise != nullptr) {
-    check_shape(*noise, z.shape, "noise");
-    std::copy(noise->data, noise->data + noise->numel(), z.data);
+    for (int64_t r = 0; r < n; ++r)
+      std::copy_n(noise->data + (r * spec_.B + first) * nz, count * nz, z.data + r * count * nz);
   } else {
-    draw_noise(z, spec_.seed ^ static_cast<uint64_t>(steps_), kRngGanNoise);
+    draw_noise(z, spec_.seed ^ static_cast<uint64_t>(steps_), kRngGanNoise, first);
   }
-  g_->set_input(z_, z);
-  g_->forward(true);
-  const TensorView fake = g_->value(fake_);
-  d_fake_->set_input(fake_in_, fake);
-  d_fake_->forward(true);
-  d_fake_->backward();  // accumulates into d_real's gradients: errD_real + errD_fake
-  stats.d_g_z1 = to_vector(d_fake_->saved(ms_fake_));
-  const TensorView lr = d_real_->value(loss_real_), lf = d_fake_->value(loss_fake_);
-  for (int64_t b = 0; b < spec_.B; ++b) stats.loss_d.push_back(lr[b] + lf[b]);
-  opt_d_->step(d_real_->param_arena(), d_real_->grad_arena());
+  p.g->set_input(p.z, z);
+  p.g->forward(true);
+  const TensorView fake = p.g->value(p.fake);
+  p.d_fake->set_input(p.fake_in, fake);
+  p.d_fake->forward(true);
+  p.d_fake->backward();  // accumulates into D's gradients: errD_real + errD_fake
+  put(stats.d_g_z1, p.d_fake->saved(p.ms_fake));
+  const TensorView lr = p.d_real->value(p.loss_real), lf = p.d_fake->value(p.loss_fake);
+  for (int64_t b = 0; b < count; ++b) stats.loss_d[static_cast<size_t>(first + b)] = lr[b] + lf[b];
+  update(*opt_d_, *d_real_);
 
   // (2) G: maximize log D(G(z)) through the updated D. D's gradients from this pass are unused
   // (zeroed at the next D step), as in the example.
-  g_->zero_grad();
-  d_gen_->set_input(gen_in_, fake);
-  d_gen_->forward(true);
-  d_gen_->backward();
-  stats.d_g_z2 = to_vector(d_gen_->saved(ms_gen_));
-  stats.loss_g = to_vector(d_gen_->value(loss_gen_));
-  const TensorView dfake = d_gen_->grad(gen_in_), gfake = g_->grad(fake_);
+  p.g->zero_grad();
+  p.d_gen->set_input(p.gen_in, fake);
+  p.d_gen->forward(true);
+  p.d_gen->backward();
+  put(stats.d_g_z2, p.d_gen->saved(p.ms_gen));
+  put(stats.loss_g, p.d_gen->value(p.loss_gen));
+  const TensorView dfake = p.d_gen->grad(p.gen_in), gfake = p.g->grad(p.fake);
   std::copy(dfake.data, dfake.data + dfake.numel(), gfake.data);
-  g_->backward();
-  opt_g_->step(g_->param_arena(), g_->grad_arena());
-  ++steps_;
-  return stats;
+  p.g->backward();
+  update(*opt_g_, *g_);
 }
 
 TensorView GanArray::samples() {

@@ -12,6 +12,11 @@
 // Equivalence: G's and D's weights come from (seed, model id) init streams (D's seed is
 // dcgan_seed(seed, kDiscriminator)), the noise of step t from (seed ^ t, model id), so model b of
 // an array trains exactly as the same model alone.
+//
+// Execution plans (models/plan.h): under a plan other than fused, G and D hold only the state
+// (parameters, gradients, buffers) of all B models, and each group of the plan runs the whole
+// step (D's passes, D's update, G's pass, G's update) on its own four nets bound to its models'
+// slices of that state, a thread's groups one after another, the threads side by side.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "models/net.h"
+#include "models/plan.h"
 #include "optim/adam.h"
 
 namespace hfta {
@@ -57,6 +63,8 @@ struct GanSpec {
   uint64_t seed = 0;
   std::vector<int64_t> model_ids;  // empty: 0..B-1
   AdamHyper g_adam, d_adam;        // per-model lists (1 or B values)
+  ExecutionPlan plan;              // not auto (workflows resolve it first)
+  int threads = 0;                 // the plan's thread count (0: every thread)
 };
 
 // Per-model statistics of one step, as PyTorch's example prints them.
@@ -74,12 +82,17 @@ class GanArray {
   ~GanArray();
 
   int64_t B() const { return spec_.B; }
+  // The spec, its plan resolved: fused when the layout amounts to one group.
   const GanSpec& spec() const { return spec_; }
+  const PlanLayout& layout() const { return layout_; }
+  // Bytes of every net's arenas: the state and each pass's activations.
+  size_t arena_bytes() const;
   // One step of PyTorch's example on a shared real batch [n, nc, S, S] (n <= batch). `noise`
   // [n, B*nz, 1, 1], when given, replaces the step's own draw (golden tests against PyTorch).
   GanStepStats step(const TensorView& real, const TensorView* noise = nullptr);
-  // Model b's noise for `rows` rows of stream `rng` into z [rows, B*nz, 1, 1].
-  void draw_noise(TensorView z, uint64_t seed, uint64_t purpose) const;
+  // The noise of models [first, first + n) for z's rows into z [rows, n*nz, 1, 1], each model's
+  // from its own stream (seed, model id, purpose).
+  void draw_noise(TensorView z, uint64_t seed, uint64_t purpose, int64_t first = 0) const;
   // G's samples for the fixed noise (64 rows per model, drawn once): [64, B*nc, S, S]. Runs G
   // in training mode, as the example's netG(fixed_noise) does.
   TensorView samples();
@@ -88,7 +101,7 @@ class GanArray {
   void set_steps(int64_t steps) { steps_ = steps; }
 
   // Per-node timing of G and of D's three passes (HFTA_PROFILE=1, models/net.h).
-  bool profiling() const { return g_->profiling(); }
+  bool profiling() const;
   void reset_profile();
   std::string profile_report() const;
 
@@ -102,13 +115,21 @@ class GanArray {
   const FusedAdam& d_optimizer() const { return *opt_d_; }
 
  private:
+  // The nets that run one group's step (gan.cpp).
+  struct Pass;
+  std::unique_ptr<Pass> make_pass(int64_t first, int64_t count);
+  void run_pass(Pass& p, const PlanGroup& group, const TensorView& real, const TensorView* noise,
+                GanStepStats& stats);
+
   GanSpec spec_;
-  std::unique_ptr<Net> g_, d_real_, d_fake_, d_gen_, g_sample_;
-  Value z_, fake_, real_in_, fake_in_, gen_in_, sample_z_, sample_out_;
-  Value loss_real_, loss_fake_, loss_gen_;
-  int ms_real_ = -1, ms_fake_ = -1, ms_gen_ = -1;
+  PlanLayout layout_;
+  // G's and D's state for all B models (and, under the fused plan, the nets that run it).
+  std::unique_ptr<Net> g_, d_real_, g_sample_;
+  Value sample_z_, sample_out_;
+  std::vector<std::unique_ptr<Pass>> passes_;
+  std::vector<size_t> pass_of_group_;
   std::unique_ptr<FusedAdam> opt_g_, opt_d_;
-  std::vector<float> noise_, fixed_noise_;
+  std::vector<float> fixed_noise_;
   int64_t steps_ = 0;
 };
 

@@ -72,13 +72,18 @@ std::string build_stamp() {
   return fmt::format("build {:016x}", stamp);
 }
 
-std::string cache_key(const ModelConfig& config, int64_t B, int64_t batch_size,
-                      std::string_view optimizer) {
-  return fmt::format("{} | {} threads | {} {} {} classes{} | B {} | batch {} | {} | {}",
-                     cpu_model_name(), num_threads(), config.name, config.sample_shape.str(),
-                     config.num_classes,
+std::string cache_key(const std::string& configuration) {
+  return fmt::format("{} | {} threads | {} | {}", cpu_model_name(), num_threads(), configuration,
+                     build_stamp());
+}
+
+// A classifier's configuration: what besides the plan decides the time of its step.
+std::string model_configuration(const ModelConfig& config, int64_t B, int64_t batch_size,
+                                std::string_view optimizer) {
+  return fmt::format("{} {} {} classes{} | B {} | batch {} | {}", config.name,
+                     config.sample_shape.str(), config.num_classes,
                      config.dropout ? fmt::format(" dropout {}", *config.dropout) : "", B,
-                     batch_size, optimizer, build_stamp());
+                     batch_size, optimizer);
 }
 
 // The cache's contents; an unreadable or malformed file counts as empty (it is only a cache).
@@ -117,43 +122,35 @@ void write_cache(const std::string& path, const std::string& key, const nlohmann
   fs::rename(tmp, path, ec);
 }
 
-// One candidate under test: its array and what was measured.
+// One candidate under test: its step and what was measured.
 struct Candidate {
   PlanTiming timing;
-  ModelArray array;
-  std::vector<double> ms;  // timed steps
+  std::function<void()> step;  // empty when over the budget
+  std::vector<double> ms;      // timed steps
 };
 
-// Builds `plan`'s array (unless its arenas exceed the budget) and runs its warm-up step.
-Candidate build_candidate(const ExecutionPlan& plan, const ModelConfig& config,
-                          const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
-                          std::string_view optimizer, int64_t memory_budget_bytes,
-                          const TensorView& x, const IndexView& y) {
-  ModelConfig c = config;
-  c.plan = plan;
-  Candidate k{.timing = {.plan = plan},
-              .array = {.ids = ids, .model = make_model(c.name, c.spec(ids, batch_size, seed))}};
-  k.timing.arena_bytes = static_cast<double>(k.array.model->arena_bytes());
-  if (memory_budget_bytes > 0 && k.timing.arena_bytes > static_cast<double>(memory_budget_bytes)) {
+// Builds `plan`'s array and, unless its arenas exceed the budget, runs its warm-up step.
+Candidate build_candidate(const ExecutionPlan& plan, const PlanTrialBuilder& build,
+                          int64_t memory_budget_bytes) {
+  PlanTrialRun run = build(plan);
+  Candidate k{.timing = {.plan = plan, .arena_bytes = run.arena_bytes}};
+  if (memory_budget_bytes > 0 && run.arena_bytes > static_cast<double>(memory_budget_bytes)) {
     k.timing.over_budget = true;
-    k.array = {};
     return k;
   }
-  const int64_t B = static_cast<int64_t>(ids.size());
-  k.array.optimizer = make_optimizer(optimizer, *k.array.model, resolve_hyper(optimizer, {}, B),
-                                     config.no_decay_norm_bias);
-  array_step(k.array, x, y);  // warm-up: primitives, caches, pages
+  k.step = std::move(run.step);
+  k.step();  // warm-up: primitives, caches, pages
   return k;
 }
 
 // A burst of steps of one candidate: one untimed (its data back in the caches after another
 // candidate's burst), then `steps` timed.
-double burst(Candidate& k, const TensorView& x, const IndexView& y, int steps) {
-  array_step(k.array, x, y);
+double burst(Candidate& k, int steps) {
+  k.step();
   double total = 0.0;
   for (int i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    array_step(k.array, x, y);
+    k.step();
     k.ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
@@ -161,6 +158,63 @@ double burst(Candidate& k, const TensorView& x, const IndexView& y, int steps) {
   }
   return total;
 }
+
+// Builds a classifier's candidate arrays, stepping them on random inputs (the time of a step
+// does not depend on the values), made at the first build: a plan read from the cache needs none.
+class ClassifierTrials {
+ public:
+  ClassifierTrials(const ModelConfig& config, const std::vector<int64_t>& ids, int64_t batch_size,
+                   uint64_t seed, std::string_view optimizer)
+      : config_(config), ids_(ids), batch_size_(batch_size), seed_(seed), optimizer_(optimizer) {}
+
+  PlanTrialRun operator()(const ExecutionPlan& plan) {
+    if (images_.empty()) make_inputs();
+    ModelConfig c = config_;
+    c.plan = plan;
+    auto array = std::make_shared<ModelArray>(
+        ModelArray{.ids = ids_, .model = make_model(c.name, c.spec(ids_, batch_size_, seed_))});
+    PlanTrialRun run{.arena_bytes = static_cast<double>(array->model->arena_bytes())};
+    run.step = [this, array] {
+      if (!array->optimizer)  // at the first step: a candidate over the budget makes none
+        array->optimizer =
+            make_optimizer(optimizer_, *array->model,
+                           resolve_hyper(optimizer_, {}, static_cast<int64_t>(ids_.size())),
+                           config_.no_decay_norm_bias);
+      array_step(*array, x_, y_);
+    };
+    return run;
+  }
+
+ private:
+  void make_inputs() {
+    RngStream rng(seed_, 0x91a7);
+    images_.resize(static_cast<size_t>(batch_size_ * config_.sample_shape.numel()));
+    for (float& v : images_) v = rng.normal();
+    // One label per sample, or per point for a segmentation model.
+    ModelConfig one = config_;
+    one.plan = ExecutionPlan::fused();
+    const int64_t per_sample =
+        make_model(one.name, one.spec({ids_[0]}, 1, seed_))->labels_per_sample();
+    labels_.resize(static_cast<size_t>(batch_size_ * per_sample));
+    for (size_t i = 0; i < labels_.size(); ++i)
+      labels_[i] = static_cast<int32_t>(i % static_cast<size_t>(config_.num_classes));
+    Shape shape{batch_size_};
+    for (int64_t d : config_.sample_shape) shape.push_back(d);
+    x_ = TensorView(images_.data(), shape);
+    y_ = IndexView(labels_.data(),
+                   per_sample == 1 ? Shape{batch_size_} : Shape{batch_size_, per_sample});
+  }
+
+  ModelConfig config_;
+  std::vector<int64_t> ids_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  std::string optimizer_;
+  std::vector<float> images_;
+  std::vector<int32_t> labels_;
+  TensorView x_;
+  IndexView y_;
+};
 
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
@@ -172,26 +226,8 @@ double median(std::vector<double> v) {
 // Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every
 // candidate alike instead of the ones timed while it ran.
 std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
-                                   const ModelConfig& config, const std::vector<int64_t>& ids,
-                                   int64_t batch_size, uint64_t seed, std::string_view optimizer,
-                                   int64_t memory_budget_bytes, double interleave_bytes) {
-  // Random inputs: the time of a step does not depend on the values.
-  RngStream rng(seed, 0x91a7);
-  std::vector<float> images(static_cast<size_t>(batch_size * config.sample_shape.numel()));
-  for (float& v : images) v = rng.normal();
-  // One label per sample, or per point for a segmentation model.
-  ModelConfig one = config;
-  one.plan = ExecutionPlan::fused();
-  const int64_t per_sample = make_model(one.name, one.spec({ids[0]}, 1, seed))->labels_per_sample();
-  std::vector<int32_t> labels(static_cast<size_t>(batch_size * per_sample));
-  for (size_t i = 0; i < labels.size(); ++i)
-    labels[i] = static_cast<int32_t>(i % static_cast<size_t>(config.num_classes));
-  Shape shape{batch_size};
-  for (int64_t d : config.sample_shape) shape.push_back(d);
-  const TensorView x(images.data(), shape);
-  const IndexView y(labels.data(),
-                    per_sample == 1 ? Shape{batch_size} : Shape{batch_size, per_sample});
-
+                                   const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                                   double interleave_bytes) {
   std::vector<PlanTiming> timings;
   // At least 3 bursts of at least 2 steps per candidate, ~20 ms a burst and ~0.3 s a candidate.
   auto finish = [&](Candidate& k) {
@@ -205,8 +241,7 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   double bytes = 0.0;
   bool interleave = true;
   for (const ExecutionPlan& plan : plans) {
-    all.push_back(
-        build_candidate(plan, config, ids, batch_size, seed, optimizer, memory_budget_bytes, x, y));
+    all.push_back(build_candidate(plan, build, memory_budget_bytes));
     bytes += all.back().timing.arena_bytes;
     if (bytes > interleave_bytes) {
       interleave = false;
@@ -216,12 +251,11 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   if (!interleave) {
     all.clear();
     for (const ExecutionPlan& plan : plans) {
-      Candidate k = build_candidate(plan, config, ids, batch_size, seed, optimizer,
-                                    memory_budget_bytes, x, y);
+      Candidate k = build_candidate(plan, build, memory_budget_bytes);
       double total = 0.0;
       for (int round = 0; !k.timing.over_budget && (round < 3 || (total < 300.0 && round < 15));
            ++round)
-        total += burst(k, x, y, round == 0 ? 2 : burst_steps(k.ms.front()));
+        total += burst(k, round == 0 ? 2 : burst_steps(k.ms.front()));
       finish(k);
     }
     return timings;
@@ -235,7 +269,7 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
     for (size_t i = 0; i < live.size(); ++i) {
       const size_t j = (i + round) % live.size();
       Candidate& k = *live[j];
-      total[j] += burst(k, x, y, round == 0 ? 2 : burst_steps(k.ms.front()));
+      total[j] += burst(k, round == 0 ? 2 : burst_steps(k.ms.front()));
       more = more || round < 2 || (total[j] < 300.0 && round < 14);
     }
     if (!more) break;
@@ -244,20 +278,27 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   return timings;
 }
 
-PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
-                        const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
-                        std::string_view optimizer, int64_t memory_budget_bytes,
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const ModelConfig& config, const std::vector<int64_t>& ids,
+                                   int64_t batch_size, uint64_t seed, std::string_view optimizer,
+                                   int64_t memory_budget_bytes, double interleave_bytes) {
+  ClassifierTrials trials(config, ids, batch_size, seed, optimizer);
+  return time_plans(plans, std::ref(trials), memory_budget_bytes, interleave_bytes);
+}
+
+PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
+                        std::string_view model, const PlanTrialBuilder& build,
+                        int64_t memory_budget_bytes,
                         const std::function<void(const std::string&)>& log) {
   PlanChoice choice{.plan = asked};
   if (asked.kind != ExecutionPlan::Kind::kAuto) return choice;
-  const int64_t B = static_cast<int64_t>(ids.size());
   const std::vector<ExecutionPlan> candidates = plan_candidates(B, num_threads());
   if (candidates.size() == 1) {
     choice.plan = candidates.front();
     return choice;
   }
   choice.cache_path = plan_cache_path();
-  const std::string key = cache_key(config, B, batch_size, optimizer);
+  const std::string key = cache_key(configuration);
   nlohmann::json cache = read_cache(choice.cache_path);
   if (cache.contains(key) && cache[key].contains("plan")) {
     try {
@@ -274,8 +315,7 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
   // Interleaved while the candidates' arrays fit in an eighth of the memory.
   const double interleave_bytes =
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 8;
-  choice.timings = time_plans(candidates, config, ids, batch_size, seed, optimizer,
-                              memory_budget_bytes, interleave_bytes);
+  choice.timings = time_plans(candidates, build, memory_budget_bytes, interleave_bytes);
   std::vector<std::string> parts;
   nlohmann::json entry = {{"timings_ms", nlohmann::json::object()}};
   for (const PlanTiming& t : choice.timings) {
@@ -291,13 +331,23 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
   HFTA_CHECK(best != nullptr,
              "no plan fits the memory budget of {:.0f} MiB for {} models of {}: raise the budget "
              "or train fewer models",
-             static_cast<double>(memory_budget_bytes) / (1 << 20), B, config.name);
+             static_cast<double>(memory_budget_bytes) / (1 << 20), B, model);
   choice.plan = best->plan;
   entry["plan"] = choice.plan.str();
   log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}", fmt::join(parts, ", "),
                   key, choice.plan.str()));
   write_cache(choice.cache_path, key, entry, log);
   return choice;
+}
+
+PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
+                        const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
+                        std::string_view optimizer, int64_t memory_budget_bytes,
+                        const std::function<void(const std::string&)>& log) {
+  const int64_t B = static_cast<int64_t>(ids.size());
+  ClassifierTrials trials(config, ids, batch_size, seed, optimizer);
+  return resolve_plan(asked, B, model_configuration(config, B, batch_size, optimizer), config.name,
+                      std::ref(trials), memory_budget_bytes, log);
 }
 
 }  // namespace hfta

@@ -3,9 +3,9 @@
 // configuration, so later runs (every trial of a sweep) start at once.
 //
 // The cache is a JSON file: $HFTA_PLAN_CACHE, else $XDG_CACHE_HOME/hfta/plans.json, else
-// ~/.cache/hfta/plans.json. Its keys name the CPU, the thread count, the architecture, the sample
-// shape, classes, B, the batch size, the optimizer and the build (a rebuilt hfta measures again);
-// delete the file to measure again.
+// ~/.cache/hfta/plans.json. Its keys name the CPU, the thread count, the configuration (for a
+// classifier: the architecture, the sample shape, classes, B, the batch size and the optimizer)
+// and the build (a rebuilt hfta measures again); delete the file to measure again.
 #pragma once
 
 #include <cstdint>
@@ -31,12 +31,27 @@ struct PlanTiming {
   bool over_budget = false;  // not run: its arenas exceed the memory budget
 };
 
-// The median time of a step (forward, backward and update of all models) of each of `plans` for
-// the array of config's models `ids`, in their order; those whose arenas exceed
-// `memory_budget_bytes` (0 = no limit) are marked over budget and not run. While the candidates'
-// arrays fit in `interleave_bytes` together they are all built and timed in bursts of a few
-// steps, round by round with the order rotating; otherwise each is built and timed alone, one
-// after another.
+// One candidate plan's array, built for timing: its arenas' bytes and one training step
+// (forward, backward and update of all its models) on fixed inputs. Whatever the step needs
+// beyond the arenas (optimizer state) it may make at its first call, so that a candidate over
+// the memory budget, never stepped, allocates only its arenas.
+struct PlanTrialRun {
+  double arena_bytes = 0.0;
+  std::function<void()> step;
+};
+// Builds the array of one candidate plan (any kind of array: a classifier, a GAN).
+using PlanTrialBuilder = std::function<PlanTrialRun(const ExecutionPlan&)>;
+
+// The median time of a step of each of `plans`, built by `build`, in their order; those whose
+// arenas exceed `memory_budget_bytes` (0 = no limit) are marked over budget and not run. While
+// the candidates' arrays fit in `interleave_bytes` together they are all built and timed in
+// bursts of a few steps, round by round with the order rotating; otherwise each is built and
+// timed alone, one after another.
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                                   double interleave_bytes);
+// The same for the array of config's models `ids` at `batch_size`, trained by `optimizer` (its
+// defaults: the time of an update does not depend on the values), on random inputs.
 std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
                                    const ModelConfig& config, const std::vector<int64_t>& ids,
                                    int64_t batch_size, uint64_t seed, std::string_view optimizer,
@@ -49,11 +64,17 @@ struct PlanChoice {
   std::string cache_path;
 };
 
-// Returns `asked` unless it is auto; then times every candidate (or reads the cache) for the
-// array of config's models `ids` at `batch_size`, in interleaved bursts of steps (a neighbour's
-// load slows all candidates alike), trained by `optimizer` (its defaults: the time
-// of an update does not depend on the values), skipping candidates whose arenas exceed
+// Returns `asked` unless it is auto; then times every candidate for B models on this machine's
+// threads (or reads the cache), each built by `build`, in interleaved bursts of steps (a
+// neighbour's load slows all candidates alike), skipping candidates whose arenas exceed
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
+// `configuration` names what else decides the timings (architecture, B, batch size, optimizer)
+// in the cache's key; `model` names the array in errors.
+PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
+                        std::string_view model, const PlanTrialBuilder& build,
+                        int64_t memory_budget_bytes,
+                        const std::function<void(const std::string&)>& log);
+// The same for the array of config's models `ids` at `batch_size`, trained by `optimizer`.
 PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
                         const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,
                         std::string_view optimizer, int64_t memory_budget_bytes,

@@ -23,6 +23,7 @@
 #include "workflows/gan_checkpoint.h"
 #include "workflows/hyper.h"
 #include "workflows/interrupt.h"
+#include "workflows/plan_choice.h"
 #include "workflows/png.h"
 #include "workflows/resume.h"
 #include "workflows/train_loop.h"
@@ -113,6 +114,35 @@ GanSpec gan_spec(const HyperValues& all, const std::vector<int64_t>& ids, int64_
   spec.g_adam.beta2 = h.at("beta2");
   spec.d_adam = spec.g_adam;
   spec.d_adam.lr = h.at("lr_d");
+  return spec;
+}
+
+// The spec with `asked` resolved for its array: auto times a few GAN steps of every candidate
+// plan on random real images (cached per machine and configuration, as a classifier's).
+GanSpec with_plan(GanSpec spec, const std::string& asked, int64_t memory_budget_bytes) {
+  spec.plan = ExecutionPlan::parse(asked);
+  const DcganArch& a = spec.arch;
+  std::vector<float> images;
+  TensorView real;
+  PlanTrialBuilder build = [&](const ExecutionPlan& plan) {
+    if (images.empty()) {  // made at the first build: a cached choice needs none
+      RngStream rng(spec.seed, 0x91a7);
+      images.resize(static_cast<size_t>(spec.batch * a.nc * a.image * a.image));
+      for (float& v : images) v = rng.uniform(-1.0f, 1.0f);
+      real = TensorView(images.data(), Shape{spec.batch, a.nc, a.image, a.image});
+    }
+    GanSpec s = spec;
+    s.plan = plan;
+    auto gan = std::make_shared<GanArray>(s);
+    return PlanTrialRun{.arena_bytes = static_cast<double>(gan->arena_bytes()),
+                        .step = [gan, &real] { gan->step(real); }};
+  };
+  const std::string configuration =
+      fmt::format("dcgan nz {} ngf {} ndf {} nc {} image {} | B {} | batch {} | adam", a.nz, a.ngf,
+                  a.ndf, a.nc, a.image, spec.B, spec.batch);
+  spec.plan = resolve_plan(spec.plan, spec.B, configuration, "dcgan", build, memory_budget_bytes,
+                           [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
+                  .plan;
   return spec;
 }
 
@@ -274,7 +304,9 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
 
   const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
   std::vector<GanSpec> specs;
-  for (const auto& ids : groups) specs.push_back(gan_spec(h, ids, nc, side, o.batch_size, o.seed));
+  for (const auto& ids : groups)
+    specs.push_back(
+        with_plan(gan_spec(h, ids, nc, side, o.batch_size, o.seed), o.plan, o.memory_budget_bytes));
   std::vector<std::optional<Checkpoint>> resume(groups.size());
   if (o.resume) {
     std::map<int64_t, int64_t> resumed_step;
@@ -294,8 +326,9 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   fmt::print("{}\n", cpu::describe_runtime());
   fmt::print(
       "training {} DCGAN{} ({}) on {}: {} images of {}, batch {}, {} epoch{}{}\n", B,
-      B == 1 ? "" : "s", o.serial ? "serial" : "fused", o.dataset, data.size,
-      data.sample_shape.str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
+      B == 1 ? "" : "s",
+      o.serial ? "serial" : fmt::format("fused, plan {}", specs.front().plan.str()), o.dataset,
+      data.size, data.sample_shape.str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
       o.iters_per_epoch ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch) : "");
   std::fflush(stdout);
 
@@ -341,10 +374,11 @@ TrialResult run_gan_trial(const TrialOptions& o) {
   check_enough_images(data, o.dataset, o.data_dir, o.batch_size);
 
   TrialResult r{};
-  r.plan = "fused";  // a GAN array runs its nets whole: no execution plans
   r.flops_per_step = 0.0;
   for (const auto& ids : array_groups(o.B, o.serial)) {
-    GanArray gan(gan_spec(h, ids, data.sample_shape[0], side, o.batch_size, o.seed));
+    GanArray gan(with_plan(gan_spec(h, ids, data.sample_shape[0], side, o.batch_size, o.seed),
+                           o.plan, /*memory_budget_bytes=*/0));
+    r.plan = gan.spec().plan.str();
     Loader loader(data, {.batch_size = o.batch_size, .seed = o.seed});
     Batch batch = loader.make_batch();
     auto run = [&](int64_t steps) {

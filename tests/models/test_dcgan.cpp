@@ -60,9 +60,16 @@ std::vector<std::vector<float>> per_model(const Net& net) {
   return out;
 }
 
-GanRun train(const std::vector<int64_t>& ids) {
+GanRun train(const std::vector<int64_t>& ids, const ExecutionPlan& plan = ExecutionPlan::fused()) {
   const DcganArch a = small_arch();
-  GanArray gan(spec_for(ids));
+  GanSpec spec = spec_for(ids);
+  spec.plan = plan;
+  spec.threads = 2;
+  GanArray gan(spec);
+  if (plan != ExecutionPlan::fused()) {
+    EXPECT_FALSE(gan.layout().is_fused()) << plan.str() << " ran as fused";
+    EXPECT_EQ(gan.spec().plan, plan);
+  }
   GanRun run;
   for (int64_t t = 0; t < kSteps; ++t) {
     std::vector<float> real = real_batch(t);
@@ -93,8 +100,9 @@ void expect_same_params(const std::vector<float>& fused, const std::vector<float
   EXPECT_LE(worst, 0.05 * lr) << what;
 }
 
-TEST(Dcgan, ArrayEqualsSingles) {
-  const GanRun fused = train({0, 1, 2});
+// Model b of `array` (models 0, 1, 2) trained as model b alone: every step's statistics and the
+// parameters at the end.
+void expect_equals_singles(const GanRun& fused) {
   for (int64_t b = 0; b < 3; ++b) {
     const GanRun alone = train({b});
     const size_t bb = static_cast<size_t>(b);
@@ -111,6 +119,34 @@ TEST(Dcgan, ArrayEqualsSingles) {
     expect_same_params(fused.g_params[bb], alone.g_params[0], kLrG[bb], "G params");
     expect_same_params(fused.d_params[bb], alone.d_params[0], kLrD[bb], "D params");
   }
+}
+
+TEST(Dcgan, ArrayEqualsSingles) { expect_equals_singles(train({0, 1, 2})); }
+
+// Every execution plan runs the GAN step group by group on nets bound to the state (one thread's
+// groups in turn, or two threads side by side) and trains each model as alone.
+TEST(Dcgan, EveryPlanEqualsSingles) {
+  for (const char* plan : {"chunk:1", "chunk:2", "threads", "threads:1"}) {
+    SCOPED_TRACE(plan);
+    expect_equals_singles(train({0, 1, 2}, ExecutionPlan::parse(plan)));
+  }
+}
+
+// G's samples under a plan come from the same state as under fused.
+TEST(Dcgan, SamplesUnderAPlanEqualFused) {
+  GanSpec spec = spec_for({0, 1, 2});
+  GanArray fused(spec);
+  spec.plan = ExecutionPlan::threads();
+  spec.threads = 2;
+  GanArray planned(spec);
+  const DcganArch a = small_arch();
+  std::vector<float> real = real_batch(0);
+  const TensorView batch(real.data(), Shape{kBatch, a.nc, a.image, a.image});
+  fused.step(batch);
+  planned.step(batch);
+  const TensorView f = fused.samples(), p = planned.samples();
+  ASSERT_EQ(f.shape, p.shape);
+  for (int64_t i = 0; i < f.numel(); ++i) ASSERT_NEAR(f[i], p[i], 1e-5f) << "sample value " << i;
 }
 
 TEST(Dcgan, TrainingMovesTheLosses) {

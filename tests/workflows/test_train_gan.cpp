@@ -196,9 +196,10 @@ TEST(TrainGan, CtrlCSavesACheckpointAndResumeFinishesIdentically) {
 
 // Model b of a fused run equals model b trained alone (serial), through the whole loop (up to
 // the summation order of fused kernels: 1e-4 relative).
+// Fused (plan fused and plan threads:1, each model on its own thread) and serial runs: the same
+// metrics.
 TEST(TrainGan, FusedAndSerialRunsGiveTheSameMetrics) {
-  TempDir fused("gan_fused"), serial("gan_serial");
-  run_train_gan(tiny(fused.str()));
+  TempDir serial("gan_serial");
   TrainOptions o = tiny(serial.str());
   o.serial = true;
   run_train_gan(o);
@@ -207,13 +208,21 @@ TEST(TrainGan, FusedAndSerialRunsGiveTheSameMetrics) {
                      [](const auto& a, const auto& b) { return a[0] < b[0]; });
     return rows;
   };
-  const auto a = sorted(metric_rows(fused.str())), b = sorted(metric_rows(serial.str()));
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t r = 0; r < a.size(); ++r)
-    for (size_t c = 0; c < a[r].size(); ++c) {
-      const double x = std::stod(a[r][c]), y = std::stod(b[r][c]);
-      EXPECT_NEAR(x, y, 1e-4 * std::max(1.0, std::abs(y))) << "row " << r << " column " << c;
-    }
+  const auto b = sorted(metric_rows(serial.str()));
+  for (const char* plan : {"fused", "threads:1"}) {
+    SCOPED_TRACE(plan);
+    TempDir fused("gan_fused");
+    TrainOptions f = tiny(fused.str());
+    f.plan = plan;
+    run_train_gan(f);
+    const auto a = sorted(metric_rows(fused.str()));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t r = 0; r < a.size(); ++r)
+      for (size_t c = 0; c < a[r].size(); ++c) {
+        const double x = std::stod(a[r][c]), y = std::stod(b[r][c]);
+        EXPECT_NEAR(x, y, 1e-4 * std::max(1.0, std::abs(y))) << "row " << r << " column " << c;
+      }
+  }
 }
 
 TEST(TrainGan, ResumeWithOtherFlagsIsRefusedNamingTheFlag) {
@@ -316,6 +325,7 @@ TEST(GanTrial, FusedAndSerialTrialsMeasureImagesPerSecond) {
                    .image_size = 16};
     const TrialResult r = run_trial(o);  // dispatches to run_gan_trial
     EXPECT_GT(r.seconds, 0.0);
+    EXPECT_FALSE(r.plan.empty());  // auto resolved (fused for the serial B=1 arrays)
     EXPECT_NEAR(r.samples_per_second, 2 * 2 * 4 / r.seconds, 1e-6 * r.samples_per_second);
     EXPECT_GT(r.flops_per_step, 0.0);
     EXPECT_GT(r.params_per_model, 0);

@@ -175,6 +175,12 @@ size_t GanArray::arena_bytes() const {
   return bytes;
 }
 
+double GanArray::train_flops_per_row() const {
+  // The passes' nets run the step (a state-only net records no activations to count).
+  const Pass& p = *passes_.front();
+  return 3.0 * p.d_real->train_flops_per_sample() + p.g->train_flops_per_sample();
+}
+
 bool GanArray::profiling() const { return passes_.front()->g->profiling(); }
 
 void GanArray::reset_profile() {

@@ -87,6 +87,9 @@ class GanArray {
   const PlanLayout& layout() const { return layout_; }
   // Bytes of every net's arenas: the state and each pass's activations.
   size_t arena_bytes() const;
+  // FLOPs of a step per real row and model: D on the real rows, on the fakes and again for G
+  // (forward and backward each), and G's forward and backward.
+  double train_flops_per_row() const;
   // One step of PyTorch's example on a shared real batch [n, nc, S, S] (n <= batch). `noise`
   // [n, B*nz, 1, 1], when given, replaces the step's own draw (golden tests against PyTorch).
   GanStepStats step(const TensorView& real, const TensorView* noise = nullptr);

@@ -396,11 +396,7 @@ TrialResult run_gan_trial(const TrialOptions& o) {
     if (gan.profiling()) fmt::print(stderr, "{}\n", gan.profile_report());
     r.params_per_model =
         gan.generator().params_per_model() + gan.discriminator().params_per_model();
-    // Per row and model: D on real, fake and again for G (forward + backward each), G forward
-    // and backward: about three D training passes and one G pass.
-    r.flops_per_step += static_cast<double>(ids.size() * o.batch_size) *
-                        (3.0 * gan.discriminator().train_flops_per_sample() +
-                         gan.generator().train_flops_per_sample());
+    r.flops_per_step += static_cast<double>(ids.size() * o.batch_size) * gan.train_flops_per_row();
   }
   r.samples_per_second = static_cast<double>(o.B * o.steps * o.batch_size) / r.seconds;
   r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;

@@ -332,6 +332,19 @@ TEST(GanTrial, FusedAndSerialTrialsMeasureImagesPerSecond) {
   }
 }
 
+// The FLOPs of a step are the model's, whatever plan ran it (a plan's state-only nets count
+// none of the input gradients).
+TEST(GanTrial, FlopsDoNotDependOnThePlan) {
+  TrialOptions o{
+      .model = "dcgan", .B = 2, .batch_size = 4, .warmup_steps = 0, .steps = 1, .image_size = 16};
+  o.plan = "fused";
+  const double fused = run_trial(o).flops_per_step;
+  o.plan = "chunk:1";
+  const TrialResult chunks = run_trial(o);
+  EXPECT_EQ(chunks.plan, "chunk:1");
+  EXPECT_DOUBLE_EQ(chunks.flops_per_step, fused);
+}
+
 TEST(GanTrial, ShortSweepMeasuresEveryMode) {
   TempDir tmp("gan_sweep");
   test::CommandResult r = test::run_hfta(

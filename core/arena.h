@@ -49,6 +49,7 @@ class Arena {
   void reset() { used_ = 0; }
 
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kHugePage = size_t{2} << 20;
   static size_t align_up(size_t bytes) {
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }

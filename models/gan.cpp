@@ -57,6 +57,22 @@ std::pair<Value, Value> record_generator(Net& n, const DcganArch& a) {
   return {z, fake};
 }
 
+// D recorded on `d`: the shared real rows or per-model images in, BCE-with-logits against
+// `target` out (with its saved mean D output).
+struct RecordedD {
+  Value in, loss;
+  int ms = -1;
+};
+RecordedD record_discriminator(Net& d, const DcganArch& a, bool per_model, bool needs_grad,
+                               float target) {
+  const Shape image{a.nc, a.image, a.image};
+  RecordedD r;
+  r.in = per_model ? d.model_input(image, needs_grad) : d.input(image);
+  r.loss = d.bce_with_logits(dcgan_discriminator(d, r.in, a), target, &r.ms);
+  d.finalize();
+  return r;
+}
+
 }  // namespace
 
 GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
@@ -72,7 +88,6 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
   const bool fused = layout_.is_fused();
   if (fused) spec_.plan = ExecutionPlan::fused();
   const DcganArch& a = spec_.arch;
-  const Shape image{a.nc, a.image, a.image};
 
   // The state: under the fused plan these nets also run the step (pass 0).
   g_ = std::make_unique<Net>(
@@ -80,11 +95,7 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
   const auto [g_z, g_fake] = record_generator(*g_, a);
   d_real_ = std::make_unique<Net>(
       gan_net_spec(spec_, DcganNet::kDiscriminator, 0, spec_.B, spec_.batch, false, !fused));
-  const Value d_in = d_real_->input(image);
-  int d_ms = -1;
-  const Value d_loss =
-      d_real_->bce_with_logits(dcgan_discriminator(*d_real_, d_in, a), 1.0f, &d_ms);
-  d_real_->finalize();
+  const RecordedD d = record_discriminator(*d_real_, a, false, false, 1.0f);
 
   g_sample_ = std::make_unique<Net>(
       gan_net_spec(spec_, DcganNet::kGenerator, 0, spec_.B, kSampleRows, true));
@@ -93,7 +104,7 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
 
   if (fused) {
     auto p = make_pass(0, spec_.B);
-    p->z = g_z, p->fake = g_fake, p->real_in = d_in, p->loss_real = d_loss, p->ms_real = d_ms;
+    p->z = g_z, p->fake = g_fake, p->real_in = d.in, p->loss_real = d.loss, p->ms_real = d.ms;
     passes_.push_back(std::move(p));
     pass_of_group_.push_back(0);
   } else {
@@ -120,7 +131,6 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
 
 std::unique_ptr<GanArray::Pass> GanArray::make_pass(int64_t first, int64_t count) {
   const DcganArch& a = spec_.arch;
-  const Shape image{a.nc, a.image, a.image};
   auto p = std::make_unique<Pass>();
   if (layout_.is_fused()) {
     p->g = g_.get(), p->d_real = d_real_.get();
@@ -130,18 +140,15 @@ std::unique_ptr<GanArray::Pass> GanArray::make_pass(int64_t first, int64_t count
     std::tie(p->z, p->fake) = record_generator(*p->own_g, a);
     p->own_d_real = std::make_unique<Net>(
         gan_net_spec(spec_, DcganNet::kDiscriminator, first, count, spec_.batch, true));
-    Net& d = *p->own_d_real;
-    p->real_in = d.input(image);
-    p->loss_real = d.bce_with_logits(dcgan_discriminator(d, p->real_in, a), 1.0f, &p->ms_real);
-    d.finalize();
+    const RecordedD d = record_discriminator(*p->own_d_real, a, false, false, 1.0f);
+    p->real_in = d.in, p->loss_real = d.loss, p->ms_real = d.ms;
     p->g = p->own_g.get(), p->d_real = p->own_d_real.get();
   }
   auto bound_d = [&](Value& in, bool needs_grad, float target, Value& loss, int& ms) {
     auto d = std::make_unique<Net>(
         gan_net_spec(spec_, DcganNet::kDiscriminator, first, count, spec_.batch, true));
-    in = d->model_input(image, needs_grad);
-    loss = d->bce_with_logits(dcgan_discriminator(*d, in, a), target, &ms);
-    d->finalize();
+    const RecordedD r = record_discriminator(*d, a, true, needs_grad, target);
+    in = r.in, loss = r.loss, ms = r.ms;
     d->bind_state(*d_real_, first);
     return d;
   };

@@ -84,6 +84,7 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
     for (int64_t b = 0; b < spec_.B; ++b) spec_.model_ids.push_back(b);
   HFTA_CHECK(static_cast<int64_t>(spec_.model_ids.size()) == spec_.B,
              "{} model ids for an array of {} models", spec_.model_ids.size(), spec_.B);
+  require_one_step_per_visit(spec_.plan, "DCGAN");
   layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
   const bool fused = layout_.is_fused();
   if (fused) spec_.plan = ExecutionPlan::fused();

@@ -32,6 +32,7 @@ LanguageModel::LanguageModel(std::string name, LanguageModelSpec spec, LmDefinit
     : name_(std::move(name)), spec_(std::move(spec)), definition_(definition) {
   HFTA_CHECK(spec_.B >= 1, "{}: the array needs at least one model, got B = {}", name_, spec_.B);
   check_config(spec_.config, spec_.streams);
+  require_one_step_per_visit(spec_.plan, "language-model");
   layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
   main_ = record(spec_.config.bptt, false, spec_.B, !layout_.is_fused());
   spec_.model_ids = main_.net->spec().model_ids;

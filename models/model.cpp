@@ -46,6 +46,7 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition, Model
   spec_.model_ids = net_.spec().model_ids;
   fused_ = record(nullptr);
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
+  step_losses_.reserve(static_cast<size_t>(spec_.B * layout_.steps_per_visit));
   correct_.assign(static_cast<size_t>(spec_.B), 0);
   // A plan that amounts to fused (one group) is fused: say so (plan(), logs, the sweep's CSV).
   if (layout_.is_fused()) {
@@ -126,32 +127,39 @@ void Model::collect(const Runner& r, int64_t first, bool training) {
                          static_cast<size_t>(first), static_cast<size_t>(net.B()))});
 }
 
-void Model::run_groups(const TensorView& images, const IndexView& labels, bool training,
-                       bool with_backward, const AfterBackward& after_backward) {
+void Model::run_groups(std::span<const StepBatch> steps, bool training, bool with_backward,
+                       const AfterStepBackward& after_backward) {
   const int64_t forwards = net_.training_forwards();
-  // One group: bind its runner to the group's models, run, collect.
+  const int64_t n = static_cast<int64_t>(steps.size());
+  // One group: bind its runner to the group's models, then every step: run, collect.
   auto run_group = [&](size_t g) {
     const PlanGroup& group = layout_.groups[g];
     Runner& r = runners_[runner_of_group_[g]];
     r.net->bind_state(net_, group.first);
-    r.net->set_training_forwards(forwards);
-    set_inputs(r, images, labels);
-    r.net->forward(training);
-    collect(r, group.first, training);
-    if (!with_backward) return;
-    r.net->zero_grad();  // the bound net's gradients are this group's slices of net_'s
-    r.net->backward();
-    if (after_backward) after_backward(group.first, group.count);
+    for (int64_t k = 0; k < n; ++k) {
+      // Dropout draws by (model, training forward): step k is the array's forward + k.
+      r.net->set_training_forwards(forwards + k);
+      set_inputs(r, steps[static_cast<size_t>(k)].images, steps[static_cast<size_t>(k)].labels);
+      r.net->forward(training);
+      collect(r, group.first, training);
+      if (!with_backward) continue;
+      std::copy_n(losses_.begin() + group.first, group.count,
+                  step_losses_.begin() + k * spec_.B + group.first);
+      r.net->zero_grad();  // the bound net's gradients are this group's slices of net_'s
+      r.net->backward();
+      if (after_backward) after_backward(k, group.first, group.count);
+    }
   };
   run_plan_groups(layout_, run_group);
-  if (training) net_.set_training_forwards(forwards + 1);
+  if (training) net_.set_training_forwards(forwards + n);
 }
 
 void Model::forward(const TensorView& images, const IndexView& labels, bool training) {
   if (!layout_.is_fused()) {
     HFTA_CHECK(!training, "{}: under plan {} a training forward runs in train_step()", name_,
                spec_.plan.str());
-    return run_groups(images, labels, false, false);
+    const StepBatch step{images, labels};
+    return run_groups({&step, 1}, false, false);
   }
   set_inputs(fused_, images, labels);
   net_.forward(training);
@@ -167,10 +175,30 @@ void Model::backward() {
 
 void Model::train_step(const TensorView& images, const IndexView& labels,
                        const AfterBackward& after_backward) {
-  if (!layout_.is_fused()) return run_groups(images, labels, true, true, after_backward);
-  forward(images, labels, true);
-  backward();
-  if (after_backward) after_backward(0, spec_.B);
+  const StepBatch step{images, labels};
+  train_steps({&step, 1}, [&](int64_t, int64_t first, int64_t count) {
+    if (after_backward) after_backward(first, count);
+  });
+}
+
+void Model::train_steps(std::span<const StepBatch> steps, const AfterStepBackward& after_backward) {
+  const int64_t n = static_cast<int64_t>(steps.size());
+  HFTA_CHECK(n >= 1, "{}: train_steps needs at least one minibatch", name_);
+  step_losses_.resize(static_cast<size_t>(n * spec_.B));  // allocates only for a longer run
+  if (!layout_.is_fused()) return run_groups(steps, true, true, after_backward);
+  for (int64_t k = 0; k < n; ++k) {
+    forward(steps[static_cast<size_t>(k)].images, steps[static_cast<size_t>(k)].labels, true);
+    std::copy(losses_.begin(), losses_.end(), step_losses_.begin() + k * spec_.B);
+    backward();
+    if (after_backward) after_backward(k, 0, spec_.B);
+  }
+}
+
+std::span<const float> Model::step_losses(int64_t k) const {
+  HFTA_CHECK(k >= 0 && (k + 1) * spec_.B <= static_cast<int64_t>(step_losses_.size()),
+             "{}: no step {} in the last train_steps()", name_, k);
+  return std::span<const float>(step_losses_)
+      .subspan(static_cast<size_t>(k * spec_.B), static_cast<size_t>(spec_.B));
 }
 
 TensorView Model::point_logits() const {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,22 @@ class Model {
   void train_step(const TensorView& images, const IndexView& labels,
                   const AfterBackward& after_backward = {});
 
+  // One minibatch of a run of steps.
+  struct StepBatch {
+    TensorView images;
+    IndexView labels;
+  };
+  // Called as AfterBackward, with the index of the step in the run.
+  using AfterStepBackward = std::function<void(int64_t step, int64_t first, int64_t count)>;
+  // Training steps on steps.size() minibatches in order: each group of the plan takes all of
+  // them before the next group starts (a plan's /K: the loop hands over K at a time), each step
+  // forward, backward and `after_backward` (which must update the group's models: the next step
+  // reads them). Every model computes exactly what steps.size() train_step() calls would; after
+  // it, losses(), correct() and the gradients are the last step's, step_losses(k) step k's.
+  void train_steps(std::span<const StepBatch> steps, const AfterStepBackward& after_backward);
+  // Each model's loss on step k of the last train_steps() (B values).
+  std::span<const float> step_losses(int64_t k) const;
+
   // Per-model mean loss and count of correctly classified rows, for the last forward().
   const std::vector<float>& losses() const { return losses_; }
   const std::vector<int64_t>& correct() const { return correct_; }
@@ -137,9 +154,10 @@ class Model {
   void set_inputs(Runner& r, const TensorView& images, const IndexView& labels) const;
   // Copies runner r's losses and correct counts into models [first, first + count).
   void collect(const Runner& r, int64_t first, bool training);
-  // Runs `step` (forward, or forward and backward) on every group of the plan.
-  void run_groups(const TensorView& images, const IndexView& labels, bool training,
-                  bool with_backward, const AfterBackward& after_backward = {});
+  // Runs forward (and with_backward, backward) of every group of the plan on each of `steps` in
+  // turn, a group taking all of them before the next.
+  void run_groups(std::span<const StepBatch> steps, bool training, bool with_backward,
+                  const AfterStepBackward& after_backward = {});
 
   std::string name_;
   ModelDefinition definition_;
@@ -152,6 +170,7 @@ class Model {
   std::vector<int> runner_worker_;       // the worker each runner belongs to
   std::vector<size_t> runner_of_group_;  // layout_.groups[g] runs on runners_[runner_of_group_[g]]
   std::vector<float> losses_;
+  std::vector<float> step_losses_;  // [steps of the last train_steps(), B]
   std::vector<int64_t> correct_;
   std::vector<float> point_logits_;  // kSegment: point_logits()
   int64_t point_logit_rows_ = 0;

@@ -10,38 +10,61 @@
 
 namespace hfta {
 
+namespace {
+// A whole number >= 1 spelling all of `text`, or 0.
+int64_t positive_count(const std::string& text) {
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  return used == text.size() && n >= 1 ? n : 0;
+}
+}  // namespace
+
 ExecutionPlan ExecutionPlan::parse(const std::string& text) {
-  if (text == "fused") return fused();
-  if (text == "threads") return threads();
   if (text == "auto") return {Kind::kAuto, 0};
-  const bool threaded = text.rfind("threads:", 0) == 0;
-  if (text.rfind("chunk:", 0) == 0 || threaded) {
-    const std::string count = text.substr(threaded ? 8 : 6);
-    size_t used = 0;
-    long long c = 0;
-    try {
-      c = std::stoll(count, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == count.size() && !count.empty() && c >= 1) return threaded ? threads(c) : chunks(c);
+  const size_t slash = text.find('/');
+  const std::string base = text.substr(0, slash);
+  int64_t steps = 1;
+  if (slash != std::string::npos) {
+    steps = positive_count(text.substr(slash + 1));
+    HFTA_CHECK(steps >= 1,
+               "plan '{}': the steps per visit after '/' must be a whole number >= 1, e.g. "
+               "threads:1/8",
+               text);
+    HFTA_CHECK(base.rfind("chunk:", 0) == 0 || base.rfind("threads", 0) == 0,
+               "plan '{}': /K (steps per visit) goes after a chunk:C or threads plan, not after "
+               "'{}'",
+               text, base);
+  }
+  if (base == "fused") return fused();
+  if (base == "threads") return threads(0, steps);
+  const bool threaded = base.rfind("threads:", 0) == 0;
+  if (base.rfind("chunk:", 0) == 0 || threaded) {
+    const int64_t c = positive_count(base.substr(threaded ? 8 : 6));
+    if (c >= 1) return threaded ? threads(c, steps) : chunks(c, steps);
     fail("plan '{}': the chunk size must be a whole number of models >= 1, e.g. {}:2", text,
          threaded ? "threads" : "chunk");
   }
   fail(
       "unknown plan '{}': choose auto, fused, chunk:C (C models at a time), threads or threads:C "
-      "(each thread its own models, C at a time)",
+      "(each thread its own models, C at a time), the last three optionally with /K (K steps "
+      "per visit of a group)",
       text);
 }
 
 std::string ExecutionPlan::str() const {
+  const std::string per_visit = steps > 1 ? fmt::format("/{}", steps) : "";
   switch (kind) {
     case Kind::kFused:
       return "fused";
     case Kind::kChunk:
-      return fmt::format("chunk:{}", chunk);
+      return fmt::format("chunk:{}{}", chunk, per_visit);
     case Kind::kThreads:
-      return chunk > 0 ? fmt::format("threads:{}", chunk) : "threads";
+      return (chunk > 0 ? fmt::format("threads:{}", chunk) : "threads") + per_visit;
     case Kind::kAuto:
       return "auto";
   }
@@ -77,7 +100,15 @@ PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads) {
       break;
     }
   }
+  layout.steps_per_visit = layout.is_fused() ? 1 : std::max<int64_t>(1, plan.steps);
   return layout;
+}
+
+void require_one_step_per_visit(const ExecutionPlan& plan, std::string_view array) {
+  HFTA_CHECK(plan.steps == 1,
+             "plan {}: {} arrays take one step per visit of a group (classifiers take /K): drop "
+             "the /{}",
+             plan.str(), array, plan.steps);
 }
 
 void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g)>& run_group) {

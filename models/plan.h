@@ -11,6 +11,13 @@
 //             model's working set per thread, as B processes have)
 //   auto      chosen per model and machine by timing a few steps (workflows/plan_choice.h)
 //
+// chunk:C/K, threads/K and threads:C/K visit each group for K steps in a row, on K minibatches,
+// before the next group (each model still sees the batches in order): a group's parameters,
+// gradients and optimizer state stay in cache for K steps, as a process keeps its own through
+// its time slice, instead of coming back from memory once per step when a worker's groups
+// together outgrow the caches. The training loop hands the model K batches at a time; a step's
+// report, metrics and checkpoints are as without /K (checkpoints fall at the ends of visits).
+//
 // The parameters, gradients and buffers of all B models stay in one [B, ...] arena either way,
 // so the optimizer, checkpoints and extract see the same array whatever the plan.
 #pragma once
@@ -18,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hfta {
@@ -26,13 +34,16 @@ struct ExecutionPlan {
   enum class Kind { kFused, kChunk, kThreads, kAuto };
   Kind kind = Kind::kFused;
   int64_t chunk = 0;  // kChunk: models per chunk; kThreads: per chunk of a thread (0: all)
+  int64_t steps = 1;  // steps per visit of a group (the /K); 1 for fused and auto
 
-  // "fused", "chunk:C" (C >= 1), "threads", "threads:C" or "auto"; throws hfta::Error naming
-  // the choices.
+  // "fused", "chunk:C" (C >= 1), "threads", "threads:C" or "auto", the chunk and threads plans
+  // optionally followed by "/K" (K >= 1 steps per visit); throws hfta::Error naming the choices.
   static ExecutionPlan parse(const std::string& text);
   static ExecutionPlan fused() { return {}; }
-  static ExecutionPlan chunks(int64_t c) { return {Kind::kChunk, c}; }
-  static ExecutionPlan threads(int64_t c = 0) { return {Kind::kThreads, c}; }
+  static ExecutionPlan chunks(int64_t c, int64_t steps = 1) { return {Kind::kChunk, c, steps}; }
+  static ExecutionPlan threads(int64_t c = 0, int64_t steps = 1) {
+    return {Kind::kThreads, c, steps};
+  }
   std::string str() const;
   bool operator==(const ExecutionPlan&) const = default;
 };
@@ -47,14 +58,19 @@ struct PlanGroup {
 
 // How `plan` splits an array of B models over `threads` threads: its groups, in the order each
 // worker runs them, and the number of workers running at once. A plan that amounts to fused
-// (chunk:C with C >= B, threads with one thread or one model) gives one group of B on one worker.
-// Throws hfta::Error for kAuto (resolve it first).
+// (chunk:C with C >= B, threads with one thread or one model) gives one group of B on one worker
+// and one step per visit. Throws hfta::Error for kAuto (resolve it first).
 struct PlanLayout {
   std::vector<PlanGroup> groups;
   int workers = 1;
+  int64_t steps_per_visit = 1;  // the plan's /K (1 when fused)
   bool is_fused() const { return groups.size() == 1; }
 };
 PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads);
+
+// Arrays whose training loops hand over one minibatch at a time (GANs, language models) take
+// only plans of one step per visit: throws hfta::Error naming `array` for a /K plan.
+void require_one_step_per_visit(const ExecutionPlan& plan, std::string_view array);
 
 // Runs run_group(g) for every group g of the layout: in order on the calling thread with one
 // worker, else each worker's groups in order on its own OpenMP thread, with every op inside

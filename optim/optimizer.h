@@ -118,6 +118,9 @@ class Optimizer {
   // the same time. Each model updates exactly as in step().
   void step_models(float* params, const float* grads, int64_t first, int64_t count);
   const StepReport& finish_model_steps();
+  // Whether model b's last step (step() or step_models()) was skipped for NaN/Inf gradients; a
+  // worker may read its own models' while others step theirs.
+  bool skipped_last_step(int64_t b) const { return report_.skipped[static_cast<size_t>(b)] != 0; }
 
   // Forgets model b's state and step count (a fresh optimizer for that model); skip counts stay.
   void reset_model(int64_t b);

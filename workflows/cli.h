@@ -11,7 +11,7 @@ namespace hfta {
 
 CLI::Validator integer_at_least(int64_t min);
 CLI::Validator number_at_least(double min);
-// An execution plan (models/plan.h): auto, fused, chunk:C or threads.
+// An execution plan (models/plan.h): auto, fused, chunk:C, threads or threads:C, optionally /K.
 CLI::Validator plan_name();
 
 // A duration as typed after a flag: a number of seconds ("90", "2.5"), or a number with a unit

@@ -23,12 +23,20 @@ namespace hfta {
 // below B; threads when both B and threads exceed 1, and threads:1 when B exceeds threads.
 std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads);
 
+// Arrays that can visit a group for several steps (classifiers) also get threads:1/K timed when B
+// exceeds the threads and a visit of threads:1 is short (a visit's K steps of a slow model would
+// make the timing long, and its models' state outgrows the caches anyway): K steps per visit,
+// at most kCheapVisitMs a visit.
+inline constexpr int64_t kVisitSteps = 8;
+inline constexpr double kCheapVisitMs = 200.0;
+
 struct PlanTiming {
   ExecutionPlan plan;
   double step_ms =
       0.0;  // median time of one optimizer step (forward, backward, update), all B models
   double arena_bytes = 0.0;  // parameters, gradients, buffers and activations under the plan
   bool over_budget = false;  // not run: its arenas exceed the memory budget
+  bool superseded = false;   // timed again later in the same choice (resolve_plan's visits)
 };
 
 // One candidate plan's array, built for timing: its arenas' bytes and one training step
@@ -38,6 +46,7 @@ struct PlanTiming {
 struct PlanTrialRun {
   double arena_bytes = 0.0;
   std::function<void()> step;
+  int64_t steps_per_call = 1;  // steps one call of `step` takes (a plan's /K)
 };
 // Builds the array of one candidate plan (any kind of array: a classifier, a GAN).
 using PlanTrialBuilder = std::function<PlanTrialRun(const ExecutionPlan&)>;
@@ -68,12 +77,13 @@ struct PlanChoice {
 // threads (or reads the cache), each built by `build`, in interleaved bursts of steps (a
 // neighbour's load slows all candidates alike), skipping candidates whose arenas exceed
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
-// `configuration` names what else decides the timings (architecture, B, batch size, optimizer)
-// in the cache's key; `model` names the array in errors.
+// With `visits` (the array takes K steps per visit), threads:1/kVisitSteps is then timed against
+// the fastest when a visit is cheap (above). `configuration` names what else decides the timings
+// (architecture, B, batch size, optimizer) in the cache's key; `model` names the array in errors.
 PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
                         std::string_view model, const PlanTrialBuilder& build,
                         int64_t memory_budget_bytes,
-                        const std::function<void(const std::string&)>& log);
+                        const std::function<void(const std::string&)>& log, bool visits = false);
 // The same for the array of config's models `ids` at `batch_size`, trained by `optimizer`.
 PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
                         const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed,

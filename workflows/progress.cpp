@@ -9,7 +9,7 @@ namespace hfta {
 
 bool stdout_is_terminal() { return isatty(fileno(stdout)) != 0; }
 
-std::string format_losses(const std::vector<float>& losses) {
+std::string format_losses(std::span<const float> losses) {
   std::string s = "loss";
   for (float l : losses) s += fmt::format(" {:.4f}", l);
   return s;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,6 @@ class ProgressBar {
 bool stdout_is_terminal();
 
 // A progress bar's suffix for per-model losses: "loss 2.3026 2.2971 ...".
-std::string format_losses(const std::vector<float>& losses);
+std::string format_losses(std::span<const float> losses);
 
 }  // namespace hfta

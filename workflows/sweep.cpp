@@ -155,7 +155,7 @@ void print_summary(const std::string& dir) {
   std::vector<std::string> modes;
   for (const auto& p : points)
     if (std::find(modes.begin(), modes.end(), p.mode) == modes.end()) modes.push_back(p.mode);
-  fmt::print("medians over the repeats (min-max):\n{:<18} {:>6} {:>24} {:>12} {:>14}\n", "mode",
+  fmt::print("medians over the repeats (min-max):\n{:<22} {:>6} {:>24} {:>12} {:>14}\n", "mode",
              "best B", "normalized (min-max)", "samples/s", "peak RSS MiB");
   for (const std::string& mode : modes) {
     const SweepPoint* best = nullptr;
@@ -165,7 +165,7 @@ void print_summary(const std::string& dir) {
                                  ? fmt::format("{:.2f} ({:.2f}-{:.2f})", best->normalized_median,
                                                best->normalized_min, best->normalized_max)
                                  : "-";
-    fmt::print("{:<18} {:>6} {:>24} {:>12.0f} {:>14.0f}\n", mode, best->B, normalized,
+    fmt::print("{:<22} {:>6} {:>24} {:>12.0f} {:>14.0f}\n", mode, best->B, normalized,
                best->samples_median, best->rss_mib_median);
   }
 }
@@ -306,8 +306,9 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sweep
       ->add_option("--plan", flags->plans,
-                   "Comma-separated plans for the fused mode (auto, fused, chunk:C, threads); "
-                   "several draw a line each")
+                   "Comma-separated plans for the fused mode (auto, fused, chunk:C, threads, "
+                   "threads:C, each but fused and auto with an optional /K); several draw a line "
+                   "each")
       ->capture_default_str();
   sweep->add_option("--B", flags->Bs, "Model counts, e.g. 1,2,4,8,16, or 'max'")
       ->capture_default_str();

@@ -48,7 +48,8 @@ struct TrainOptions {
   int64_t first_epoch = 0;
   int threads = 0;
   bool serial = false;
-  // --plan: how a fused array runs its steps (models/plan.h): auto, fused, chunk:C or threads.
+  // --plan: how a fused array runs its steps (models/plan.h): auto, fused, chunk:C, threads or
+  // threads:C, the last three optionally /K.
   std::string plan = "auto";
   int64_t memory_budget_bytes = 0;  // --memory-budget: the most arena bytes auto may pick; 0 = any
   bool progress = true;             // progress bar when stdout is a terminal

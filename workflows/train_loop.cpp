@@ -71,32 +71,76 @@ ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids
   return a;
 }
 
-const StepReport& array_step(ModelArray& array, const TensorView& images, const IndexView& labels) {
+std::span<const StepReport> array_steps(ModelArray& array,
+                                        std::span<const Model::StepBatch> steps) {
   Model& model = *array.model;
   Optimizer& optimizer = *array.optimizer;
   float* params = reinterpret_cast<float*>(model.param_arena().data());
   const float* grads = reinterpret_cast<const float*>(model.grad_arena().data());
-  if (model.layout().is_fused()) {
-    model.train_step(images, labels);
-    return optimizer.step(params, grads);
-  }
-  model.train_step(images, labels, [&](int64_t first, int64_t count) {
+  const size_t n = steps.size();
+  if (array.reports.size() < n)
+    array.reports.resize(
+        n, StepReport{.skipped = std::vector<uint8_t>(static_cast<size_t>(model.B()), uint8_t{0})});
+  const bool fused = model.layout().is_fused();
+  model.train_steps(steps, [&](int64_t k, int64_t first, int64_t count) {
+    StepReport& report = array.reports[static_cast<size_t>(k)];
+    if (fused) {
+      report = optimizer.step(params, grads);  // same size: copies without allocating
+      return;
+    }
     optimizer.step_models(params, grads, first, count);
+    for (int64_t b = first; b < first + count; ++b)
+      report.skipped[static_cast<size_t>(b)] = optimizer.skipped_last_step(b) ? 1 : 0;
   });
-  return optimizer.finish_model_steps();
+  if (!fused) {
+    optimizer.finish_model_steps();
+    for (size_t k = 0; k < n; ++k)
+      array.reports[k].num_skipped =
+          std::count(array.reports[k].skipped.begin(), array.reports[k].skipped.end(), 1);
+  }
+  return std::span<const StepReport>(array.reports).first(n);
+}
+
+const StepReport& array_step(ModelArray& array, const TensorView& images, const IndexView& labels) {
+  const Model::StepBatch step{images, labels};
+  return array_steps(array, {&step, 1}).front();
 }
 
 int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
-                    const std::function<bool(const StepReport&)>& after_step) {
+                    const std::function<void(const TrainedStep&)>& after_step) {
+  const int64_t per_visit = array.model->layout().steps_per_visit;
+  // The visit's batches: the caller's, then per_visit - 1 more (once per call: an epoch).
+  std::vector<Batch> more;
+  for (int64_t k = 1; k < per_visit; ++k) more.push_back(loader.make_batch());
+  auto batch_at = [&](int64_t k) -> Batch& {
+    return k == 0 ? batch : more[static_cast<size_t>(k - 1)];
+  };
+  std::vector<Model::StepBatch> visit;
   int64_t steps = 0;
   const bool whole_epoch = max_steps == kUntilEpochEnds;
-  while (whole_epoch || steps < max_steps) {
-    if (!loader.next(batch)) {  // the epoch ended
-      if (whole_epoch || !loader.next(batch)) break;
+  bool epoch_ended = false;
+  while (!epoch_ended && (whole_epoch || steps < max_steps)) {
+    visit.clear();
+    while (static_cast<int64_t>(visit.size()) < per_visit &&
+           (whole_epoch || steps + static_cast<int64_t>(visit.size()) < max_steps)) {
+      Batch& b = batch_at(static_cast<int64_t>(visit.size()));
+      if (!loader.next(b)) {  // the epoch ended
+        if (whole_epoch || !loader.next(b)) {
+          epoch_ended = true;
+          break;
+        }
+      }
+      visit.push_back({b.images(), b.labels()});
     }
-    const StepReport& report = array_step(array, batch.images(), batch.labels());
-    ++steps;
-    if (after_step && !after_step(report)) break;
+    if (visit.empty()) break;
+    const std::span<const StepReport> reports = array_steps(array, visit);
+    const int64_t n = static_cast<int64_t>(visit.size());
+    steps += n;
+    if (!after_step) continue;
+    for (int64_t k = 0; k < n; ++k)
+      after_step({.report = reports[static_cast<size_t>(k)],
+                  .losses = array.model->step_losses(k),
+                  .arrays_current = k == n - 1});
   }
   return steps;
 }
@@ -178,23 +222,23 @@ void train_array(const TrainOptions& o, const ModelConfig& config, const HyperVa
     current_bar = &bar;
     const int64_t resumed_steps = epoch_steps;
     const auto epoch_start = Clock::now();
-    train_steps(array, loader, batch, kUntilEpochEnds, [&](const StepReport& report) {
+    train_steps(array, loader, batch, kUntilEpochEnds, [&](const TrainedStep& step) {
       ++p.step;
       p.batch_in_epoch = ++epoch_steps;
       for (int64_t b = 0; b < B; ++b) {
-        const float loss = model.losses()[b];
+        const float loss = step.losses[static_cast<size_t>(b)];
         p.epoch_loss[b] += loss;
-        if (report.any_skipped() && report.skipped[b]) ++p.skipped[b];
+        if (step.report.any_skipped() && step.report.skipped[b]) ++p.skipped[b];
         metrics.row(metrics_row(ids[b], p.step, epoch, array.optimizer->lr()[b], loss));
       }
-      bar.update(epoch_steps, format_losses(model.losses()));
-      periodic.after_step(p.step);  // after the step's metrics rows: a checkpoint has them all
+      bar.update(epoch_steps, format_losses(step.losses));
+      if (!step.arrays_current) return;  // the models are steps ahead: no checkpoint here
+      periodic.after_step(p.step);       // after the step's metrics rows: a checkpoint has them all
       if (InterruptGuard::interrupted()) {
         bar.finish();
         save();
         fail_interrupted(p.step, o.checkpoint ? path : "");
       }
-      return true;
     });
     bar.finish();
     current_bar = nullptr;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,7 @@ struct ModelArray {
   std::vector<int64_t> ids;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
+  std::vector<StepReport> reports;  // array_steps()'s, kept to step without allocating
 };
 // `all_values`: the resolved hyperparameters of every model of the run (resolve_hyper). A plan
 // of auto is chosen here (timed, or read from the plan cache), and said on stderr.
@@ -60,17 +62,29 @@ ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids
                       int64_t batch_size, uint64_t seed, std::string_view optimizer,
                       const HyperValues& all_values);
 
-// One optimizer step of every model on one minibatch: forward, backward and update in the
-// plan's order (under plans with blocks, each block updates right after its backward).
+// Optimizer steps of every model on steps.size() minibatches in order (Model::train_steps):
+// forward, backward and update in the plan's order (under plans with groups, each group updates
+// right after each of its backwards). Returns each step's report, valid until the next call.
+std::span<const StepReport> array_steps(ModelArray& array, std::span<const Model::StepBatch> steps);
+// One such step.
 const StepReport& array_step(ModelArray& array, const TensorView& images, const IndexView& labels);
 
-// Runs optimizer steps (array_step) on the loader's batches: `max_steps`
-// steps (going on into the next epoch when one ends), or with kUntilEpochEnds the rest of the
-// loader's epoch. `after_step` (if given) sees each step's report and stops the loop by returning
-// false. Returns the steps taken.
+// What train_steps says of each step it took.
+struct TrainedStep {
+  const StepReport& report;       // the models whose update was skipped (NaN/Inf gradients)
+  std::span<const float> losses;  // each model's training loss on the step's batch
+  // The arrays hold this step's result. Under a plan with K steps per visit the loop runs K
+  // steps before it reports them, so only the last of them may be checkpointed or stopped at.
+  bool arrays_current;
+};
+
+// Runs optimizer steps on the loader's batches: `max_steps` steps (going on into the next epoch
+// when one ends), or with kUntilEpochEnds the rest of the loader's epoch, handing the model as
+// many batches at a time as its plan visits a group for (array_steps). `after_step` (if given)
+// sees each step, in order. Returns the steps taken.
 inline constexpr int64_t kUntilEpochEnds = -1;
 int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
-                    const std::function<bool(const StepReport&)>& after_step = {});
+                    const std::function<void(const TrainedStep&)>& after_step = {});
 
 // `hfta train` for one array: trains models `ids` for the options' epochs, from `resume_from`
 // when given, writing a metrics row per model per step and saving a checkpoint after every epoch

@@ -86,7 +86,8 @@ void add_tune_command(CLI::App& app) {
                 "Build every array anew from the trials' checkpoints instead of continuing or "
                 "refilling the slots of the array trained last (the same results; for checking)");
   cmd->add_option("--plan", o->plan,
-                  "How an array runs its steps: fused, chunk:C, threads or auto (timed per array)")
+                  "How an array runs its steps: fused, chunk:C, threads, threads:C (the last three "
+                  "with an optional /K: K steps per visit of a group) or auto (timed per array)")
       ->check(plan_name())
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Output directory (results in <out>/<mode>/)")

@@ -405,10 +405,10 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
   try {
     for (int64_t u = start; u < to; ++u) {
       loader.start_epoch(u);
-      train_steps(array, loader, batch, kUntilEpochEnds, [&](const StepReport& report) {
+      train_steps(array, loader, batch, kUntilEpochEnds, [&](const TrainedStep& trained) {
         ++step;
         for (int64_t b = 0; b < B; ++b)
-          if (report.any_skipped() && report.skipped[b]) ++skipped[b];
+          if (trained.report.any_skipped() && trained.report.skipped[b]) ++skipped[b];
         if (InterruptGuard::interrupted()) {
           const double time_s = time_offset_ + seconds_since(start_);
           for (const Job& j : jobs)
@@ -418,7 +418,6 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
               "continue",
               dir_);
         }
-        return true;
       });
     }
   } catch (const Error& e) {

@@ -47,7 +47,7 @@ struct PlanCase {
 std::string case_name(const testing::TestParamInfo<PlanCase>& info) {
   std::string plan = info.param.plan;
   for (char& c : plan)
-    if (c == ':') c = '_';
+    if (c == ':' || c == '/') c = '_';
   return info.param.model + "_B" + std::to_string(info.param.B) + "_" + plan + "_t" +
          std::to_string(info.param.threads);
 }
@@ -154,6 +154,103 @@ std::vector<PlanCase> plan_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Plans, PlanEquivalence, testing::ValuesIn(plan_cases()), case_name);
 
+// A plan with /K visits each group for K steps in a row (models/plan.h): every model then computes
+// bit for bit what it computes under the same plan one step at a time (the same kernels on the
+// same group sizes, only the order of the groups changes), which PlanEquivalence relates to
+// fused. Two whole visits and a shorter one, on distinct minibatches (a step that read another
+// step's batch would differ), with Adam updating each group after each backward.
+struct VisitCase {
+  std::string model;
+  int64_t B;
+  std::string plan;  // with /K
+};
+
+class PlanVisits : public testing::TestWithParam<VisitCase> {};
+
+TEST_P(PlanVisits, EqualOneStepAtATimeBitForBit) {
+  const VisitCase& c = GetParam();
+  const uint64_t seed = test::case_seed(case_name({{c.model, c.B, c.plan, 2}, 0}));
+  HFTA_CASE_TRACE(seed);
+  const int64_t batch = 8;
+  ModelSpec spec{.B = c.B, .batch_size = batch, .seed = seed, .threads = 2};
+  if (c.model.rfind("pointnet", 0) == 0) spec.sample_shape = {64, 3};  // small clouds
+  spec.plan = ExecutionPlan::parse(c.plan);
+  auto visits = make_model(c.model, spec);
+  const int64_t K = visits->layout().steps_per_visit;
+  ASSERT_GT(K, 1) << c.plan;
+  spec.plan.steps = 1;
+  auto single = make_model(c.model, spec);
+  ASSERT_EQ(single->layout().steps_per_visit, 1);
+
+  std::vector<float> lr;
+  for (int64_t b = 0; b < c.B; ++b) lr.push_back(1e-3f * static_cast<float>(b + 1));
+  FusedAdam opt_visits(table_of(*visits), AdamHyper{.lr = lr});
+  FusedAdam opt_single(table_of(*single), AdamHyper{.lr = lr});
+  auto updater = [](Model& m, FusedAdam& opt) {
+    return [&m, &opt](int64_t first, int64_t count) {
+      opt.step_models(reinterpret_cast<float*>(m.param_arena().data()),
+                      reinterpret_cast<const float*>(m.grad_arena().data()), first, count);
+    };
+  };
+  Dataset data = make_synthetic(visits->sample_shape(), 10, 16 * batch, seed);
+  Loader loader(data, {.batch_size = batch, .seed = seed});
+  std::vector<Batch> batches;
+  for (int64_t k = 0; k < K; ++k) batches.push_back(loader.make_batch());
+  const int64_t steps = 2 * K + 1;
+  for (int64_t done = 0; done < steps;) {
+    const int64_t n = std::min(K, steps - done);
+    SCOPED_TRACE("steps " + std::to_string(done) + " to " + std::to_string(done + n - 1));
+    std::vector<Model::StepBatch> visit;
+    std::vector<std::vector<float>> single_losses;
+    for (int64_t k = 0; k < n; ++k) {
+      Batch& b = batches[static_cast<size_t>(k)];
+      ASSERT_TRUE(loader.next(b));
+      visit.push_back({b.images(), b.labels()});
+      single->train_step(b.images(), b.labels(), updater(*single, opt_single));
+      single_losses.push_back(single->losses());
+    }
+    std::vector<int64_t> updates(static_cast<size_t>(n * c.B), 0);
+    const auto update = updater(*visits, opt_visits);
+    visits->train_steps(visit, [&](int64_t k, int64_t first, int64_t count) {
+      for (int64_t b = first; b < first + count; ++b) ++updates[static_cast<size_t>(k * c.B + b)];
+      update(first, count);
+    });
+    EXPECT_EQ(updates, std::vector<int64_t>(static_cast<size_t>(n * c.B), 1));
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t b = 0; b < c.B; ++b)
+        EXPECT_EQ(visits->step_losses(k)[b], single_losses[static_cast<size_t>(k)][b])
+            << "model " << b << ", step " << done + k;
+    EXPECT_EQ(visits->correct(), single->correct());
+    for (size_t i = 0; i < single->params().size(); ++i) {
+      const TensorView g = visits->params()[i].grad, h = single->params()[i].grad;
+      EXPECT_TRUE(std::equal(g.data, g.data + g.numel(), h.data)) << single->params()[i].name;
+    }
+    for (size_t i = 0; i < single->buffers().size(); ++i) {
+      const TensorView v = visits->buffers()[i].value, w = single->buffers()[i].value;
+      EXPECT_TRUE(std::equal(v.data, v.data + v.numel(), w.data)) << single->buffers()[i].name;
+    }
+    done += n;
+  }
+  EXPECT_EQ(opt_visits.steps()[0], steps);
+  for (int64_t b = 0; b < c.B; ++b)
+    EXPECT_EQ(visits->extract(b), single->extract(b)) << "model " << b;
+}
+
+std::string visit_name(const testing::TestParamInfo<VisitCase>& info) {
+  return case_name({{info.param.model, info.param.B, info.param.plan, 2}, 0});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plans, PlanVisits,
+    testing::Values(VisitCase{"mlp", 3, "threads:1/3"}, VisitCase{"mlp", 5, "threads:2/2"},
+                    VisitCase{"mlp", 4, "chunk:1/2"}, VisitCase{"lenet", 5, "threads:1/3"},
+                    VisitCase{"lenet", 3, "chunk:2/2"},
+                    // Dropout (0.3 in PointNet's head) draws by the array's step: a visit's
+                    // k-th step must draw the same as the k-th step taken alone.
+                    VisitCase{"pointnet_cls", 3, "threads:1/3"},
+                    VisitCase{"pointnet_cls", 3, "chunk:1/2"}),
+    visit_name);
+
 TEST(PlanLayout, GroupsCoverEveryModelOnce) {
   for (int64_t B : {1, 2, 3, 7, 16})
     for (int threads : {1, 2, 3})
@@ -185,9 +282,26 @@ TEST(PlanParse, NamesAndErrors) {
   EXPECT_EQ(ExecutionPlan::parse("chunk:4"), ExecutionPlan::chunks(4));
   EXPECT_EQ(ExecutionPlan::parse("threads").str(), "threads");
   EXPECT_EQ(ExecutionPlan::parse("auto").kind, ExecutionPlan::Kind::kAuto);
-  for (const char* bad :
-       {"", "chunk", "chunk:", "chunk:0", "chunk:-2", "chunk:2x", "fast", "threads:0", "threads:"})
+  for (const char* bad : {"", "chunk", "chunk:", "chunk:0", "chunk:-2", "chunk:2x", "fast",
+                          "threads:0", "threads:", "threads:1/0", "threads:1/", "threads:1/x",
+                          "chunk:2/-1", "fused/2", "auto/2", "/2", "threads:1/2/2"})
     EXPECT_THROW(ExecutionPlan::parse(bad), Error) << bad;
+  // Steps per visit: the plan's /K, said back the same way.
+  EXPECT_EQ(ExecutionPlan::parse("threads:1/8"), ExecutionPlan::threads(1, 8));
+  EXPECT_EQ(ExecutionPlan::parse("threads/4"), ExecutionPlan::threads(0, 4));
+  EXPECT_EQ(ExecutionPlan::parse("chunk:2/3"), ExecutionPlan::chunks(2, 3));
+  EXPECT_EQ(ExecutionPlan::parse("threads:1/1"), ExecutionPlan::threads(1));
+  for (const char* text : {"threads:1/8", "threads/4", "chunk:2/3", "threads:3"})
+    EXPECT_EQ(ExecutionPlan::parse(text).str(), text);
+  EXPECT_EQ(lay_out(ExecutionPlan::threads(1, 8), 4, 2).steps_per_visit, 8);
+  EXPECT_EQ(lay_out(ExecutionPlan::chunks(4, 8), 4, 2).steps_per_visit, 1);  // fused: one group
+  try {
+    ExecutionPlan::parse("fused/2");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chunk:C or threads"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(require_one_step_per_visit(ExecutionPlan::threads(1, 2), "DCGAN"), Error);
+  require_one_step_per_visit(ExecutionPlan::threads(1), "DCGAN");
   EXPECT_THROW(lay_out(ExecutionPlan::parse("auto"), 4, 2), Error);
 }
 

@@ -64,7 +64,7 @@ TEST_P(TrainCli, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
   };
   expect_same_curves(f, "fused");
   // Every execution plan trains the same models (models/plan.h).
-  for (const char* plan : {"chunk:2", "threads", "auto"}) {
+  for (const char* plan : {"chunk:2", "threads", "threads:1/2", "auto"}) {
     TempDir plan_tmp(model + "_plan");
     test::CommandResult r = run_hfta(common + plan_tmp.str() + " --threads 2 --plan " + plan);
     ASSERT_EQ(r.exit_code, 0) << r.output();

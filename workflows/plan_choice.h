@@ -36,7 +36,7 @@ struct PlanTiming {
       0.0;  // median time of one optimizer step (forward, backward, update), all B models
   double arena_bytes = 0.0;  // parameters, gradients, buffers and activations under the plan
   bool over_budget = false;  // not run: its arenas exceed the memory budget
-  bool superseded = false;   // timed again later in the same choice (resolve_plan's visits)
+  int round = 1;  // resolve_plan's rounds: 2 for its second (the visits plan against the best)
 };
 
 // One candidate plan's array, built for timing: its arenas' bytes and one training step

@@ -71,9 +71,10 @@ TEST(PlanAuto, TimesEveryCandidateAndPicksTheFastest) {
   if (one != nullptr && one->step_ms * kVisitSteps <= kCheapVisitMs) {
     ASSERT_EQ(c.timings.size(), candidates.size() + 2);
     const PlanTiming &again = c.timings[candidates.size()], &visits = c.timings.back();
-    EXPECT_TRUE(first_round->superseded);
+    EXPECT_EQ(first_round->round, 1);
     EXPECT_EQ(again.plan, first_round->plan);
-    EXPECT_FALSE(again.superseded);
+    EXPECT_EQ(again.round, 2);
+    EXPECT_EQ(visits.round, 2);
     EXPECT_EQ(visits.plan, ExecutionPlan::threads(1, kVisitSteps));
     // Per step, not per visit of kVisitSteps steps: the same work as threads:1's step.
     EXPECT_GT(visits.step_ms, 0.0);

@@ -156,6 +156,13 @@ void LanguageModel::backward() {
   last_->net->backward();
 }
 
+size_t LanguageModel::arena_bytes() const {
+  size_t bytes = main_.net->arena_bytes();
+  for (const auto& [T, r] : short_) bytes += r.net->arena_bytes();
+  for (const auto& [key, r] : groups_) bytes += r.net->arena_bytes();
+  return bytes;
+}
+
 void LanguageModel::reset_profile() {
   main_.net->reset_profile();
   for (auto& [T, r] : short_) r.net->reset_profile();

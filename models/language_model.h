@@ -92,6 +92,9 @@ class LanguageModel {
   const Net& net() const { return *main_.net; }
   const std::vector<Param>& params() const { return net().params(); }
   int64_t params_per_model() const { return net().params_per_model(); }
+  // Bytes of the nets recorded so far (parameters, gradients, activations): under a plan the
+  // groups' nets are recorded by their first step.
+  size_t arena_bytes() const;
   std::string describe() const { return net().describe(); }
   // As Model::reinit_slot (models/slots.h): slot b becomes a fresh model `model_id`.
   void reinit_slot(int64_t b, int64_t model_id);

@@ -19,11 +19,13 @@
 #include "datasets/text_corpus.h"
 #include "models/language_model.h"
 #include "models/plan.h"
+#include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "workflows/checkpoint.h"
 #include "workflows/csv.h"
 #include "workflows/interrupt.h"
 #include "workflows/lm_run.h"
+#include "workflows/plan_choice.h"
 #include "workflows/resume.h"
 #include "workflows/train_loop.h"
 
@@ -283,15 +285,55 @@ LmProgress restore_lm_checkpoint(const Checkpoint& c, Net& net, Optimizer& optim
           .last_train_loss = c.last_train_loss};
 }
 
+ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model,
+                              const LanguageModelSpec& spec, const std::string& optimizer,
+                              TokenWindow window, int64_t memory_budget_bytes) {
+  const ExecutionPlan plan = ExecutionPlan::parse(asked);
+  if (plan.kind != ExecutionPlan::Kind::kAuto) return plan;
+  // The window is the candidates' own copy: the caller's reader goes on.
+  auto shared_window = std::make_shared<TokenWindow>(std::move(window));
+  PlanTrialBuilder build = [&](const ExecutionPlan& candidate) {
+    LanguageModelSpec s = spec;
+    s.plan = candidate;
+    auto lm = std::shared_ptr<LanguageModel>(make_language_model(model, s));
+    // A first step records the groups' nets, whose activations are most of a plan's arenas.
+    lm->train_step(shared_window->inputs(), shared_window->targets());
+    struct State {
+      std::unique_ptr<Optimizer> optimizer;
+      std::vector<TensorView> grads;
+    };
+    auto state = std::make_shared<State>();
+    return PlanTrialRun{
+        .arena_bytes = static_cast<double>(lm->arena_bytes()),
+        .step = [lm, state, shared_window, &optimizer] {
+          Net& net = lm->net();
+          if (!state->optimizer) {  // at the first step: a candidate over the budget makes none
+            state->optimizer =
+                make_optimizer(optimizer, net, resolve_hyper(optimizer, {}, lm->B()));
+            for (const Param& p : net.params()) state->grads.push_back(p.grad);
+          }
+          lm->train_step(shared_window->inputs(), shared_window->targets());
+          clip_grad_norm_per_model(state->grads, lm->B(),
+                                   std::vector<float>(static_cast<size_t>(lm->B()), 0.25f));
+          state->optimizer->step(net.param_arena(), net.grad_arena());
+        }};
+  };
+  const LmConfig& c = spec.config;
+  const std::string configuration = fmt::format(
+      "{} vocab {} emsize {} nhid {} nlayers {} nhead {} bptt {} dropout {} | B {} | streams {} | "
+      "{}",
+      model, c.vocab, c.emsize, c.nhid, c.nlayers, c.nhead, c.bptt, c.dropout, spec.B, spec.streams,
+      optimizer);
+  return resolve_plan(plan, spec.B, configuration, model, build, memory_budget_bytes,
+                      [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
+      .plan;
+}
+
 TrainResult run_train_lm(const TrainOptions& o) {
   const auto start = Clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
   HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
-  // auto: language models take the fused plan (no timed choice yet); chunk:C and threads as
-  // models/plan.h.
-  const ExecutionPlan plan =
-      o.plan == "auto" ? ExecutionPlan::fused() : ExecutionPlan::parse(o.plan);
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
   if (o.threads > 0) cpu::set_num_threads(o.threads);
@@ -325,6 +367,21 @@ TrainResult run_train_lm(const TrainOptions& o) {
 
   const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
   const std::vector<std::optional<Checkpoint>> resume = load_lm_resume(o, groups, info, hyper);
+  // One plan for every array (serial arrays of one model are fused); auto times the candidates
+  // on the first training window (each epoch seeks its own first window).
+  ExecutionPlan plan = ExecutionPlan::parse(o.plan);
+  if (plan.kind == ExecutionPlan::Kind::kAuto) {
+    TokenWindow first = train.make_window();
+    train.next(first);
+    plan = resolve_lm_plan(o.plan, o.model,
+                           {.B = static_cast<int64_t>(groups[0].size()),
+                            .streams = o.batch_size,
+                            .seed = o.seed,
+                            .model_ids = lm_model_streams(o, groups[0]),
+                            .config = config,
+                            .threads = o.threads},
+                           o.optimizer, std::move(first), o.memory_budget_bytes);
+  }
   CsvWriter metrics(o.out + "/metrics.csv", metrics_header(),
                     o.resume && std::filesystem::exists(o.out + "/metrics.csv"));
 

@@ -111,6 +111,15 @@ struct LmEvaluation {
 LmEvaluation evaluate_lm_checkpoint(const Checkpoint& checkpoint, const std::string& path,
                                     const LmEvalOptions& options);
 
+// --plan of a language-model array: `asked` parsed, or for auto the fastest plan for `spec`'s
+// models on this machine (workflows/plan_choice.h: timed interleaved, cached per machine and
+// configuration, said on stderr), each candidate timing whole training steps on `window`:
+// forward and backward in the plan's order, per-model clipping, `optimizer`'s step.
+// `memory_budget_bytes` (0 = any) bounds the candidates' arenas.
+ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model,
+                              const LanguageModelSpec& spec, const std::string& optimizer,
+                              TokenWindow window, int64_t memory_budget_bytes);
+
 // `hfta trial` of a language model (trial.h): timed steps of forward, backward, clip (0.25) and
 // Adadelta with per-model learning rates; samples_per_second counts tokens. With HFTA_PROFILE=1
 // it prints the per-node profile and the attention nodes' share of a step on stderr.

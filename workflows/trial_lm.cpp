@@ -36,10 +36,7 @@ TrialResult run_trial_lm(const TrialOptions& o) {
   HFTA_CHECK(o.batch_size >= 1, "--batch-size (token streams) must be at least 1, got {}",
              o.batch_size);
   HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
-  // auto: language models take the fused plan (no timed choice yet); chunk:C and threads as
-  // models/plan.h.
-  const ExecutionPlan plan =
-      o.plan == "auto" ? ExecutionPlan::fused() : ExecutionPlan::parse(o.plan);
+  ExecutionPlan plan = ExecutionPlan::parse(o.plan);
   if (o.threads > 0) cpu::set_num_threads(o.threads);
 
   // HFTA's examples/transformer sizes (LmConfig's defaults); Adadelta with learning rates
@@ -67,13 +64,20 @@ TrialResult run_trial_lm(const TrialOptions& o) {
   double tokens = 0.0;  // summed over models
   for (const auto& ids : groups) {
     const int64_t G = static_cast<int64_t>(ids.size());
-    auto model = make_language_model(o.model, {.B = G,
-                                               .streams = o.batch_size,
-                                               .seed = o.seed,
-                                               .model_ids = ids,
-                                               .config = config,
-                                               .plan = plan,
-                                               .threads = o.threads});
+    LanguageModelSpec spec{.B = G,
+                           .streams = o.batch_size,
+                           .seed = o.seed,
+                           .model_ids = ids,
+                           .config = config,
+                           .plan = plan,
+                           .threads = o.threads};
+    if (plan.kind == ExecutionPlan::Kind::kAuto) {  // timed on the first window
+      TokenWindow first = reader.make_window();
+      reader.restart();
+      reader.next(first);
+      spec.plan = resolve_lm_plan(o.plan, o.model, spec, "adadelta", std::move(first), 0);
+    }
+    auto model = make_language_model(o.model, spec);
     Net& net = model->net();
     auto optimizer = make_optimizer("adadelta", net, pick_models(h, ids));
     std::vector<TensorView> grads;

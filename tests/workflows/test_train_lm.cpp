@@ -20,6 +20,7 @@
 #include "test_files.h"
 #include "workflows/checkpoint.h"
 #include "workflows/csv.h"
+#include "workflows/plan_choice.h"
 #include "workflows/resume.h"
 #include "workflows/train_lm.h"
 
@@ -348,13 +349,43 @@ TEST(TrialLm, SyntheticTextMeasuresTokensPerSecond) {
     // Tokens: B models x steps x streams x bptt 32 in r.seconds.
     EXPECT_NEAR(r.samples_per_second * r.seconds, 2.0 * 2 * 2 * 32, 1e-6);
     EXPECT_GT(r.flops_per_step, 0.0);
-    EXPECT_EQ(r.plan, "fused");
+    if (serial) EXPECT_EQ(r.plan, "fused");  // one model: nothing to choose
   }
   o.serial = false;
   o.plan = "chunk:1";
   EXPECT_EQ(run_trial_lm(o).plan, "chunk:1");
   o.plan = "bogus";
   EXPECT_THROW(run_trial_lm(o), Error);
+}
+
+// --plan auto times the plans for a language-model array (workflows/plan_choice.h): it picks
+// one of the candidates, records the timings under the LM's configuration in the plan cache, and
+// a second run reads the choice back.
+TEST(TrialLm, PlanAutoTimesTheCandidatesAndCachesTheChoice) {
+  TempDir tmp("lm_plan_auto");
+  const std::string cache = (tmp.path / "plans.json").string();
+  const char* before = std::getenv("HFTA_PLAN_CACHE");
+  const std::string saved = before ? before : "";
+  setenv("HFTA_PLAN_CACHE", cache.c_str(), 1);
+  TrialOptions o;
+  o.model = "transformer";
+  o.dataset = "synthetic-text";
+  o.vocab = 50;
+  o.B = 3;
+  o.batch_size = 2;
+  o.steps = 1;
+  o.threads = 2;
+  const std::string first = run_trial_lm(o).plan;
+  std::vector<std::string> names;
+  for (const ExecutionPlan& p : plan_candidates(3, 2)) names.push_back(p.str());
+  EXPECT_NE(std::find(names.begin(), names.end(), first), names.end()) << first;
+  const std::string text = test::read_file(cache);
+  EXPECT_NE(text.find("transformer vocab 50"), std::string::npos) << text;
+  EXPECT_NE(text.find("| B 3 | streams 2 | adadelta"), std::string::npos) << text;
+  for (const std::string& name : names)
+    EXPECT_NE(text.find("\"" + name + "\""), std::string::npos) << name << " untimed: " << text;
+  EXPECT_EQ(run_trial_lm(o).plan, first);  // read back from the cache
+  setenv("HFTA_PLAN_CACHE", saved.c_str(), 1);
 }
 
 // Execution plans train the same models: metrics within fp32 rounding of the fused plan's.
@@ -372,7 +403,7 @@ TEST(TrainLm, EveryPlanTrainsTheFusedPlansModels) {
     return t;
   };
   const CsvTable fused = rows("fused");
-  for (const std::string plan : {"chunk:2", "threads"}) {
+  for (const std::string plan : {"chunk:2", "threads", "auto"}) {
     const CsvTable other = rows(plan);
     ASSERT_EQ(other.rows.size(), fused.rows.size()) << plan;
     for (const char* column : {"train_loss", "valid_loss"}) {

@@ -78,11 +78,10 @@ LanguageModel::Runner& LanguageModel::group_runner(int64_t T, int64_t models, in
 }
 
 void LanguageModel::run_groups(const IndexView& inputs, const IndexView& targets, bool training,
-                               bool with_backward) {
+                               bool with_backward, const AfterBackward& after_backward) {
   const int64_t T = inputs.shape[1];
   // Record every runner this window needs before any worker starts (no recording in parallel).
   for (const PlanGroup& g : layout_.groups) group_runner(T, g.count, g.worker);
-  if (with_backward) main_.net->zero_grad();
   const int64_t forwards = main_.net->training_forwards();
   auto run_group = [&](size_t index) {
     const PlanGroup& g = layout_.groups[index];
@@ -94,21 +93,26 @@ void LanguageModel::run_groups(const IndexView& inputs, const IndexView& targets
     r.net->forward(training);
     const TensorView loss = r.net->value(r.loss);
     std::copy(loss.data, loss.data + g.count, losses_.begin() + g.first);
-    if (with_backward) r.net->backward();
+    if (!with_backward) return;
+    r.net->zero_grad();  // the bound net's gradients are this group's slices of the main net's
+    r.net->backward();
+    if (after_backward) after_backward(g.first, g.count);
   };
   run_plan_groups(layout_, run_group);
   if (training) main_.net->set_training_forwards(forwards + 1);
   last_ = nullptr;
 }
 
-void LanguageModel::train_step(const IndexView& inputs, const IndexView& targets) {
+void LanguageModel::train_step(const IndexView& inputs, const IndexView& targets,
+                               const AfterBackward& after_backward) {
   if (layout_.is_fused()) {
     forward(inputs, targets, true);
     backward();
+    if (after_backward) after_backward(0, spec_.B);
     return;
   }
   check_window(inputs, targets);
-  run_groups(inputs, targets, true, true);
+  run_groups(inputs, targets, true, true, after_backward);
 }
 
 LanguageModel::Runner& LanguageModel::runner_for(int64_t T) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,9 +80,15 @@ class LanguageModel {
   void forward(const IndexView& inputs, const IndexView& targets, bool training);
   // Zeroes and writes every parameter gradient for the last forward (fused plan only).
   void backward();
+  // Called with each group of models [first, first + count) as soon as its gradients are
+  // written, on the worker that wrote them (all B at once under fused): the caller clips and
+  // updates the group while its gradients are in cache (Optimizer::step_models).
+  using AfterBackward = std::function<void(int64_t first, int64_t count)>;
   // A training forward and backward of every model on one window, in the plan's order.
-  void train_step(const IndexView& inputs, const IndexView& targets);
+  void train_step(const IndexView& inputs, const IndexView& targets,
+                  const AfterBackward& after_backward = {});
   const ExecutionPlan& plan() const { return spec_.plan; }
+  const PlanLayout& layout() const { return layout_; }
   const std::vector<float>& losses() const { return losses_; }
 
   const std::string& name() const { return name_; }
@@ -123,7 +130,7 @@ class LanguageModel {
   // Other plans: the runner of (T, group size, worker), recorded on first use.
   Runner& group_runner(int64_t T, int64_t models, int worker);
   void run_groups(const IndexView& inputs, const IndexView& targets, bool training,
-                  bool with_backward);
+                  bool with_backward, const AfterBackward& after_backward = {});
 
   std::string name_;
   LanguageModelSpec spec_;

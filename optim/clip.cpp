@@ -9,6 +9,12 @@ namespace hfta {
 
 void clip_grad_norm_per_model(std::span<const TensorView> grads, int64_t B,
                               std::span<const float> max_norm, std::span<float> norms) {
+  clip_grad_norm_models(grads, B, max_norm, 0, B, norms);
+}
+
+void clip_grad_norm_models(std::span<const TensorView> grads, int64_t B,
+                           std::span<const float> max_norm, int64_t first, int64_t count,
+                           std::span<float> norms) {
   HFTA_CHECK(B >= 1, "gradient clipping needs at least one model, got B = {}", B);
   HFTA_CHECK(max_norm.size() == 1 || static_cast<int64_t>(max_norm.size()) == B,
              "--clip has {} values for {} models: give one (shared) or one per model",
@@ -20,20 +26,23 @@ void clip_grad_norm_per_model(std::span<const TensorView> grads, int64_t B,
   for (const TensorView& g : grads)
     HFTA_CHECK(g.shape.rank() >= 1 && g.shape[0] == B,
                "gradient clipping: a gradient of shape {} is not [{}, ...]", g.shape.str(), B);
-  std::vector<double> sq(static_cast<size_t>(B), 0.0);
+  HFTA_CHECK(first >= 0 && count >= 1 && first + count <= B,
+             "gradient clipping of models [{}, {}): the array has models 0..{}", first,
+             first + count, B - 1);
+  std::vector<double> sq(static_cast<size_t>(count), 0.0);
   // One model per iteration: each sums its own slices, so the order of additions is fixed.
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < B; ++b) {
+  for (int64_t b = first; b < first + count; ++b) {
     double s = 0.0;
     for (const TensorView& g : grads) {
       const int64_t n = g.numel() / B;
       const float* p = g.data + b * n;
       for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]) * p[i];
     }
-    sq[static_cast<size_t>(b)] = s;
+    sq[static_cast<size_t>(b - first)] = s;
   }
-  for (int64_t b = 0; b < B; ++b) {
-    const float norm = static_cast<float>(std::sqrt(sq[static_cast<size_t>(b)]));
+  for (int64_t b = first; b < first + count; ++b) {
+    const float norm = static_cast<float>(std::sqrt(sq[static_cast<size_t>(b - first)]));
     if (!norms.empty()) norms[static_cast<size_t>(b)] = norm;
     const float limit = max_norm[max_norm.size() == 1 ? 0 : static_cast<size_t>(b)];
     const float coef = limit / (norm + 1e-6f);

@@ -20,5 +20,11 @@ namespace hfta {
 // non-finite max_norm, or a gradient that is not [B, ...].
 void clip_grad_norm_per_model(std::span<const TensorView> grads, int64_t B,
                               std::span<const float> max_norm, std::span<float> norms = {});
+// The same for models [first, first + count) only (the others' gradients are not read), as an
+// execution plan's worker clips its group right after the group's backward; each model is
+// clipped exactly as by clip_grad_norm_per_model. norms: B entries or empty.
+void clip_grad_norm_models(std::span<const TensorView> grads, int64_t B,
+                           std::span<const float> max_norm, int64_t first, int64_t count,
+                           std::span<float> norms = {});
 
 }  // namespace hfta

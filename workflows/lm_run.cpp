@@ -170,6 +170,15 @@ void LmArrayRun::begin_epoch(int64_t epoch, int64_t windows) {
 void LmArrayRun::step(const std::vector<float>& losses, int64_t windows_done) {
   if (!clip_.empty()) clip_grad_norm_per_model(grads_, static_cast<int64_t>(group_.size()), clip_);
   optimizer_->step(net_.param_arena(), net_.grad_arena());
+  count_step(losses, windows_done);
+}
+
+void LmArrayRun::train_step(LanguageModel& model, TokenWindow& window, int64_t windows_done) {
+  lm_train_step(model, *optimizer_, grads_, clip_, window);
+  count_step(model.losses(), windows_done);
+}
+
+void LmArrayRun::count_step(const std::vector<float>& losses, int64_t windows_done) {
   for (size_t g = 0; g < group_.size(); ++g) progress_.epoch_loss[g] += losses[g];
   ++progress_.step;
   progress_.batch_in_epoch = windows_done;

@@ -91,6 +91,9 @@ class LmArrayRun {
   // adds `losses` (per model), counts the step (`windows_done` of this epoch so far), takes a
   // periodic checkpoint when one is due, and on Ctrl-C saves one and throws.
   void step(const std::vector<float>& losses, int64_t windows_done);
+  // The whole step of a Transformer array on `window` (lm_train_step: under a plan each group
+  // clipped and updated right after its backward), then step()'s bookkeeping.
+  void train_step(LanguageModel& model, TokenWindow& window, int64_t windows_done);
   // Each model's mean training loss over the epoch's `windows`, kept as its last; clears the
   // progress bar for the epoch's lines.
   std::vector<double> train_losses(int64_t windows);
@@ -101,6 +104,8 @@ class LmArrayRun {
 
  private:
   void save();
+  // step()'s and train_step()'s part after the update.
+  void count_step(const std::vector<float>& losses, int64_t windows_done);
 
   const TrainOptions& o_;
   Net& net_;

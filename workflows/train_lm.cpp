@@ -285,6 +285,24 @@ LmProgress restore_lm_checkpoint(const Checkpoint& c, Net& net, Optimizer& optim
           .last_train_loss = c.last_train_loss};
 }
 
+const StepReport& lm_train_step(LanguageModel& model, Optimizer& optimizer,
+                                std::span<const TensorView> grads, std::span<const float> clip,
+                                TokenWindow& window) {
+  Net& net = model.net();
+  float* params = reinterpret_cast<float*>(net.param_arena().data());
+  const float* g = reinterpret_cast<const float*>(net.grad_arena().data());
+  if (model.layout().is_fused()) {
+    model.train_step(window.inputs(), window.targets());
+    if (!clip.empty()) clip_grad_norm_per_model(grads, model.B(), clip);
+    return optimizer.step(params, g);
+  }
+  model.train_step(window.inputs(), window.targets(), [&](int64_t first, int64_t count) {
+    if (!clip.empty()) clip_grad_norm_models(grads, model.B(), clip, first, count);
+    optimizer.step_models(params, g, first, count);
+  });
+  return optimizer.finish_model_steps();
+}
+
 ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model,
                               const LanguageModelSpec& spec, const std::string& optimizer,
                               TokenWindow window, int64_t memory_budget_bytes) {
@@ -301,6 +319,7 @@ ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model
     struct State {
       std::unique_ptr<Optimizer> optimizer;
       std::vector<TensorView> grads;
+      std::vector<float> clip;
     };
     auto state = std::make_shared<State>();
     return PlanTrialRun{
@@ -311,11 +330,9 @@ ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model
             state->optimizer =
                 make_optimizer(optimizer, net, resolve_hyper(optimizer, {}, lm->B()));
             for (const Param& p : net.params()) state->grads.push_back(p.grad);
+            state->clip.assign(static_cast<size_t>(lm->B()), 0.25f);
           }
-          lm->train_step(shared_window->inputs(), shared_window->targets());
-          clip_grad_norm_per_model(state->grads, lm->B(),
-                                   std::vector<float>(static_cast<size_t>(lm->B()), 0.25f));
-          state->optimizer->step(net.param_arena(), net.grad_arena());
+          lm_train_step(*lm, *state->optimizer, state->grads, state->clip, *shared_window);
         }};
   };
   const LmConfig& c = spec.config;
@@ -442,8 +459,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
       const auto epoch_start = Clock::now();
       while (steps < steps_per_epoch) {
         if (!train.next(w)) continue;  // the end of the pass: next() rewound, read window 0
-        model->train_step(w.inputs(), w.targets());
-        run.step(model->losses(), ++steps);
+        run.train_step(*model, w, ++steps);
         tokens += w.streams * w.length;
       }
       const double train_s = seconds_since(epoch_start);

@@ -19,11 +19,13 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "datasets/text_corpus.h"
 #include "models/language_model.h"
+#include "optim/optimizer.h"
 #include "workflows/checkpoint.h"
 #include "workflows/hyper.h"
 #include "workflows/train.h"
@@ -110,6 +112,14 @@ struct LmEvaluation {
 };
 LmEvaluation evaluate_lm_checkpoint(const Checkpoint& checkpoint, const std::string& path,
                                     const LmEvalOptions& options);
+
+// One optimizer step of a language-model array on `window`: forward and backward in the plan's
+// order, each group's models clipped by `clip` (B values, or empty: no clipping) and updated
+// right after the group's backward on its worker (Optimizer::step_models), as the classifiers'
+// array_step; under fused all B models at once. Each model as in a plain clip-and-step.
+const StepReport& lm_train_step(LanguageModel& model, Optimizer& optimizer,
+                                std::span<const TensorView> grads, std::span<const float> clip,
+                                TokenWindow& window);
 
 // --plan of a language-model array: `asked` parsed, or for auto the fastest plan for `spec`'s
 // models on this machine (workflows/plan_choice.h: timed interleaved, cached per machine and

@@ -89,9 +89,7 @@ TrialResult run_trial_lm(const TrialOptions& o) {
     auto steps = [&](int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
         if (!reader.next(w)) reader.next(w);  // the pass ended: start the next one
-        model->train_step(w.inputs(), w.targets());
-        clip_grad_norm_per_model(grads, G, clip);
-        optimizer->step(net.param_arena(), net.grad_arena());
+        lm_train_step(*model, *optimizer, grads, clip, w);
         step_tokens += w.streams * w.length;
       }
     };

@@ -193,7 +193,7 @@ class ClassifierTrials {
 
  private:
   void make_inputs() {
-    RngStream rng(seed_, 0x91a7);
+    RngStream rng(seed_, kPlanTimingInputs);
     images_.resize(static_cast<size_t>(batch_size_ * config_.sample_shape.numel()));
     for (float& v : images_) v = rng.normal();
     // One label per sample, or per point for a segmentation model.

@@ -332,15 +332,21 @@ TEST(TrainLmCheckpointCli, StoppedMidEpochAndResumedEqualsTheUninterruptedRun) {
 
 // --- trial and sweep in tokens/s ----------------------------------------------------------------
 
-TEST(TrialLm, SyntheticTextMeasuresTokensPerSecond) {
+// A trial of B tiny Transformers (vocabulary 50, 2 streams) for `steps` timed steps.
+TrialOptions tiny_trial_options(int64_t B, int64_t steps) {
   TrialOptions o;
   o.model = "transformer";
   o.dataset = "synthetic-text";
   o.vocab = 50;
-  o.B = 2;
+  o.B = B;
   o.batch_size = 2;
+  o.steps = steps;
+  return o;
+}
+
+TEST(TrialLm, SyntheticTextMeasuresTokensPerSecond) {
+  TrialOptions o = tiny_trial_options(2, 2);
   o.warmup_steps = 1;
-  o.steps = 2;
   for (bool serial : {false, true}) {
     o.serial = serial;
     const TrialResult r = run_trial_lm(o);
@@ -367,13 +373,7 @@ TEST(TrialLm, PlanAutoTimesTheCandidatesAndCachesTheChoice) {
   const char* before = std::getenv("HFTA_PLAN_CACHE");
   const std::string saved = before ? before : "";
   setenv("HFTA_PLAN_CACHE", cache.c_str(), 1);
-  TrialOptions o;
-  o.model = "transformer";
-  o.dataset = "synthetic-text";
-  o.vocab = 50;
-  o.B = 3;
-  o.batch_size = 2;
-  o.steps = 1;
+  TrialOptions o = tiny_trial_options(3, 1);
   o.threads = 2;
   const std::string first = run_trial_lm(o).plan;
   std::vector<std::string> names;

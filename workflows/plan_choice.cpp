@@ -229,74 +229,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
-
-// Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every
-// candidate alike instead of the ones timed while it ran.
-std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
-                                   const PlanTrialBuilder& build, int64_t memory_budget_bytes,
-                                   double interleave_bytes) {
-  std::vector<PlanTiming> timings;
-  // At least 3 bursts of at least 2 calls (steps, or visits of K steps) per candidate, ~20 ms a
-  // burst and ~0.3 s a candidate.
-  auto finish = [&](Candidate& k) {
-    if (!k.timing.over_budget) k.timing.step_ms = median(k.ms);
-    timings.push_back(k.timing);
-  };
-  auto burst_steps = [](const Candidate& k) {  // calls of ~20 ms in all
-    const double call_ms = k.ms.front() * static_cast<double>(k.steps_per_call);
-    return static_cast<int>(std::clamp(20.0 / std::max(call_ms, 1e-3), 2.0, 10.0));
-  };
-  std::vector<Candidate> all;
-  double bytes = 0.0;
-  bool interleave = true;
-  for (const ExecutionPlan& plan : plans) {
-    all.push_back(build_candidate(plan, build, memory_budget_bytes));
-    bytes += all.back().timing.arena_bytes;
-    if (bytes > interleave_bytes) {
-      interleave = false;
-      break;
-    }
-  }
-  if (!interleave) {
-    all.clear();
-    for (const ExecutionPlan& plan : plans) {
-      Candidate k = build_candidate(plan, build, memory_budget_bytes);
-      double total = 0.0;
-      for (int round = 0; !k.timing.over_budget && (round < 3 || (total < 300.0 && round < 15));
-           ++round)
-        total += burst(k, round == 0 ? 2 : burst_steps(k));
-      finish(k);
-    }
-    return timings;
-  }
-  std::vector<Candidate*> live;
-  for (Candidate& k : all)
-    if (!k.timing.over_budget) live.push_back(&k);
-  std::vector<double> total(live.size(), 0.0);
-  for (size_t round = 0; !live.empty(); ++round) {
-    bool more = false;
-    for (size_t i = 0; i < live.size(); ++i) {
-      const size_t j = (i + round) % live.size();
-      Candidate& k = *live[j];
-      total[j] += burst(k, round == 0 ? 2 : burst_steps(k));
-      more = more || round < 2 || (total[j] < 300.0 && round < 14);
-    }
-    if (!more) break;
-  }
-  for (Candidate& k : all) finish(k);
-  return timings;
-}
-
-std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
-                                   const ModelConfig& config, const std::vector<int64_t>& ids,
-                                   int64_t batch_size, uint64_t seed, std::string_view optimizer,
-                                   int64_t memory_budget_bytes, double interleave_bytes) {
-  ClassifierTrials trials(config, ids, batch_size, seed, optimizer);
-  return time_plans(plans, std::ref(trials), memory_budget_bytes, interleave_bytes);
-}
-
-namespace {
 // The second round of `visits` (resolve_plan): when a visit of threads:1 is cheap, times
 // threads:1/kVisitSteps against the fastest plan of the first round, interleaved, and appends
 // both timings as round 2 (the choice is then made between these two alone: timed side by side).
@@ -320,7 +252,73 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
   timings.insert(timings.end(), again.begin(), again.end());
   for (size_t i = first; i < timings.size(); ++i) timings[i].round = 2;
 }
+
 }  // namespace
+
+// Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every
+// candidate alike instead of the ones timed while it ran.
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                                   double interleave_bytes) {
+  std::vector<PlanTiming> timings;
+  // At least 3 bursts of at least 2 calls (steps, or visits of K steps) per candidate, ~20 ms a
+  // burst and ~0.3 s a candidate.
+  auto finish = [&](Candidate& k) {
+    if (!k.timing.over_budget) k.timing.step_ms = median(k.ms);
+    timings.push_back(k.timing);
+  };
+  auto burst_calls = [](const Candidate& k) {  // calls of ~20 ms in all
+    const double call_ms = k.ms.front() * static_cast<double>(k.steps_per_call);
+    return static_cast<int>(std::clamp(20.0 / std::max(call_ms, 1e-3), 2.0, 10.0));
+  };
+  std::vector<Candidate> all;
+  double bytes = 0.0;
+  bool interleave = true;
+  for (const ExecutionPlan& plan : plans) {
+    all.push_back(build_candidate(plan, build, memory_budget_bytes));
+    bytes += all.back().timing.arena_bytes;
+    if (bytes > interleave_bytes) {
+      interleave = false;
+      break;
+    }
+  }
+  if (!interleave) {
+    all.clear();
+    for (const ExecutionPlan& plan : plans) {
+      Candidate k = build_candidate(plan, build, memory_budget_bytes);
+      double total = 0.0;
+      for (int round = 0; !k.timing.over_budget && (round < 3 || (total < 300.0 && round < 15));
+           ++round)
+        total += burst(k, round == 0 ? 2 : burst_calls(k));
+      finish(k);
+    }
+    return timings;
+  }
+  std::vector<Candidate*> live;
+  for (Candidate& k : all)
+    if (!k.timing.over_budget) live.push_back(&k);
+  std::vector<double> total(live.size(), 0.0);
+  for (size_t round = 0; !live.empty(); ++round) {
+    bool more = false;
+    for (size_t i = 0; i < live.size(); ++i) {
+      const size_t j = (i + round) % live.size();
+      Candidate& k = *live[j];
+      total[j] += burst(k, round == 0 ? 2 : burst_calls(k));
+      more = more || round < 2 || (total[j] < 300.0 && round < 14);
+    }
+    if (!more) break;
+  }
+  for (Candidate& k : all) finish(k);
+  return timings;
+}
+
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const ModelConfig& config, const std::vector<int64_t>& ids,
+                                   int64_t batch_size, uint64_t seed, std::string_view optimizer,
+                                   int64_t memory_budget_bytes, double interleave_bytes) {
+  ClassifierTrials trials(config, ids, batch_size, seed, optimizer);
+  return time_plans(plans, std::ref(trials), memory_budget_bytes, interleave_bytes);
+}
 
 PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
                         std::string_view model, const PlanTrialBuilder& build,

@@ -6,15 +6,15 @@
 //
 // Vectorization: each plane is first copied into a per-thread scratch plane whose rows are padded
 // on both sides with the padding value (-inf for max, 0 for average) and on the right up to a
-// whole number of 16-output blocks. Every output row is then computed in blocks of 16 outputs,
-// one vector lane each, with no border cases: window rows outside the input are skipped, window
-// columns outside it read the padding value, which never wins a max and adds nothing to a sum.
-// Lanes past the row's end are computed and not stored. Average-pooling backward accumulates
-// into such a scratch plane and copies its interior out. The vectors are GCC/Clang vector
-// extensions (no intrinsics): with -march=native on AVX-512 one block is one register, and
-// strides 1 and 2 (the common ones) load with plain loads and one shuffle instead of a gather.
-// Written with `#pragma omp simd` loops instead, the same scheme ran slower (GCC 12 kept the
-// lanes in memory), and the first version (row loops per kernel offset) slower still (see
+// whole number of blocks (16 outputs with AVX-512, 8 with AVX2). Every output row is then
+// computed in such blocks, one output per vector lane, with no border cases: window rows outside
+// the input are skipped, window columns outside it read the padding value, which never wins a max
+// and adds nothing to a sum. Lanes past the row's end are computed and not stored. Average-pooling
+// backward accumulates into such a scratch plane and copies its interior out. The vectors are
+// GCC/Clang vector extensions (intrinsics only for masked moves): with -march=native one block is
+// one register, and strides 1 and 2 (the common ones) load with plain loads and one shuffle instead
+// of a gather. Written with `#pragma omp simd` loops instead, the same scheme ran slower (GCC 12
+// kept the lanes in memory), and the first version (row loops per kernel offset) slower still (see
 // docs/benchmarks.md, 'Measurements behind code choices').
 // Scratch: thread_local, grown to the largest padded plane seen (one plane per thread, about
 // 200 KB for 224x224), so steady-state training does not allocate. It holds nothing between
@@ -35,6 +35,9 @@
 
 #include "core/parallel.h"
 #include "fused_ops/cpu/avx512.h"
+#if !defined(__AVX512F__) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace hfta::cpu {
 
@@ -42,10 +45,16 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One block: 16 fp32 or int32 lanes. Without AVX-512 GCC notes that passing such vectors by
-// value changes the ABI (-Wpsabi); every function taking them here has internal linkage.
+// One block: one register of fp32 or int32 lanes, 16 with AVX-512, 8 otherwise. A 16-lane block
+// without AVX-512 ran 7x slower on Zen 3 (AVX2): GCC lowered its 16-lane shuffles and partial
+// stores to scalar code. GCC notes that passing such vectors by value changes the ABI (-Wpsabi);
+// every function taking them here has internal linkage.
 #pragma GCC diagnostic ignored "-Wpsabi"
+#if defined(__AVX512F__)
 constexpr int kLanes = 16;
+#else
+constexpr int kLanes = 8;
+#endif
 using Floats = float __attribute__((vector_size(4 * kLanes)));
 using Ints = int32_t __attribute__((vector_size(4 * kLanes)));
 
@@ -55,34 +64,40 @@ inline Floats load(const float* p) {
   return v;
 }
 
-// Lanes 0, 2, 4, ... of the 32 floats a:b.
-inline Floats even_lanes(Floats a, Floats b) {
+// A shuffle of a:b (or of v and zeros) by constant lane indices, the same code for GCC and Clang.
 #if defined(__clang__)
-  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+#define HFTA_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
-  return __builtin_shuffle(a, b, Ints{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});
+#define HFTA_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, Ints{__VA_ARGS__})
+#endif
+
+// Lanes 0, 2, 4, ... of the 2 * kLanes floats a:b.
+inline Floats even_lanes(Floats a, Floats b) {
+#if defined(__AVX512F__)
+  return HFTA_SHUFFLE(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+#else
+  return HFTA_SHUFFLE(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
 #endif
 }
 
-// v's lanes 0..7 (low) or 8..15 (high) spread to every other lane, zeros between.
+// v's lower (spread_low) or upper (spread_high) half spread to every other lane, zeros between.
 inline Floats spread_low(Floats v) {
   const Floats zero{};
-#if defined(__clang__)
-  return __builtin_shufflevector(v, zero, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
+#if defined(__AVX512F__)
+  return HFTA_SHUFFLE(v, zero, 0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
 #else
-  return __builtin_shuffle(v, zero, Ints{0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16});
+  return HFTA_SHUFFLE(v, zero, 0, 8, 1, 8, 2, 8, 3, 8);
 #endif
 }
 inline Floats spread_high(Floats v) {
   const Floats zero{};
-#if defined(__clang__)
-  return __builtin_shufflevector(v, zero, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15,
-                                 16);
+#if defined(__AVX512F__)
+  return HFTA_SHUFFLE(v, zero, 8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
 #else
-  return __builtin_shuffle(v, zero,
-                           Ints{8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16});
+  return HFTA_SHUFFLE(v, zero, 4, 8, 5, 8, 6, 8, 7, 8);
 #endif
 }
+#undef HFTA_SHUFFLE
 
 // Lanes p[0], p[s], p[2s], ...: kStride is the stride when it is 1 or 2, else 0 and s is read.
 template <int kStride>
@@ -164,10 +179,15 @@ float* scratch_plane(int64_t floats) {
 #if defined(__AVX512F__)
 // The first n (1..16) lanes.
 inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+#elif defined(__AVX2__)
+// The first n (1..8) lanes: all bits set in those lanes, as AVX2's masked moves take them.
+inline __m256i first_lanes(int64_t n) {
+  return reinterpret_cast<__m256i>(lane_offsets(1) < static_cast<int32_t>(n));
+}
 #endif
 
-// Copies plane x [H, W] into padded [H, Wp], `fill` outside the input's columns. With AVX-512
-// the row copy is whole and masked vector moves: the scalar loop took as long as the pooling
+// Copies plane x [H, W] into padded [H, Wp], `fill` outside the input's columns. With AVX-512 or
+// AVX2 the row copy is whole and masked vector moves: the scalar loop took as long as the pooling
 // itself on LeNet's 28- and 14-wide rows.
 void pad_columns(const Geometry& g, float fill, const float* x, float* padded) {
   for (int64_t h = 0; h < g.H; ++h) {
@@ -178,6 +198,11 @@ void pad_columns(const Geometry& g, float fill, const float* x, float* padded) {
     for (int64_t c = 0; c < g.W; c += kLanes) {
       const __mmask16 m = first_lanes(std::min<int64_t>(kLanes, g.W - c));
       _mm512_mask_storeu_ps(dst + g.pw + c, m, _mm512_maskz_loadu_ps(m, src + c));
+    }
+#elif defined(__AVX2__)
+    for (int64_t c = 0; c < g.W; c += kLanes) {
+      const __m256i m = first_lanes(std::min<int64_t>(kLanes, g.W - c));
+      _mm256_maskstore_ps(dst + g.pw + c, m, _mm256_maskload_ps(src + c, m));
     }
 #else
     for (int64_t c = 0; c < g.W; ++c) dst[g.pw + c] = src[c];  // short rows: no memcpy call
@@ -197,8 +222,8 @@ void with_stride(int64_t stride, F&& f) {
     f(std::integral_constant<int, 0>());
 }
 
-// Stores the first n lanes of a block (one masked store with AVX-512: LeNet's rows are 14 and 7
-// outputs wide, so every block is a partial one).
+// Stores the first n lanes of a block (one masked store with AVX-512 or AVX2: LeNet's rows are 14
+// and 7 outputs wide, so most blocks are partial ones).
 template <typename T, typename Vec>
 inline void store_lanes(T* dst, const Vec& v, int64_t n) {
   if (n == kLanes) {
@@ -210,6 +235,11 @@ inline void store_lanes(T* dst, const Vec& v, int64_t n) {
     _mm512_mask_storeu_ps(dst, first_lanes(n), reinterpret_cast<__m512>(v));
   else
     _mm512_mask_storeu_epi32(dst, first_lanes(n), reinterpret_cast<__m512i>(v));
+#elif defined(__AVX2__)
+  if constexpr (std::is_same_v<Vec, Floats>)
+    _mm256_maskstore_ps(dst, first_lanes(n), reinterpret_cast<__m256>(v));
+  else
+    _mm256_maskstore_epi32(dst, first_lanes(n), reinterpret_cast<__m256i>(v));
 #else
   for (int64_t j = 0; j < n; ++j) dst[j] = v[j];
 #endif

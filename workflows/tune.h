@@ -66,6 +66,9 @@ struct TuneOptions {
   bool quiet = false;  // no per-array lines (tests)
   // For tests: fail as an interrupt does after this many arrays have trained (0 = never).
   int64_t interrupt_after_arrays = 0;
+  // For tests: stop as an interrupt does once this many budget units short of their arrays' ends
+  // have been saved (0 = never).
+  int64_t interrupt_after_units = 0;
 };
 
 // How often an array came from the live one instead of being built (models/slots.h).

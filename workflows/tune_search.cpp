@@ -172,14 +172,15 @@ std::vector<TuneOutcome> TuneSearch::execute(const std::vector<TuneJob>& jobs) {
     }
     int64_t start = j.from;
     if (j.from > 0 || fs::exists(trial_dir(j.trial) + "/checkpoint.bin")) {
-      // A crash after the checkpoint but before the row: the checkpoint is already at `to`.
+      // An interrupted array saved its trials after each whole unit: they go on from there (a
+      // crash after the last checkpoint but before the row: it is already at `to`).
       const std::string path = trial_dir(j.trial) + "/checkpoint.bin";
       if (fs::exists(path)) {
         const int64_t at = load_checkpoint(path).epoch;
-        if (at == j.to)
-          start = j.to;
+        if (at > j.from && at <= j.to)
+          start = at;
         else if (j.from == 0)
-          start = 0;  // an interrupted first rung: start over
+          start = 0;  // a checkpoint this search did not write for the rung: start over
         else
           HFTA_CHECK(at == j.from,
                      "{} holds trial {} at budget {}, the search needs {}: was "
@@ -357,6 +358,43 @@ void TuneSearch::build_array(ModelConfig& config, const ArrayKey& key, int64_t s
   }
 }
 
+void TuneSearch::save_trial_states(const ModelConfig& config, const ArrayKey& key,
+                                   const std::vector<int64_t>& ids, const HyperValues& values,
+                                   ModelArray& array, const std::vector<int64_t>& skipped,
+                                   int64_t at, int64_t step, bool with_commands) {
+  const int64_t B = static_cast<int64_t>(ids.size());
+  Checkpoint all;
+  all.model = config.name;
+  all.sample_shape.assign(config.sample_shape.begin(), config.sample_shape.end());
+  all.num_classes = config.num_classes;
+  all.dropout = config.dropout.value_or(-1.0f);
+  all.no_decay_norm_bias = config.no_decay_norm_bias;
+  all.B = B;
+  all.seed = o_.seed;
+  all.batch_size = key.batch_size;
+  all.model_ids = ids;
+  all.optimizer = key.optimizer;
+  all.hyper = hyper_record(values);
+  all.epoch = at;
+  all.step = step;
+  all.epoch_loss_sum.assign(ids.size(), 0.0);
+  for (int64_t b = 0; b < B; ++b) all.last_train_loss.push_back(array.model->losses()[b]);
+  auto steps = array.optimizer->steps();
+  all.optimizer_steps.assign(steps.begin(), steps.end());
+  all.skipped_steps = skipped;
+  all.forward_origins = array.model->net().forward_origins();
+  capture_tensors(*array.model, array.optimizer.get(), all.tensors);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::string dir = trial_dir(ids[b]);
+    fs::create_directories(dir);
+    save_checkpoint(dir + "/checkpoint.bin", extract_model(all, b));
+    if (!with_commands) continue;
+    std::ofstream cmd(dir + "/command.txt", std::ios::trunc);
+    cmd << trial_command(o_, space_.sample(o_.seed, ids[b]), ids[b], at, dir + "/reproduce")
+        << "\n";
+  }
+}
+
 void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
                              const std::vector<Job>& jobs, std::vector<TuneOutcome>& outcomes) {
   if (tunes_language_model(o_.model)) return train_lm_array(key, start, to, jobs, outcomes);
@@ -400,65 +438,43 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
     std::fflush(stdout);
   }
   int64_t step = start * steps_per_unit;
-  bool failed = false;
+  // An interrupt: "stopped" rows (their time counts in the search's), then the error --resume
+  // continues from. The trials' checkpoints hold the last whole unit.
+  auto stop = [&](const char* why) {
+    const double time_s = time_offset_ + seconds_since(start_);
+    for (const Job& j : jobs)
+      write_row(j.job, step, NAN, NAN, NAN, seconds_since(array_start), time_s, "stopped");
+    fail("{}; the search is saved in {}: run the same command with --resume to continue", why,
+         dir_);
+  };
+  bool failed = false, test_interrupt = false;
   std::string failure;
   try {
-    for (int64_t u = start; u < to; ++u) {
+    for (int64_t u = start; u < to && !test_interrupt; ++u) {
       loader.start_epoch(u);
       train_steps(array, loader, batch, kUntilEpochEnds, [&](const TrainedStep& trained) {
         ++step;
         for (int64_t b = 0; b < B; ++b)
           if (trained.report.any_skipped() && trained.report.skipped[b]) ++skipped[b];
-        if (InterruptGuard::interrupted()) {
-          const double time_s = time_offset_ + seconds_since(start_);
-          for (const Job& j : jobs)
-            write_row(j.job, step, NAN, NAN, NAN, seconds_since(array_start), time_s, "stopped");
-          fail(
-              "interrupted; the search is saved in {}: run the same command with --resume to "
-              "continue",
-              dir_);
-        }
+        if (InterruptGuard::interrupted()) stop("interrupted");
       });
+      // Every whole unit short of `to` is saved, so an interrupt or a crash costs the unit in
+      // progress, not the array's (a full-epoch rung of 9 units is an hour of LeNet arrays).
+      if (u + 1 < to) {
+        save_trial_states(config, key, ids, values, array, skipped, u + 1, step, false);
+        test_interrupt = o_.interrupt_after_units > 0 && ++units_saved_ >= o_.interrupt_after_units;
+      }
     }
   } catch (const Error& e) {
     if (InterruptGuard::interrupted()) throw;
     failed = true;
     failure = e.what();
   }
+  if (test_interrupt) stop("interrupted (test) after a saved budget unit");
   Evaluation eval;
   if (!failed) eval = evaluate(*array.model, data_.test);
   // Save every trial's state (B = 1 checkpoints) before its row: a row always has its state.
-  if (!failed) {
-    Checkpoint all;
-    all.model = config.name;
-    all.sample_shape.assign(config.sample_shape.begin(), config.sample_shape.end());
-    all.num_classes = config.num_classes;
-    all.dropout = config.dropout.value_or(-1.0f);
-    all.no_decay_norm_bias = config.no_decay_norm_bias;
-    all.B = B;
-    all.seed = o_.seed;
-    all.batch_size = key.batch_size;
-    all.model_ids = ids;
-    all.optimizer = key.optimizer;
-    all.hyper = hyper_record(values);
-    all.epoch = to;
-    all.step = step;
-    all.epoch_loss_sum.assign(jobs.size(), 0.0);
-    for (int64_t b = 0; b < B; ++b) all.last_train_loss.push_back(array.model->losses()[b]);
-    auto steps = array.optimizer->steps();
-    all.optimizer_steps.assign(steps.begin(), steps.end());
-    all.skipped_steps = skipped;
-    all.forward_origins = array.model->net().forward_origins();
-    capture_tensors(*array.model, array.optimizer.get(), all.tensors);
-    for (int64_t b = 0; b < B; ++b) {
-      fs::create_directories(trial_dir(ids[b]));
-      save_checkpoint(trial_dir(ids[b]) + "/checkpoint.bin", extract_model(all, b));
-      std::ofstream cmd(trial_dir(ids[b]) + "/command.txt", std::ios::trunc);
-      cmd << trial_command(o_, space_.sample(o_.seed, ids[b]), ids[b], to,
-                           trial_dir(ids[b]) + "/reproduce")
-          << "\n";
-    }
-  }
+  if (!failed) save_trial_states(config, key, ids, values, array, skipped, to, step, true);
   if (failed && !o_.quiet) {
     fmt::print("  failed: {}\n", failure);
     std::fflush(stdout);

@@ -71,8 +71,8 @@ class TuneSearch {
   struct Job {
     TuneJob job;
     size_t index = 0;   // in the batch
-    int64_t start = 0;  // the budget the trial's checkpoint holds (from, or to when only the row
-                        // was lost)
+    int64_t start = 0;  // the budget the trial's checkpoint holds: from, a unit in between when
+                        // its array was interrupted, or to when only the row was lost
   };
   void train_array(const ArrayKey& key, int64_t start, int64_t to, const std::vector<Job>& jobs,
                    std::vector<TuneOutcome>& outcomes);
@@ -90,6 +90,13 @@ class TuneSearch {
                  double wall, double time_s, const std::string& status);
   std::string trial_dir(int64_t t) const { return fmt::format("{}/trials/{}", dir_, t); }
   int64_t max_models(const ArrayKey& key);
+  // Each trial's state at budget `at` in trials/<id>/checkpoint.bin (B = 1 checkpoints), after
+  // the array's last unit (with_commands: also the command.txt that retrains it alone) and after
+  // every unit before it.
+  void save_trial_states(const ModelConfig& config, const ArrayKey& key,
+                         const std::vector<int64_t>& ids, const HyperValues& values,
+                         ModelArray& array, const std::vector<int64_t>& skipped, int64_t at,
+                         int64_t step, bool with_commands);
   // A new array of trials `ids` at budget `start` (their checkpoints when start > 0).
   void build_array(ModelConfig& config, const ArrayKey& key, int64_t start,
                    const std::vector<int64_t>& ids, const HyperValues& values, ModelArray& array,
@@ -112,6 +119,7 @@ class TuneSearch {
   double time_offset_ = 0;
   Clock::time_point start_ = Clock::now();
   int64_t arrays_trained_ = 0;
+  int64_t units_saved_ = 0;  // budget units saved short of their arrays' ends (a test's interrupt)
   std::map<ArrayKey, int64_t> max_models_;
   std::vector<std::pair<double, TuneRecord>> timeline_;
   std::map<int64_t, TuneRecord> last_;  // each trial's latest outcome

@@ -135,6 +135,13 @@ void activation_forward(const ActivationParams& p, const ActivationForwardArgs& 
   });
 }
 
+// No FMA contraction in the backward: GCC vectorizes `dx += x > 0 ? g : slope * g` as a select
+// and an add but contracts the scalar remainder into one fma(slope, g, dx), so an element's
+// rounding depended on where it fell in the tensor, and a fused array (models side by side)
+// differed from the model alone in the last bit wherever the remainder fell (seen with 8-lane
+// AVX2 vectors).
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a) {
   const TensorView &x = a.x, &y = a.y, &dy = a.dy, &dx = a.dx;
   const int64_t n = dy.numel();
@@ -179,5 +186,6 @@ void activation_backward(const ActivationParams& p, const ActivationBackwardArgs
     }
   });
 }
+#pragma GCC pop_options
 
 }  // namespace hfta::cpu

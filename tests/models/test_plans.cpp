@@ -78,7 +78,10 @@ TEST_P(PlanEquivalence, TrainsTheSameModelsAsFused) {
   Batch batch_data = loader.make_batch();
   // MobileNetV2 at batch 4 normalizes 1x1 maps over 4 rows: rounding grows by orders of
   // magnitude per step (tests/models/test_models.cpp skips its trajectory), so one step there.
-  const int steps = c.model == "mobilenetv2" ? 1 : 3;
+  // ResNet-18's 4-row BatchNorms on 16x16 images do the same once the two runs round differently,
+  // which they do on AVX2 (oneDNN's AVX2 convolutions split a model's weight-gradient sum over
+  // the threads when it runs alone, not when it has a thread of its own): one step there too.
+  const int steps = small_images ? 1 : 3;
   for (int step = 0; step < steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     if (!loader.next(batch_data)) loader.next(batch_data);
@@ -109,21 +112,9 @@ TEST_P(PlanEquivalence, TrainsTheSameModelsAsFused) {
                    fused->buffers()[i].name);
     opt_fused.step(fused->param_arena(), fused->grad_arena());
   }
-  // Adam divides each gradient by its own running magnitude, so a gradient at rounding level can
-  // move its parameter by a visible fraction of lr: as tests/models/test_models.cpp, all but 1e-5
-  // of the parameters agree to 1e-5, and every one to 0.05 lr.
-  for (int64_t b = 0; b < c.B; ++b) {
-    const std::vector<float> p = planned->extract(b), f = fused->extract(b);
-    int64_t outliers = 0;
-    double worst = 0.0;
-    for (size_t i = 0; i < f.size(); ++i) {
-      const double err = std::fabs(double(p[i]) - double(f[i]));
-      if (!(err <= 1e-5)) ++outliers;
-      if (!(err <= worst)) worst = err;
-    }
-    EXPECT_LE(double(outliers), 1e-5 * double(f.size())) << "model " << b;
-    EXPECT_LE(worst, 0.05 * lr[b]) << "model " << b;
-  }
+  for (int64_t b = 0; b < c.B; ++b)
+    test::expect_adam_parameters_agree(planned->extract(b), fused->extract(b), lr[b],
+                                       "model " + std::to_string(b));
   // Evaluation runs under the plan too.
   loader.next(batch_data);
   fused->forward(batch_data.images(), batch_data.labels(), false);

@@ -1,7 +1,7 @@
 // `hfta tune` end to end on mlp with synthetic data and tiny budgets (max-iters 9, eta 3, two
 // steps per budget unit): the algorithms finish, serial and fused modes give the same history,
-// an interrupted search resumed gives the same history, a trial retrains alone with `hfta train`,
-// and bad spaces or resumes fail with clear errors.
+// an interrupted search resumed gives the same history (between arrays and inside one), a trial
+// retrains alone with `hfta train`, and bad spaces or resumes fail with clear errors.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include "models/masked_lm.h"
 #include "models/model.h"
 #include "test_files.h"
+#include "workflows/checkpoint.h"
 #include "workflows/csv.h"
 #include "workflows/train.h"
 #include "workflows/tune.h"
@@ -156,6 +157,40 @@ TEST(Tune, ResumeAfterAnInterruptGivesTheSameHistory) {
     EXPECT_NE(what.find("space.json"), std::string::npos) << what;
     EXPECT_NE(what.find("other.json"), std::string::npos) << what;
   }
+}
+
+// An interrupt inside a multi-unit array: its trials resume from the last whole unit saved (their
+// checkpoints hold it), not from the rung's start, and the history is the same.
+TEST(Tune, ResumeInsideAnArrayContinuesFromItsLastUnit) {
+  TempDir dir("tune_resume_unit");
+  TuneOptions whole = options(dir, "hyperband", "fused");
+  whole.out += "_whole";
+  TuneRunResult reference = run_tune(whole);
+  TuneOptions o = options(dir, "hyperband", "fused");
+  o.interrupt_after_units = 3;
+  EXPECT_THROW(run_tune(o), Error);
+  // The stopped rows name an array that was past its first unit: its trials' checkpoints are
+  // strictly between the rung's budgets.
+  const std::string dir_fused = o.out + "/fused";
+  CsvTable t = read_csv(dir_fused + "/history.csv");
+  int64_t stopped = 0;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    if (t.rows[r][t.column("status")] != "stopped") continue;
+    ++stopped;
+    const int64_t trial = t.integer(r, t.column("trial"));
+    const int64_t from = t.integer(r, t.column("from_budget")),
+                  to = t.integer(r, t.column("budget"));
+    const int64_t at =
+        load_checkpoint(fmt::format("{}/trials/{}/checkpoint.bin", dir_fused, trial)).epoch;
+    EXPECT_GT(at, from) << "trial " << trial;
+    EXPECT_LT(at, to) << "trial " << trial;
+  }
+  EXPECT_GT(stopped, 0);
+  o.interrupt_after_units = 0;
+  o.resume = true;
+  TuneRunResult resumed = run_tune(o);
+  expect_same_history(reference.dir, resumed.dir);
+  EXPECT_EQ(resumed.best_trial, reference.best_trial);
 }
 
 TEST(Tune, ATrialRetrainsAloneWithHftaTrain) {

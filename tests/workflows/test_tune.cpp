@@ -131,11 +131,17 @@ TEST(Tune, RandomSearchAndAshaFinish) {
   EXPECT_GE(at_top, 1);
 }
 
-TEST(Tune, ResumeAfterAnInterruptGivesTheSameHistory) {
-  TempDir dir("tune_resume");
+// The Hyperband search run whole, in an --out of its own: what an interrupted one, resumed, must
+// reproduce.
+TuneRunResult whole_search(const TempDir& dir) {
   TuneOptions whole = options(dir, "hyperband", "fused");
   whole.out += "_whole";
-  TuneRunResult reference = run_tune(whole);
+  return run_tune(whole);
+}
+
+TEST(Tune, ResumeAfterAnInterruptGivesTheSameHistory) {
+  TempDir dir("tune_resume");
+  TuneRunResult reference = whole_search(dir);
   TuneOptions o = options(dir, "hyperband", "fused");
   o.interrupt_after_arrays = 5;
   EXPECT_THROW(run_tune(o), Error);
@@ -163,9 +169,7 @@ TEST(Tune, ResumeAfterAnInterruptGivesTheSameHistory) {
 // checkpoints hold it), not from the rung's start, and the history is the same.
 TEST(Tune, ResumeInsideAnArrayContinuesFromItsLastUnit) {
   TempDir dir("tune_resume_unit");
-  TuneOptions whole = options(dir, "hyperband", "fused");
-  whole.out += "_whole";
-  TuneRunResult reference = run_tune(whole);
+  TuneRunResult reference = whole_search(dir);
   TuneOptions o = options(dir, "hyperband", "fused");
   o.interrupt_after_units = 3;
   EXPECT_THROW(run_tune(o), Error);

@@ -60,7 +60,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
-#include "fused_ops/cpu/avx512.h"
+#include "fused_ops/cpu/channel_blocks.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
 #include "fused_ops/cpu/primitive_cache.h"
@@ -141,121 +141,6 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dParams& p, cons
 bool is_fallback(const dnnl::primitive_desc_base& pd) {
   const std::string impl = pd.impl_info_str();
   return impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos;
-}
-
-// Plain NCHW <-> channel-blocked nChw16c / nChw8c, our own code for the activations of every
-// call. oneDNN 2.6 reorders a model's channel slice of the fused [N, B*C, H, W] tensor (images
-// B*C*H*W floats apart, so not dense) with its generic jit:uni kernel, which took about twice
-// as long as the 16 x 16 AVX-512 transpose below (its plain loops are in between; numbers in
-// docs/benchmarks.md, 'Measurements behind code choices').
-//   plain    [N, C, HW] with images `ld` floats apart (ld = C*HW when dense)
-//   blocked  [N, C/blk, HW, blk], dense; C % blk == 0
-struct ChannelBlocking {
-  int64_t N = 0, C = 0, HW = 0, ld = 0, blk = 0;
-};
-
-#if defined(__AVX512F__)
-// Row r of the 16 x 16 tile at src (rows src_ld floats apart) becomes column r of the tile at
-// dst (rows dst_ld floats apart); with Add, is added to it.
-template <bool Add>
-inline void transpose16x16(const float* src, int64_t src_ld, float* dst, int64_t dst_ld) {
-  __m512 r[16], t[16], u[16];
-  for (int64_t i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_ld);
-  // Within each 128-bit lane: 4 x 4 transposes of rows 4g..4g+3; u[4g+j] holds column j (+4k in
-  // lane k) of those rows.
-  for (int64_t g = 0; g < 4; ++g) {
-    t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
-    t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
-    t[4 * g + 2] = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
-    t[4 * g + 3] = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
-    auto pd = [](__m512 x) { return _mm512_castps_pd(x); };
-    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * g]), pd(t[4 * g + 2])));
-    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g]), pd(t[4 * g + 2])));
-    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
-    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
-  }
-  auto store = [](float* at, __m512 v) {
-    if constexpr (Add) v = _mm512_add_ps(_mm512_loadu_ps(at), v);
-    _mm512_storeu_ps(at, v);
-  };
-  // Gather lane k of u[j] from the four row groups: output row 4k + j.
-  for (int64_t j = 0; j < 4; ++j) {
-    const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2 of groups 0, 1
-    const __m512 w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);  // lanes 1, 3
-    const __m512 x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 y = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    store(dst + (0 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0x88));
-    store(dst + (8 + j) * dst_ld, _mm512_shuffle_f32x4(v, x, 0xdd));
-    store(dst + (4 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0x88));
-    store(dst + (12 + j) * dst_ld, _mm512_shuffle_f32x4(w, y, 0xdd));
-  }
-}
-#endif
-
-// How convert_channel_blocks moves the data: plain -> blocked, or blocked -> plain written (=)
-// or added (+=, an accumulating input gradient).
-enum class Conversion { kToBlocked, kToPlain, kAddToPlain };
-
-// One (image, channel block): the blk x HW matrix at `plain` (rows HW apart) and the HW x blk
-// matrix at `blocked`; `how` picks the direction.
-void transpose_channel_block(float* plain, float* blocked, int64_t HW, int64_t blk,
-                             Conversion how) {
-  int64_t hw = 0;
-#if defined(__AVX512F__)
-  if (blk == 16) {
-    for (; hw + 16 <= HW; hw += 16) {
-      if (how == Conversion::kToBlocked)
-        transpose16x16<false>(plain + hw, HW, blocked + hw * 16, 16);
-      else if (how == Conversion::kToPlain)
-        transpose16x16<false>(blocked + hw * 16, 16, plain + hw, HW);
-      else
-        transpose16x16<true>(blocked + hw * 16, 16, plain + hw, HW);
-    }
-  }
-#endif
-  for (; hw < HW; ++hw)
-    for (int64_t c = 0; c < blk; ++c) {
-      if (how == Conversion::kToBlocked)
-        blocked[hw * blk + c] = plain[c * HW + hw];
-      else if (how == Conversion::kToPlain)
-        plain[c * HW + hw] = blocked[hw * blk + c];
-      else
-        plain[c * HW + hw] += blocked[hw * blk + c];
-    }
-}
-
-void convert_channel_blocks(const ChannelBlocking& b, float* plain, float* blocked,
-                            Conversion how) {
-  const int64_t blocks = b.C / b.blk;
-  parallel_for(b.N * blocks, [&](int64_t i) {
-    const int64_t n = i / blocks, cb = i % blocks;
-    transpose_channel_block(plain + n * b.ld + cb * b.blk * b.HW,
-                            blocked + (n * blocks + cb) * b.blk * b.HW, b.HW, b.blk, how);
-  });
-}
-
-// When `user` is a plain [N, C, H, W] (channel slice) and `inner` a dense nChw16c / nChw8c
-// tensor of the same size: the geometry for convert_channel_blocks; otherwise blk = 0.
-// NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
-// file, at a few call sites that pass locals named like its parameters.
-ChannelBlocking channel_blocking(const memory::desc& user, const memory::desc& inner) {
-  // NOLINTEND(bugprone-easily-swappable-parameters)
-  ChannelBlocking b;
-  const Dims dims = user.dims();
-  if (dims.size() != 4 || user.data.format_kind != dnnl_blocked) return b;
-  const Dims strides(user.data.format_desc.blocking.strides,
-                     user.data.format_desc.blocking.strides + 4);
-  if (user.data.format_desc.blocking.inner_nblks != 0 || strides[3] != 1 || strides[2] != dims[3] ||
-      strides[1] != dims[2] * dims[3] || strides[0] < dims[1] * dims[2] * dims[3])
-    return b;
-  for (int64_t blk : {16, 8}) {
-    const auto tag = blk == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
-    if (dims[1] % blk == 0 && inner == memory::desc(dims, memory::data_type::f32, tag)) {
-      b = {dims[0], dims[1], dims[2] * dims[3], strides[0], blk};
-      break;
-    }
-  }
-  return b;
 }
 
 // One primitive argument backed by a caller's buffer: `user` wraps the buffer (handle set per

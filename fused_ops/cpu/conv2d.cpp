@@ -26,7 +26,7 @@
 //
 // Layouts: every primitive is created with format_tag::any and picks its fast (blocked) layout;
 // our plain NCHW / [B, ...] buffers are converted in and out at the edges of each call: the
-// activations by our own transposes (ChannelBlocking below), weights and gradients by oneDNN
+// activations by our own transposes (fused_ops/cpu/dnnl_edges.h), weights and gradients by oneDNN
 // reorders. Parameter gradients accumulate: oneDNN writes diff_weights / diff_bias into scratch
 // memory, and a reorder with a sum post-op adds it to the caller's buffer.
 //
@@ -60,9 +60,9 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
-#include "fused_ops/cpu/channel_blocks.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
+#include "fused_ops/cpu/dnnl_edges.h"
 #include "fused_ops/cpu/primitive_cache.h"
 
 namespace hfta::cpu {
@@ -141,99 +141,6 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dParams& p, cons
 bool is_fallback(const dnnl::primitive_desc_base& pd) {
   const std::string impl = pd.impl_info_str();
   return impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos;
-}
-
-// One primitive argument backed by a caller's buffer: `user` wraps the buffer (handle set per
-// call), `inner` is what the primitive reads or writes (the same memory when the layouts agree).
-struct Edge {
-  memory user, inner;
-  dnnl::reorder to_inner;  // input edges: user -> inner (unless blocking.blk)
-  dnnl::reorder write;     // output edges: inner -> user, = (unless blocking.blk)
-  dnnl::reorder add;       // output edges: user += inner
-  bool separate = false;
-  ChannelBlocking blocking;  // blk != 0: our own plain <-> blocked conversion replaces the reorders
-
-  void set(float* data) const { user.set_data_handle(data); }
-  float* user_data() const { return static_cast<float*>(user.get_data_handle()); }
-  float* inner_data() const { return static_cast<float*>(inner.get_data_handle()); }
-};
-
-// One buffer for the blocked copies of x-like (or y-like) tensors of an entry: its parts run one
-// at a time under the entry's mutex and refill the buffer before each use, so they share it
-// (an x-like and a y-like copy are never the same buffer: one primitive may read one and write
-// the other). A copy in another layout gets its own buffer.
-memory pooled(memory& pool, const memory::desc& want) {
-  if (!pool) pool = memory(want, dnnl_engine());
-  return pool.get_desc() == want ? pool : memory(want, dnnl_engine());
-}
-
-// `pool`: where to take the blocked copy from (see pooled); null for a buffer of its own.
-Edge input_edge(const memory::desc& user_md, const memory::desc& want, memory* pool = nullptr) {
-  Edge e;
-  e.user = memory(user_md, dnnl_engine(), DNNL_MEMORY_NONE);
-  e.separate = !(user_md == want);
-  if (!e.separate) {
-    e.inner = e.user;
-    return e;
-  }
-  e.inner = pool ? pooled(*pool, want) : memory(want, dnnl_engine());
-  e.blocking = channel_blocking(user_md, want);
-  if (!e.blocking.blk) e.to_inner = dnnl::reorder(e.user, e.inner);
-  return e;
-}
-
-// can_write: the result may be written (=) to the user buffer; can_add: it may be added (+=),
-// which needs a separate scratch `inner` even when the layouts agree.
-Edge output_edge(const memory::desc& user_md, const memory::desc& got, bool can_write, bool can_add,
-                 memory* pool = nullptr) {
-  Edge e;
-  e.user = memory(user_md, dnnl_engine(), DNNL_MEMORY_NONE);
-  e.separate = can_add || !(user_md == got);
-  e.inner = !e.separate ? e.user : pool ? pooled(*pool, got) : memory(got, dnnl_engine());
-  if (e.separate && can_write) {
-    e.blocking = channel_blocking(user_md, got);
-    if (!e.blocking.blk) e.write = dnnl::reorder(e.inner, e.user);
-  }
-  if (can_add) {
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(sum);
-    e.add = dnnl::reorder(
-        dnnl::reorder::primitive_desc(dnnl_engine(), got, dnnl_engine(), user_md, attr));
-  }
-  return e;
-}
-
-void reorder(dnnl::stream& stream, const dnnl::reorder& r, const memory& from, const memory& to) {
-  r.execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
-}
-
-// Runs an input edge's reorder, skipping repeats of a buffer shared by every run (step 0) after
-// the lane's first run, unless the copy was overwritten since (`stale`).
-void bring_in(dnnl::stream& stream, const Edge& e, bool first, int64_t step, bool stale = false) {
-  if (!e.separate || (!first && step == 0 && !stale)) return;
-  if (e.blocking.blk)
-    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kToBlocked);
-  else
-    reorder(stream, e.to_inner, e.user, e.inner);
-}
-
-// Writes an output edge's result to the caller's buffer (=).
-void write_out(dnnl::stream& stream, const Edge& e) {
-  if (!e.separate) return;
-  if (e.blocking.blk)
-    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kToPlain);
-  else
-    reorder(stream, e.write, e.inner, e.user);
-}
-
-// Adds an output edge's result to the caller's buffer (+=); the edge was built with can_add.
-void add_out(dnnl::stream& stream, const Edge& e) {
-  if (e.blocking.blk)
-    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kAddToPlain);
-  else
-    reorder(stream, e.add, e.inner, e.user);
 }
 
 // Each part keeps its execute() arguments: the memory objects never change, only the data
@@ -558,10 +465,10 @@ void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
       bring_in(stream, f.x, first, g.x_step, x_clobbered);
       if (!dy_shared) bring_in(stream, f.dy, first, g.y_step);
       f.prim.execute(stream, f.args);
-      reorder(stream, f.dw.add, f.dw.inner, f.dw.user);
+      add_out(stream, f.dw);
       if (want_db) {
         f.db.set(dbias.data + r * g.bias_step);
-        reorder(stream, f.db.add, f.db.inner, f.db.user);
+        add_out(stream, f.db);
       }
     }
   });

@@ -16,11 +16,12 @@
 // backward-data and vice versa), so the JIT kernels want channels per group in multiples of 8 or
 // 16 (DCGAN's 512/256/128/64); others (nz = 100, 3 colour channels) mostly go to gemm kernels.
 //
-// The cache follows conv2d's design (fused_ops/cpu/conv2d.cpp), without its per-thread lanes and
-// own transposes: the primitives are created with format_tag::any on the first call for a
+// The cache follows conv2d's design (fused_ops/cpu/conv2d.cpp), without its per-thread lanes: the
+// primitives are created with format_tag::any on the first call for a
 // ConvTranspose2dParams, with their blocked copies, scratch and user-mode scratchpads, and every
 // later call with the same params reuses them, so a training step allocates no buffers. Our
-// plain buffers are converted at the edges of each call by oneDNN reorders; parameter gradients
+// plain buffers are converted at the edges of each call (fused_ops/cpu/dnnl_edges.h: our own
+// transposes for channel-blocked activations, oneDNN reorders for the rest); parameter gradients
 // (and accumulated or summed input gradients) go through scratch and a reorder with a sum
 // post-op, so they add (+=) into the caller's buffer. The blocked copies of x and dx share one
 // buffer, those of y and dy another (each use refills its copy). At most 32 problems are kept,
@@ -38,6 +39,7 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "core/parallel.h"
+#include "fused_ops/cpu/dnnl_edges.h"
 #include "fused_ops/cpu/primitive_cache.h"
 
 namespace hfta::cpu {
@@ -112,64 +114,6 @@ dnnl::deconvolution_forward::primitive_desc forward_pd(const ConvTranspose2dPara
 bool is_reference(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
 }
-
-// One primitive argument backed by a caller's buffer: `user` wraps the buffer (its handle set per
-// call), `inner` is what the primitive reads or writes (the same memory when layouts agree).
-struct Edge {
-  memory user, inner;
-  dnnl::reorder to_inner;  // input edges: user -> inner
-  dnnl::reorder write;     // output edges: inner -> user (=)
-  dnnl::reorder add;       // output edges: user += inner
-  bool separate = false;
-  void set(float* data) const { user.set_data_handle(data); }
-};
-
-// A blocked copy in `pool` when its layout is the pool's (see the top of the file), else its own.
-memory pooled(memory* pool, const memory::desc& want) {
-  if (pool == nullptr) return memory(want, dnnl_engine());
-  if (!*pool) *pool = memory(want, dnnl_engine());
-  return pool->get_desc() == want ? *pool : memory(want, dnnl_engine());
-}
-
-Edge input_edge(const memory::desc& user_md, const memory::desc& want, memory* pool = nullptr) {
-  Edge e;
-  e.user = memory(user_md, dnnl_engine(), DNNL_MEMORY_NONE);
-  e.separate = !(user_md == want);
-  e.inner = e.separate ? pooled(pool, want) : e.user;
-  if (e.separate) e.to_inner = dnnl::reorder(e.user, e.inner);
-  return e;
-}
-
-// An output edge that writes (=) its result, or with `add` adds it (+=, through scratch).
-Edge output_edge(const memory::desc& user_md, const memory::desc& got, bool add,
-                 memory* pool = nullptr) {
-  Edge e;
-  e.user = memory(user_md, dnnl_engine(), DNNL_MEMORY_NONE);
-  e.separate = add || !(user_md == got);
-  e.inner = e.separate ? pooled(pool, got) : e.user;
-  if (add) {
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(sum);
-    e.add = dnnl::reorder(
-        dnnl::reorder::primitive_desc(dnnl_engine(), got, dnnl_engine(), user_md, attr));
-  } else if (e.separate) {
-    e.write = dnnl::reorder(e.inner, e.user);
-  }
-  return e;
-}
-
-void reorder(dnnl::stream& stream, const dnnl::reorder& r, const memory& from, const memory& to) {
-  r.execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
-}
-void bring_in(dnnl::stream& stream, const Edge& e) {
-  if (e.separate) reorder(stream, e.to_inner, e.user, e.inner);
-}
-void write_out(dnnl::stream& stream, const Edge& e) {
-  if (e.separate) reorder(stream, e.write, e.inner, e.user);
-}
-void add_out(dnnl::stream& stream, const Edge& e) { reorder(stream, e.add, e.inner, e.user); }
 
 memory scratchpad(const dnnl::primitive_desc_base& pd) {
   return memory(pd.scratchpad_desc(), dnnl_engine());
@@ -271,7 +215,7 @@ Forward& forward_part(Entry& e) {
     f->prim = dnnl::deconvolution_forward(pd);
     f->x = input_edge(e.g.x, pd.src_desc(), &e.x_pool);
     f->w = input_edge(e.g.w, pd.weights_desc());
-    f->y = output_edge(e.g.y, pd.dst_desc(), /*add=*/false, &e.y_pool);
+    f->y = output_edge(e.g.y, pd.dst_desc(), /*can_write=*/true, /*can_add=*/false, &e.y_pool);
     f->args = {{DNNL_ARG_SRC, f->x.inner},
                {DNNL_ARG_WEIGHTS, f->w.inner},
                {DNNL_ARG_DST, f->y.inner},
@@ -297,8 +241,10 @@ BackwardData& backward_data_part(Entry& e) {
     f->prim = dnnl::deconvolution_backward_data(pd);
     f->dy = input_edge(g.y, pd.diff_dst_desc(), &e.y_pool);
     f->w = input_edge(g.w, pd.weights_desc());
-    f->dx_write = output_edge(g.x, pd.diff_src_desc(), /*add=*/false, &e.x_pool);
-    f->dx_add = output_edge(g.x, pd.diff_src_desc(), /*add=*/true, &e.x_pool);
+    f->dx_write =
+        output_edge(g.x, pd.diff_src_desc(), /*can_write=*/true, /*can_add=*/false, &e.x_pool);
+    f->dx_add =
+        output_edge(g.x, pd.diff_src_desc(), /*can_write=*/false, /*can_add=*/true, &e.x_pool);
     const memory pad = scratchpad(pd);
     f->write_args = {{DNNL_ARG_DIFF_DST, f->dy.inner},
                      {DNNL_ARG_WEIGHTS, f->w.inner},
@@ -323,13 +269,13 @@ BackwardWeights& backward_weights_part(Entry& e) {
     f->prim = dnnl::deconvolution_backward_weights(pd);
     f->x = input_edge(g.x, pd.src_desc(), &e.x_pool);
     f->dy = input_edge(g.y, pd.diff_dst_desc(), &e.y_pool);
-    f->dw = output_edge(g.w, pd.diff_weights_desc(), /*add=*/true);
+    f->dw = output_edge(g.w, pd.diff_weights_desc(), /*can_write=*/false, /*can_add=*/true);
     f->args = {{DNNL_ARG_SRC, f->x.inner},
                {DNNL_ARG_DIFF_DST, f->dy.inner},
                {DNNL_ARG_DIFF_WEIGHTS, f->dw.inner},
                {DNNL_ARG_SCRATCHPAD, scratchpad(pd)}};
     if (e.p.bias) {  // computed even when the caller skips dbias, then left in scratch
-      f->db = output_edge(g.bias, pd.diff_bias_desc(), /*add=*/true);
+      f->db = output_edge(g.bias, pd.diff_bias_desc(), /*can_write=*/false, /*can_add=*/true);
       f->args.emplace(DNNL_ARG_DIFF_BIAS, f->db.inner);
     }
     e.bwd_weights = std::move(f);

@@ -1,5 +1,5 @@
 // The plain <-> channel-blocked conversions around oneDNN's convolutions
-// (fused_ops/cpu/channel_blocks.h) against the layouts' definition: every block size, widths on
+// (fused_ops/cpu/dnnl_edges.h) against the layouts' definition: every block size, widths on
 // both sides of the 8- and 16-wide tiles, a channel slice of a wider tensor (images further
 // apart than C*HW, the fused array's per-model view) whose other channels stay untouched, and
 // the accumulating conversion. Destinations start as NaN, so an element a conversion skips shows.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "fused_ops/cpu/channel_blocks.h"
+#include "fused_ops/cpu/dnnl_edges.h"
 #include "test_util.h"
 
 namespace hfta {

@@ -1,6 +1,6 @@
-// Plain NCHW <-> channel-blocked layouts (channel_blocks.h): 16 x 16 (AVX-512) and 8 x 8 (AVX2)
-// tile transposes, plain loops for the remainder.
-#include "fused_ops/cpu/channel_blocks.h"
+// Edges between callers' plain buffers and oneDNN primitives (dnnl_edges.h): reorders, and the
+// channel-blocking transposes (16 x 16 with AVX-512, 8 x 8 with AVX2, plain loops for the rest).
+#include "fused_ops/cpu/dnnl_edges.h"
 
 #if !defined(__AVX512F__) && defined(__AVX2__)
 #include <immintrin.h>
@@ -124,6 +124,18 @@ void transpose_channel_block(float* plain, float* blocked, int64_t HW, int64_t b
     }
 }
 
+// The blocked copy for layout `want`: in `pool` when it holds that layout (or is still empty),
+// else a buffer of its own.
+memory pooled(memory* pool, const memory::desc& want) {
+  if (pool == nullptr) return memory(want, dnnl_engine());
+  if (!*pool) *pool = memory(want, dnnl_engine());
+  return pool->get_desc() == want ? *pool : memory(want, dnnl_engine());
+}
+
+void reorder(dnnl::stream& stream, const dnnl::reorder& r, const memory& from, const memory& to) {
+  r.execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
+}
+
 }  // namespace
 
 void convert_channel_blocks(const ChannelBlocking& b, float* plain, float* blocked,
@@ -156,6 +168,64 @@ ChannelBlocking channel_blocking(const memory::desc& user, const memory::desc& i
     }
   }
   return b;
+}
+
+Edge input_edge(const memory::desc& user_md, const memory::desc& want, memory* pool) {
+  Edge e;
+  e.user = memory(user_md, dnnl_engine(), DNNL_MEMORY_NONE);
+  e.separate = !(user_md == want);
+  if (!e.separate) {
+    e.inner = e.user;
+    return e;
+  }
+  e.inner = pooled(pool, want);
+  e.blocking = channel_blocking(user_md, want);
+  if (!e.blocking.blk) e.to_inner = dnnl::reorder(e.user, e.inner);
+  return e;
+}
+
+Edge output_edge(const memory::desc& user_md, const memory::desc& got, bool can_write, bool can_add,
+                 memory* pool) {
+  Edge e;
+  e.user = memory(user_md, dnnl_engine(), DNNL_MEMORY_NONE);
+  e.separate = can_add || !(user_md == got);
+  e.inner = e.separate ? pooled(pool, got) : e.user;
+  if (e.separate && can_write) {
+    e.blocking = channel_blocking(user_md, got);
+    if (!e.blocking.blk) e.write = dnnl::reorder(e.inner, e.user);
+  }
+  if (can_add) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(sum);
+    e.add = dnnl::reorder(
+        dnnl::reorder::primitive_desc(dnnl_engine(), got, dnnl_engine(), user_md, attr));
+  }
+  return e;
+}
+
+void bring_in(dnnl::stream& stream, const Edge& e, bool first, int64_t step, bool stale) {
+  if (!e.separate || (!first && step == 0 && !stale)) return;
+  if (e.blocking.blk)
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kToBlocked);
+  else
+    reorder(stream, e.to_inner, e.user, e.inner);
+}
+
+void write_out(dnnl::stream& stream, const Edge& e) {
+  if (!e.separate) return;
+  if (e.blocking.blk)
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kToPlain);
+  else
+    reorder(stream, e.write, e.inner, e.user);
+}
+
+void add_out(dnnl::stream& stream, const Edge& e) {
+  if (e.blocking.blk)
+    convert_channel_blocks(e.blocking, e.user_data(), e.inner_data(), Conversion::kAddToPlain);
+  else
+    reorder(stream, e.add, e.inner, e.user);
 }
 
 }  // namespace hfta::cpu

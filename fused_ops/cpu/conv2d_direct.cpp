@@ -2,8 +2,20 @@
 
 #include "fused_ops/cpu/avx512.h"
 
+// The kernels are written once over the vector layer below: AVX-512 (16 lanes, 32 registers) or
+// AVX2 with FMA (8 lanes, 16 registers; Zen 3's oneDNN took 3.9 ms for LeNet's conv1 weight
+// gradient at B=1 where AVX-512 machines took 0.6).
 #if defined(__AVX512F__)
-// __m512 as a template argument (std::vector<__m512>, std::array of kernel pointers) drops its
+#define HFTA_DIRECT_CONV 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#define HFTA_DIRECT_CONV 1
+#include <immintrin.h>
+#else
+#define HFTA_DIRECT_CONV 0
+#endif
+
+#if HFTA_DIRECT_CONV
+// A vector type as a template argument (std::vector<Vec>, std::array of kernel pointers) drops its
 // alignment attribute from the type's name only; the vector's allocator still aligns it.
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 #endif
@@ -21,14 +33,54 @@ namespace hfta::cpu {
 
 namespace {
 
-constexpr int64_t kLanes = 16;         // floats per AVX-512 vector
 constexpr int64_t kMaxInChannels = 4;  // beyond this oneDNN's kernels do better
-constexpr int64_t kMaxRowVectors = 4;  // output rows of up to 64 pixels
+
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+using Vec = __m512;
+using Mask = __mmask16;
+inline Mask first_lanes(int64_t n) { return static_cast<Mask>((1u << n) - 1u); }  // n in 1..16
+inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec load_aligned(const float* p) { return _mm512_load_ps(p); }
+inline Vec load_first(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+inline void store_first(float* p, Mask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+inline Vec splat(float x) { return _mm512_set1_ps(x); }
+inline Vec zero() { return _mm512_setzero_ps(); }
+inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline float sum_lanes(Vec v) { return _mm512_reduce_add_ps(v); }
+#elif HFTA_DIRECT_CONV
+constexpr int64_t kLanes = 8;
+using Vec = __m256;
+using Mask = __m256i;  // all bits set in the lanes masked moves touch
+inline Mask first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec load_aligned(const float* p) { return _mm256_load_ps(p); }
+inline Vec load_first(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline void store_first(float* p, Mask m, Vec v) { _mm256_maskstore_ps(p, m, v); }
+inline Vec splat(float x) { return _mm256_set1_ps(x); }
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline float sum_lanes(Vec v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#else
+constexpr int64_t kLanes = 8;  // no kernels: only conv2d_direct_applies reads it
+#endif
+constexpr int64_t kMaxRowVectors = 64 / kLanes;  // output rows of up to 64 pixels
 
 }  // namespace
 
 bool conv2d_direct_applies(const Conv2dParams& p) {
-#if defined(__AVX512F__)
+#if HFTA_DIRECT_CONV
   return p.shared_input && p.groups == 1 && p.in_channels <= kMaxInChannels && p.stride_h == 1 &&
          p.stride_w == 1 && p.dilation_h == 1 && p.dilation_w == 1 &&
          p.out_w() <= kMaxRowVectors * kLanes;
@@ -38,23 +90,23 @@ bool conv2d_direct_applies(const Conv2dParams& p) {
 #endif
 }
 
-#if defined(__AVX512F__)
+#if HFTA_DIRECT_CONV
 
 namespace {
 
 // The problem as the kernels see it. The shared input is copied once per call into a padded
-// buffer xp [N, C_in, Hp, row]: zero borders, and rows long enough (row >= V*16 + KW - 1) that
+// buffer xp [N, C_in, Hp, row]: zero borders, and rows long enough (row >= V*kLanes + KW - 1) that
 // every vector load of a kernel tap stays inside its row.
 struct Geometry {
   int64_t N, C_in, H, W, KH, KW, PH, PW, OH, OW;
-  int64_t BC;        // output channels over all B models
-  int64_t Hp, row;   // padded input rows, floats per padded row
-  int64_t V;         // vectors per output row
-  __mmask16 tail;    // lanes of the last vector that hold output pixels
-  int64_t K;         // output pixels per channel, OH * OW
-  int64_t Kv;        // vectors per output channel plane
-  int64_t Kp;        // floats per column row: K rounded up to whole vectors
-  __mmask16 K_tail;  // lanes of a plane's last vector that hold pixels
+  int64_t BC;       // output channels over all B models
+  int64_t Hp, row;  // padded input rows, floats per padded row
+  int64_t V;        // vectors per output row
+  Mask tail;        // lanes of the last vector that hold output pixels
+  int64_t K;        // output pixels per channel, OH * OW
+  int64_t Kv;       // vectors per output channel plane
+  int64_t Kp;       // floats per column row: K rounded up to whole vectors
+  Mask K_tail;      // lanes of a plane's last vector that hold pixels
   int64_t taps() const { return C_in * KH * KW; }
   int64_t image_floats() const { return C_in * Hp * row; }
   // Offset of tap t's input row start within a padded image, for output row 0.
@@ -74,11 +126,11 @@ Geometry make_geometry(const Conv2dParams& p) {
   g.Hp = g.H + 2 * g.PH;
   g.row = std::max(g.W + 2 * g.PW, g.V * kLanes + g.KW - 1);
   const int64_t last = g.OW - (g.V - 1) * kLanes;
-  g.tail = static_cast<__mmask16>((1u << last) - 1u);
+  g.tail = first_lanes(last);
   g.K = g.OH * g.OW;
   g.Kv = (g.K + kLanes - 1) / kLanes;
   g.Kp = g.Kv * kLanes;
-  g.K_tail = static_cast<__mmask16>((1u << (g.K - (g.Kv - 1) * kLanes)) - 1u);
+  g.K_tail = first_lanes(g.K - (g.Kv - 1) * kLanes);
   return g;
 }
 
@@ -86,10 +138,10 @@ Geometry make_geometry(const Conv2dParams& p) {
 // floats, and a library copy per row (a call each) took as long as the GEMM the rows feed.
 inline void copy_floats(const float* src, float* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
+  for (; i + kLanes <= n; i += kLanes) store(dst + i, load(src + i));
   if (i < n) {
-    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
+    const Mask m = first_lanes(n - i);
+    store_first(dst + i, m, load_first(m, src + i));
   }
 }
 
@@ -120,36 +172,45 @@ void forward_block(const Geometry& g, const float* xp_n, const float* w, const f
   const int64_t taps = g.taps();
   const float* wb = w + oc0 * taps;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
-    __m512 acc[OCB][V];
+    Vec acc[OCB][V];
     for (int o = 0; o < OCB; ++o)
-      for (int v = 0; v < V; ++v)
-        acc[o][v] = bias ? _mm512_set1_ps(bias[oc0 + o]) : _mm512_setzero_ps();
+      for (int v = 0; v < V; ++v) acc[o][v] = bias ? splat(bias[oc0 + o]) : zero();
     int64_t t = 0;
     for (int64_t ci = 0; ci < g.C_in; ++ci)
       for (int64_t kh = 0; kh < g.KH; ++kh) {
         const float* in_row = xp_n + (ci * g.Hp + oh + kh) * g.row;
         for (int64_t kw = 0; kw < g.KW; ++kw, ++t) {
-          __m512 xv[V];
-          for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(in_row + kw + v * kLanes);
+          Vec xv[V];
+          for (int v = 0; v < V; ++v) xv[v] = load(in_row + kw + v * kLanes);
           for (int o = 0; o < OCB; ++o) {
-            const __m512 wv = _mm512_set1_ps(wb[o * taps + t]);
-            for (int v = 0; v < V; ++v) acc[o][v] = _mm512_fmadd_ps(wv, xv[v], acc[o][v]);
+            const Vec wv = splat(wb[o * taps + t]);
+            for (int v = 0; v < V; ++v) acc[o][v] = fmadd(wv, xv[v], acc[o][v]);
           }
         }
       }
     for (int o = 0; o < OCB; ++o) {
       float* out = y_n + ((oc0 + o) * g.OH + oh) * g.OW;
-      for (int v = 0; v < V - 1; ++v) _mm512_storeu_ps(out + v * kLanes, acc[o][v]);
-      _mm512_mask_storeu_ps(out + (V - 1) * kLanes, g.tail, acc[o][V - 1]);
+      for (int v = 0; v < V - 1; ++v) store(out + v * kLanes, acc[o][v]);
+      store_first(out + (V - 1) * kLanes, g.tail, acc[o][V - 1]);
     }
   }
 }
 
-// Output channels per forward block: 16 accumulators (of 32 registers) whatever the row width.
+// Output channels per forward block: OCB x V accumulators, V input vectors and a weight in
+// registers (16 accumulators of 32 with AVX-512; 8-12 of 16 with AVX2).
+#if defined(__AVX512F__)
 template <int V>
 constexpr int kForwardBlock = V == 1   ? 16
                               : V == 2 ? 8
                                        : 4;
+#else
+template <int V>
+constexpr int kForwardBlock = V == 1   ? 12
+                              : V == 2 ? 6
+                              : V == 3 ? 3
+                              : V == 4 ? 2
+                                       : 1;
+#endif
 
 template <int V>
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
@@ -168,6 +229,15 @@ void forward_all(const Geometry& g, const float* xp, const float* w, const float
       for (int64_t oc = full_blocks * OCB; oc < g.BC; ++oc)
         forward_block<V, 1>(g, xp_n, w, bias, y_n, oc);
   });
+}
+
+// forward_all<g.V>: V a compile-time constant up to kMaxRowVectors.
+template <int V>
+void forward_for_row_vectors(const Geometry& g, const float* xp, const float* w, const float* bias,
+                             float* y) {
+  if constexpr (V < kMaxRowVectors)
+    if (g.V > V) return forward_for_row_vectors<V + 1>(g, xp, w, bias, y);
+  forward_all<V>(g, xp, w, bias, y);
 }
 
 // The columns of one image for the weight gradients: row t < taps is tap t's input pixel under
@@ -195,24 +265,25 @@ void build_columns(const Geometry& g, const float* xp_n, float* cols) {
 template <int OCB, int TB>
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
 // file, at a few call sites that pass locals named like its parameters.
-void weight_grad_tile(const Geometry& g, const float* dy_n, const float* cols, __m512* acc_out,
+void weight_grad_tile(const Geometry& g, const float* dy_n, const float* cols, Vec* acc_out,
                       int64_t slots) {
   // NOLINTEND(bugprone-easily-swappable-parameters)
-  __m512 acc[OCB][TB];
+  Vec acc[OCB][TB];
 #pragma GCC unroll 8
   for (int o = 0; o < OCB; ++o)
 #pragma GCC unroll 8
     for (int t = 0; t < TB; ++t) acc[o][t] = acc_out[o * slots + t];
   for (int64_t kv = 0; kv < g.Kv; ++kv) {
-    const __mmask16 m = kv == g.Kv - 1 ? g.K_tail : static_cast<__mmask16>(0xffff);
-    __m512 c[TB];
+    const bool last = kv == g.Kv - 1;
+    Vec c[TB];
 #pragma GCC unroll 8
-    for (int t = 0; t < TB; ++t) c[t] = _mm512_load_ps(cols + t * g.Kp + kv * kLanes);
+    for (int t = 0; t < TB; ++t) c[t] = load_aligned(cols + t * g.Kp + kv * kLanes);
 #pragma GCC unroll 8
     for (int o = 0; o < OCB; ++o) {
-      const __m512 d = _mm512_maskz_loadu_ps(m, dy_n + o * g.K + kv * kLanes);
+      const float* at = dy_n + o * g.K + kv * kLanes;
+      const Vec d = last ? load_first(g.K_tail, at) : load(at);
 #pragma GCC unroll 8
-      for (int t = 0; t < TB; ++t) acc[o][t] = _mm512_fmadd_ps(d, c[t], acc[o][t]);
+      for (int t = 0; t < TB; ++t) acc[o][t] = fmadd(d, c[t], acc[o][t]);
     }
   }
 #pragma GCC unroll 8
@@ -221,10 +292,15 @@ void weight_grad_tile(const Geometry& g, const float* dy_n, const float* cols, _
     for (int t = 0; t < TB; ++t) acc_out[o * slots + t] = acc[o][t];
 }
 
+#if defined(__AVX512F__)
 constexpr int kTileChannels = 4;  // 4 x 6 accumulators + 6 columns + 1 dy: 31 of 32 registers
 constexpr int kTileRows = 6;
+#else
+constexpr int kTileChannels = 2;  // 2 x 4 accumulators + 4 columns + 1 dy: 13 of 16 registers
+constexpr int kTileRows = 4;
+#endif
 
-using WeightGradTile = void (*)(const Geometry&, const float*, const float*, __m512*, int64_t);
+using WeightGradTile = void (*)(const Geometry&, const float*, const float*, Vec*, int64_t);
 
 template <int OCB, size_t... I>
 constexpr std::array<WeightGradTile, sizeof...(I)> weight_grad_tiles(std::index_sequence<I...>) {
@@ -246,16 +322,7 @@ void conv2d_direct_forward(const Conv2dParams& p, const TensorView& x, const Ten
   const Geometry g = make_geometry(p);
   const float* xp = padded_input(g, x.data);
   const float* b = p.bias ? bias.data : nullptr;
-  switch (g.V) {
-    case 1:
-      return forward_all<1>(g, xp, weight.data, b, y.data);
-    case 2:
-      return forward_all<2>(g, xp, weight.data, b, y.data);
-    case 3:
-      return forward_all<3>(g, xp, weight.data, b, y.data);
-    default:
-      return forward_all<4>(g, xp, weight.data, b, y.data);
-  }
+  forward_for_row_vectors<1>(g, xp, weight.data, b, y.data);
 }
 
 void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
@@ -280,15 +347,15 @@ void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
   const int64_t row_chunks = (rows + kTileRows - 1) / kTileRows;
   const int64_t per_chunk = (rows + row_chunks - 1) / row_chunks;
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
-  thread_local std::vector<__m512> partial;
+  thread_local std::vector<Vec> partial;
   partial.resize(static_cast<size_t>(threads * g.BC * slots));
-  __m512* sums = partial.data();
+  Vec* sums = partial.data();
   parallel_for(threads, [&](int64_t th) {
-    thread_local std::vector<__m512> column_buffer;  // vectors keep the rows 64-byte aligned
+    thread_local std::vector<Vec> column_buffer;  // vectors keep the rows aligned
     column_buffer.resize(static_cast<size_t>(rows * g.Kv));
     float* cols = reinterpret_cast<float*>(column_buffer.data());
-    __m512* mine = sums + th * g.BC * slots;
-    std::fill(mine, mine + g.BC * slots, _mm512_setzero_ps());
+    Vec* mine = sums + th * g.BC * slots;
+    std::fill(mine, mine + g.BC * slots, zero());
     for (int64_t n = th * g.N / threads; n < (th + 1) * g.N / threads; ++n) {
       build_columns(g, xp + n * g.image_floats(), cols);
       const float* dy_n = dy.data + n * g.BC * g.K;
@@ -311,10 +378,10 @@ void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
   parallel_for(g.BC, [&](int64_t oc) {
     for (int64_t t = 0; t < slots; ++t) {
       if (t < taps ? !want_dw : !want_db) continue;
-      __m512 total = sums[oc * slots + t];
+      Vec total = sums[oc * slots + t];
       for (int64_t th = 1; th < threads; ++th)
-        total = _mm512_add_ps(total, sums[(th * g.BC + oc) * slots + t]);
-      const float sum = _mm512_reduce_add_ps(total);
+        total = add(total, sums[(th * g.BC + oc) * slots + t]);
+      const float sum = sum_lanes(total);
       if (t < taps)
         dweight.data[oc * taps + t] += sum;
       else
@@ -323,15 +390,15 @@ void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
   });
 }
 
-#else  // no AVX-512: conv2d_direct_applies() is false and cpu/conv2d.cpp never calls these.
+#else  // neither AVX-512 nor AVX2 with FMA: conv2d_direct_applies() is false, nothing calls these.
 
 void conv2d_direct_forward(const Conv2dParams&, const TensorView&, const TensorView&,
                            const TensorView&, const TensorView&) {
-  fail("conv2d_direct_forward needs an AVX-512 build");
+  fail("conv2d_direct_forward needs an AVX-512 or AVX2 build");
 }
 void conv2d_direct_backward_weights(const Conv2dParams&, const TensorView&, const TensorView&,
                                     const TensorView&, const TensorView&) {
-  fail("conv2d_direct_backward_weights needs an AVX-512 build");
+  fail("conv2d_direct_backward_weights needs an AVX-512 or AVX2 build");
 }
 
 #endif

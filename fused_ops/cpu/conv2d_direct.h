@@ -1,4 +1,4 @@
-// A direct AVX-512 convolution for a network's first layer: a shared input with few channels
+// A direct AVX-512 / AVX2 convolution for a network's first layer: a shared input with few channels
 // (LeNet's 1->32 5x5 on 28x28 images), which oneDNN's blocked kernels handle poorly (they block
 // input channels by 8 or 16 and use one), and which fusion makes wider: all B models read the
 // same input, so it is padded once per call and each loaded input row feeds several models'
@@ -6,7 +6,7 @@
 //
 // Forward: every (image, block of output channels over all B models, output row) keeps its
 // block's rows of y in registers and walks the kernel taps: one input row load per tap feeds
-// the whole block (8 channels when the row is 17..32 pixels wide).
+// the whole block (with AVX-512, 8 channels when the row is 17..32 pixels wide).
 // Backward weights: a GEMM per image, dW[B*C_out, taps] += dy_n[B*C_out, OH*OW] x
 // cols_n[taps, OH*OW]^T, where cols_n (the image's im2col, built once for all B models) has an
 // extra row of ones that yields the bias gradient; each thread takes a block of images and
@@ -22,7 +22,8 @@
 namespace hfta::cpu {
 
 // Whether p is a problem the direct kernel handles: a shared input with at most 4 channels,
-// groups 1, stride 1, no dilation, output rows of at most 64 pixels, and an AVX-512 build.
+// groups 1, stride 1, no dilation, output rows of at most 4 vectors (64 pixels with AVX-512, 32
+// with AVX2), and an AVX-512 or AVX2-with-FMA build.
 bool conv2d_direct_applies(const Conv2dParams& p);
 
 void conv2d_direct_forward(const Conv2dParams& p, const TensorView& x, const TensorView& weight,

@@ -14,8 +14,8 @@
 //   a shared input with groups == 1 is one ungrouped convolution with B*C_out output channels.
 //   Kept for when oneDNN has a JIT kernel only for it, and as op_bench's strategy=grouped.
 // - direct (chosen whenever it applies): a shared input with at most 4 channels, LeNet's first
-//   layer, runs on our own AVX-512 / AVX2 kernel (conv2d_direct.h), all B models in one pass over the
-//   input; only a shared input's dx, which training never asks for, still goes to oneDNN.
+//   layer, runs on our own AVX-512 / AVX2 kernel (conv2d_direct.h), all B models in one pass over
+//   the input; only a shared input's dx, which training never asks for, still goes to oneDNN.
 // - depthwise (chosen whenever it applies): groups == in_channels == out_channels, 3x3 or 5x5,
 //   stride 1 or 2 (MobileNetV2's), runs on our own kernel (conv2d_depthwise.h) straight on the
 //   plain NCHW buffers, forward and backward, skipping the blocked-layout conversions below.

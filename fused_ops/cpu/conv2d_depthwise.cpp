@@ -1,6 +1,6 @@
 #include "fused_ops/cpu/conv2d_depthwise.h"
 
-#include "fused_ops/cpu/avx512.h"
+#include "fused_ops/cpu/simd.h"
 
 #if defined(__AVX512F__)
 // A function pointer taking __m512* as a template argument (the std::array of dx_class
@@ -182,11 +182,7 @@ Geometry make_geometry(const Conv2dParams& p) {
   return g;
 }
 
-inline __mmask16 first_lanes(int64_t n) {
-  return n >= kLanes ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
-}
-
-// out[j] lane i = r[i] lane j (conv2d.cpp's transpose16x16, in registers).
+// out[j] lane i = r[i] lane j (dnnl_edges.cpp's transpose16x16, in registers).
 inline void transpose16(const __m512 r[16], __m512 out[16]) {
   __m512 t[16], u[16];
   auto pd = [](__m512 v) { return _mm512_castps_pd(v); };

@@ -1,15 +1,12 @@
 #include "fused_ops/cpu/conv2d_direct.h"
 
-#include "fused_ops/cpu/avx512.h"
+#include "fused_ops/cpu/simd.h"
 
 // The kernels are written once over the vector layer below: AVX-512 (16 lanes, 32 registers) or
-// AVX2 with FMA (8 lanes, 16 registers; Zen 3's oneDNN took 3.9 ms for LeNet's conv1 weight
-// gradient at B=1 where AVX-512 machines took 0.6).
-#if defined(__AVX512F__)
+// AVX2 with FMA (8 lanes, 16 registers), where oneDNN's kernels for this layer are slowest
+// (docs/benchmarks.md, 'Measurements behind code choices').
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #define HFTA_DIRECT_CONV 1
-#elif defined(__AVX2__) && defined(__FMA__)
-#define HFTA_DIRECT_CONV 1
-#include <immintrin.h>
 #else
 #define HFTA_DIRECT_CONV 0
 #endif
@@ -39,7 +36,6 @@ constexpr int64_t kMaxInChannels = 4;  // beyond this oneDNN's kernels do better
 constexpr int64_t kLanes = 16;
 using Vec = __m512;
 using Mask = __mmask16;
-inline Mask first_lanes(int64_t n) { return static_cast<Mask>((1u << n) - 1u); }  // n in 1..16
 inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
 inline Vec load_aligned(const float* p) { return _mm512_load_ps(p); }
 inline Vec load_first(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
@@ -54,10 +50,6 @@ inline float sum_lanes(Vec v) { return _mm512_reduce_add_ps(v); }
 constexpr int64_t kLanes = 8;
 using Vec = __m256;
 using Mask = __m256i;  // all bits set in the lanes masked moves touch
-inline Mask first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
 inline Vec load_aligned(const float* p) { return _mm256_load_ps(p); }
 inline Vec load_first(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }

@@ -2,12 +2,8 @@
 // channel-blocking transposes (16 x 16 with AVX-512, 8 x 8 with AVX2, plain loops for the rest).
 #include "fused_ops/cpu/dnnl_edges.h"
 
-#if !defined(__AVX512F__) && defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "core/parallel.h"
-#include "fused_ops/cpu/avx512.h"
+#include "fused_ops/cpu/simd.h"
 
 namespace hfta::cpu {
 

@@ -34,10 +34,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "fused_ops/cpu/avx512.h"
-#if !defined(__AVX512F__) && defined(__AVX2__)
-#include <immintrin.h>
-#endif
+#include "fused_ops/cpu/simd.h"
 
 namespace hfta::cpu {
 
@@ -45,10 +42,10 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One block: one register of fp32 or int32 lanes, 16 with AVX-512, 8 otherwise. A 16-lane block
-// without AVX-512 ran 7x slower on Zen 3 (AVX2): GCC lowered its 16-lane shuffles and partial
-// stores to scalar code. GCC notes that passing such vectors by value changes the ABI (-Wpsabi);
-// every function taking them here has internal linkage.
+// One block: one register of fp32 or int32 lanes, 16 with AVX-512, 8 otherwise. 16-lane blocks
+// without AVX-512 ran several times slower (GCC lowered their shuffles and partial stores to
+// scalar code; docs/benchmarks.md, 'Measurements behind code choices'). GCC notes that passing such
+// vectors by value changes the ABI (-Wpsabi); every function taking them here has internal linkage.
 #pragma GCC diagnostic ignored "-Wpsabi"
 #if defined(__AVX512F__)
 constexpr int kLanes = 16;
@@ -175,16 +172,6 @@ float* scratch_plane(int64_t floats) {
   if (static_cast<int64_t>(scratch.size()) < floats) scratch.resize(floats);
   return scratch.data();
 }
-
-#if defined(__AVX512F__)
-// The first n (1..16) lanes.
-inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
-#elif defined(__AVX2__)
-// The first n (1..8) lanes: all bits set in those lanes, as AVX2's masked moves take them.
-inline __m256i first_lanes(int64_t n) {
-  return reinterpret_cast<__m256i>(lane_offsets(1) < static_cast<int32_t>(n));
-}
-#endif
 
 // Copies plane x [H, W] into padded [H, Wp], `fill` outside the input's columns. With AVX-512 or
 // AVX2 the row copy is whole and masked vector moves: the scalar loop took as long as the pooling

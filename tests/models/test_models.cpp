@@ -155,9 +155,11 @@ TEST_P(ModelArray, StepLockedFusedEqualsSingle) {
     for (int64_t b = 0; b < B; ++b) {
       Model& one = *alone[static_cast<size_t>(b)];
       alone_sgd[static_cast<size_t>(b)]->step(one.param_arena(), one.grad_arena());
-      test::expect_adam_parameters_agree(array->extract(b), one.extract(0),
-                                         lr[static_cast<size_t>(b)],
-                                         fmt::format("model {} after step {}", b, step));
+      // One SGD step from the same weights: rounding stays rounding (no Adam normalization).
+      const std::vector<float> single = one.extract(0);
+      test::expect_parameters_close(
+          array->extract(b), single, 1e-5 * static_cast<double>(single.size()),
+          0.05 * lr[static_cast<size_t>(b)], fmt::format("model {} after step {}", b, step));
       array->insert(b, one.extract(0));
     }
   }

@@ -9,8 +9,15 @@
 
 namespace hfta {
 
+// With one thread to use (a plan's worker sets one; --threads 1), or one item, the loop runs on
+// the caller: entering even a one-thread OpenMP region takes libgomp's team locks, and a threads
+// plan's two workers calling ~300 ops a step each waited on each other there (futex calls).
 template <typename F>
 void parallel_for(int64_t n, F&& f) {
+  if (n <= 1 || omp_get_max_threads() == 1) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) f(i);
 }

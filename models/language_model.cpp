@@ -173,11 +173,16 @@ void LanguageModel::reset_profile() {
   for (auto& [key, r] : groups_) r.net->reset_profile();
 }
 
-const Net& LanguageModel::profiled_net() const {
-  // Under a plan: the first full-length group's net (ms per group it ran, not per step).
+const Net& LanguageModel::full_window_net() const {
+  // Under a plan: the first full-length group's net (the main one holds only the models' state:
+  // no gradients to time or to count FLOPs for; profiles are then ms per group it ran).
   for (const auto& [key, r] : groups_)
     if (std::get<0>(key) == spec_.config.bptt) return *r.net;
   return net();
+}
+
+double LanguageModel::train_flops_per_sample() const {
+  return full_window_net().train_flops_per_sample();
 }
 
 AttentionShare attention_share(const Net& net) {
@@ -191,7 +196,7 @@ AttentionShare attention_share(const Net& net) {
 }
 
 LanguageModel::ProfileShare LanguageModel::attention_profile() const {
-  return attention_share(profiled_net());
+  return attention_share(full_window_net());
 }
 
 std::string attention_profile_report(const std::string& name, const Net& net) {
@@ -202,7 +207,7 @@ std::string attention_profile_report(const std::string& name, const Net& net) {
 }
 
 std::string LanguageModel::profile_report() const {
-  return attention_profile_report(name_, profiled_net());
+  return attention_profile_report(name_, full_window_net());
 }
 
 namespace {

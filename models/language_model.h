@@ -103,6 +103,9 @@ class LanguageModel {
   // groups' nets are recorded by their first step.
   size_t arena_bytes() const;
   std::string describe() const { return net().describe(); }
+  // Forward + backward FLOPs of one model on one token stream of bptt tokens, whatever the plan
+  // (under a plan after the first training step, which records the groups' nets).
+  double train_flops_per_sample() const;
   // As Model::reinit_slot (models/slots.h): slot b becomes a fresh model `model_id`.
   void reinit_slot(int64_t b, int64_t model_id);
   LmDefinition definition() const { return definition_; }
@@ -126,7 +129,8 @@ class LanguageModel {
   Runner record(int64_t T, bool external, int64_t models = 0, bool state_only = false) const;
   Runner& runner_for(int64_t T);
   void check_window(const IndexView& inputs, const IndexView& targets) const;
-  const Net& profiled_net() const;
+  // The net that trains full-length windows: the main one under fused, else a group's.
+  const Net& full_window_net() const;
   // Other plans: the runner of (T, group size, worker), recorded on first use.
   Runner& group_runner(int64_t T, int64_t models, int worker);
   void run_groups(const IndexView& inputs, const IndexView& targets, bool training,

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace hfta {
 
@@ -571,8 +572,10 @@ void Net::backward() {
       const int64_t count = target.numel();
       float* dst = target.data;
       const float* src = scratch_.data;
-#pragma omp parallel for simd schedule(static)
-      for (int64_t k = 0; k < count; ++k) dst[k] += src[k];
+      for_each_chunk(count, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+        for (int64_t k = begin; k < end; ++k) dst[k] += src[k];
+      });
       pending_scratch_ = -1;
     }
     if (profile_)

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "models/net.h"
 
 namespace hfta {
@@ -30,16 +31,15 @@ class GatherTokensNode : public Node {
       const int32_t i = rows.data[r];
       HFTA_CHECK(i < in_rows, "gathered token row {} is outside the window's {} rows", i, in_rows);
     }
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B_; ++b)
-      for (int64_t r = 0; r < out_rows; ++r) {
-        const int32_t i = rows.data[r];
-        float* dst = y + (b * out_rows + r) * D_;
-        if (i < 0)
-          std::fill(dst, dst + D_, 0.0f);
-        else
-          std::memcpy(dst, x + (b * in_rows + i) * D_, static_cast<size_t>(D_) * sizeof(float));
-      }
+    parallel_for(B_ * out_rows, [&](int64_t br) {
+      const int64_t b = br / out_rows, r = br % out_rows;
+      const int32_t i = rows.data[r];
+      float* dst = y + br * D_;
+      if (i < 0)
+        std::fill(dst, dst + D_, 0.0f);
+      else
+        std::memcpy(dst, x + (b * in_rows + i) * D_, static_cast<size_t>(D_) * sizeof(float));
+    });
   }
   void backward(Net& net, int64_t n) override {
     InputGrad dx = net.input_grad(*this, 0);
@@ -48,10 +48,9 @@ class GatherTokensNode : public Node {
     const float* dy = net.grad(output).data;
     const int64_t in_rows = n * T_, out_rows = n * K_;
     if (!dx.accumulate) std::fill(dx.view.data, dx.view.data + B_ * in_rows * D_, 0.0f);
-      // Rows are distinct (a position is predicted once), but a parallel loop over models keeps
-      // the adds race-free even if they were not.
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < B_; ++b)
+    // Rows are distinct (a position is predicted once), but a parallel loop over models keeps
+    // the adds race-free even if they were not.
+    parallel_for(B_, [&](int64_t b) {
       for (int64_t r = 0; r < out_rows; ++r) {
         const int32_t i = rows.data[r];
         if (i < 0) continue;
@@ -59,6 +58,7 @@ class GatherTokensNode : public Node {
         const float* src = dy + (b * out_rows + r) * D_;
         for (int64_t d = 0; d < D_; ++d) dst[d] += src[d];
       }
+    });
   }
   bool accumulates_dx() const override { return true; }
 

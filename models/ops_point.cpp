@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "fused_ops/batchnorm1d.h"
 #include "fused_ops/bmm.h"
 #include "fused_ops/concat.h"
@@ -294,11 +295,13 @@ class AddIdentityNode : public Node {
     const float* src = x.data;
     float* dst = y.data;
     const int64_t k = k_;
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t e = i % kk;
-      dst[i] = src[i] + (e / k == e % k ? 1.0f : 0.0f);
-    }
+    for_each_chunk(count, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t e = i % kk;
+        dst[i] = src[i] + (e / k == e % k ? 1.0f : 0.0f);
+      }
+    });
   }
   void backward(Net& net, int64_t) override {
     InputGrad dx = net.input_grad(*this, 0);
@@ -307,13 +310,15 @@ class AddIdentityNode : public Node {
     const int64_t count = dy.numel();
     const float* src = dy.data;
     float* dst = dx.view.data;
-    if (dx.accumulate) {
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < count; ++i) dst[i] += src[i];
-    } else {
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < count; ++i) dst[i] = src[i];
-    }
+    const bool accumulate = dx.accumulate;
+    for_each_chunk(count, [&](int64_t begin, int64_t end) {
+      if (accumulate) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) dst[i] += src[i];
+      } else {
+        std::copy(src + begin, src + end, dst + begin);
+      }
+    });
   }
   bool accumulates_dx() const override { return true; }
 
@@ -333,11 +338,10 @@ class TransformRegularizerNode : public Node {
     const TensorView a = net.value(inputs[0]), loss = net.value(output);
     const int64_t B = net.B(), k = k_;
     std::vector<double> norms(static_cast<size_t>(B * n));
-#pragma omp parallel for schedule(static)
-    for (int64_t bs = 0; bs < B * n; ++bs) {
+    parallel_for(B * n, [&](int64_t bs) {
       std::vector<float> m;
       norms[static_cast<size_t>(bs)] = deviation(a.data + bs * k * k, m);
-    }
+    });
     for (int64_t b = 0; b < B; ++b) {
       double sum = 0.0;
       for (int64_t s = 0; s < n; ++s) sum += norms[static_cast<size_t>(b * n + s)];
@@ -349,8 +353,7 @@ class TransformRegularizerNode : public Node {
     if (da.view.empty()) return;
     const TensorView a = net.value(inputs[0]), dloss = net.grad(output);
     const int64_t B = net.B(), k = k_;
-#pragma omp parallel for schedule(static)
-    for (int64_t bs = 0; bs < B * n; ++bs) {
+    parallel_for(B * n, [&](int64_t bs) {
       const float* ab = a.data + bs * k * k;
       float* dab = da.view.data + bs * k * k;
       std::vector<float> m;
@@ -366,7 +369,7 @@ class TransformRegularizerNode : public Node {
           else
             dab[i * k + j] = v;
         }
-    }
+    });
   }
   bool accumulates_dx() const override { return true; }
 

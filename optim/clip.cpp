@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace hfta {
 
@@ -30,17 +31,19 @@ void clip_grad_norm_models(std::span<const TensorView> grads, int64_t B,
              "gradient clipping of models [{}, {}): the array has models 0..{}", first,
              first + count, B - 1);
   std::vector<double> sq(static_cast<size_t>(count), 0.0);
-  // One model per iteration: each sums its own slices, so the order of additions is fixed.
-#pragma omp parallel for schedule(static)
-  for (int64_t b = first; b < first + count; ++b) {
+  // One model per iteration: each sums its own slices, so the order of additions is fixed (the
+  // simd lanes' partial sums included: it does not depend on B, the plan or the threads).
+  parallel_for(count, [&](int64_t i) {
+    const int64_t b = first + i;
     double s = 0.0;
     for (const TensorView& g : grads) {
       const int64_t n = g.numel() / B;
       const float* p = g.data + b * n;
-      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]) * p[i];
+#pragma omp simd reduction(+ : s)
+      for (int64_t k = 0; k < n; ++k) s += static_cast<double>(p[k]) * p[k];
     }
-    sq[static_cast<size_t>(b - first)] = s;
-  }
+    sq[static_cast<size_t>(i)] = s;
+  });
   for (int64_t b = first; b < first + count; ++b) {
     const float norm = static_cast<float>(std::sqrt(sq[static_cast<size_t>(b - first)]));
     if (!norms.empty()) norms[static_cast<size_t>(b)] = norm;

@@ -107,7 +107,7 @@ TrialResult run_trial_lm(const TrialOptions& o) {
                               seconds / static_cast<double>(o.steps) * 1000.0);
     r.params_per_model = model->params_per_model();
     r.plan = model->plan().str();
-    r.flops_per_step += static_cast<double>(G * o.batch_size) * net.train_flops_per_sample();
+    r.flops_per_step += static_cast<double>(G * o.batch_size) * model->train_flops_per_sample();
   }
   r.samples_per_second = tokens / r.seconds;
   r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;

@@ -355,13 +355,30 @@ TEST(TrialLm, SyntheticTextMeasuresTokensPerSecond) {
     // Tokens: B models x steps x streams x bptt 32 in r.seconds.
     EXPECT_NEAR(r.samples_per_second * r.seconds, 2.0 * 2 * 2 * 32, 1e-6);
     EXPECT_GT(r.flops_per_step, 0.0);
-    if (serial) EXPECT_EQ(r.plan, "fused");  // one model: nothing to choose
+    if (serial) {
+      EXPECT_EQ(r.plan, "fused");  // one model: nothing to choose
+    }
   }
   o.serial = false;
   o.plan = "chunk:1";
   EXPECT_EQ(run_trial_lm(o).plan, "chunk:1");
   o.plan = "bogus";
   EXPECT_THROW(run_trial_lm(o), Error);
+}
+
+// The FLOPs of a step are the models', whatever plan ran them: under a plan the main net holds
+// only the models' state and no gradients, so counted there a step lost its input gradients
+// (the sweep's fused rows read 2/3 of serial's GFLOP/s at the same tokens/s).
+TEST(TrialLm, FlopsDoNotDependOnThePlan) {
+  TrialOptions o = tiny_trial_options(2, 1);
+  o.plan = "fused";
+  const double fused = run_trial_lm(o).flops_per_step;
+  for (const char* plan : {"chunk:1", "threads"}) {
+    o.plan = plan;
+    const TrialResult r = run_trial_lm(o);
+    EXPECT_EQ(r.plan, plan);
+    EXPECT_DOUBLE_EQ(r.flops_per_step, fused) << plan;
+  }
 }
 
 // --plan auto times the plans for a language-model array (workflows/plan_choice.h): it picks

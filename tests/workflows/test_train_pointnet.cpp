@@ -51,7 +51,9 @@ TEST_P(TrainCliPointNet, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
     EXPECT_NEAR(loss, s[key], 2e-5 * std::fabs(s[key]) + 1e-6)
         << "model " << key.first << " step " << key.second;
   }
-  if (B > 1) EXPECT_NE(f[std::make_pair(0, 4)], f[std::make_pair(1, 4)]);
+  if (B > 1) {
+    EXPECT_NE(f[std::make_pair(0, 4)], f[std::make_pair(1, 4)]);
+  }
   EXPECT_NE(fused.out.find("test acc"), std::string::npos) << fused.output();
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace hfta {
 
@@ -42,37 +43,66 @@ void check_ids(const IndexView& v, int64_t lo, int64_t hi, bool ignore_ok, const
 
 MaskedLm::MaskedLm(std::string name, LanguageModelSpec spec, MlmDefinition definition,
                    int64_t predicted_per_stream)
-    : name_(std::move(name)), spec_(std::move(spec)), K_(predicted_per_stream) {
+    : name_(std::move(name)),
+      spec_(std::move(spec)),
+      definition_(definition),
+      K_(predicted_per_stream) {
   HFTA_CHECK(spec_.B >= 1, "{}: the array needs at least one model, got B = {}", name_, spec_.B);
   check_config(spec_.config, spec_.streams);
-  const int64_t T = spec_.config.bptt, V = spec_.config.vocab;
+  const int64_t T = spec_.config.bptt;
   HFTA_CHECK(K_ >= 0 && K_ <= T,
              "{}: predicted positions per stream must be in [0, {}] (0: all), got {}", name_, T,
              K_);
+  require_one_step_per_visit(spec_.plan, "masked language-model");
+  layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
+  main_ = record(spec_.B, false, !layout_.is_fused());
+  spec_.model_ids = main_.net->spec().model_ids;
+  losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
+  group_correct_.assign(static_cast<size_t>(spec_.B), 0);
+  // A plan that amounts to fused (one group) is fused: say so.
+  if (layout_.is_fused()) spec_.plan = ExecutionPlan::fused();
+}
+
+MaskedLm::Runner MaskedLm::record(int64_t models, bool external, bool state_only) const {
+  const int64_t T = spec_.config.bptt, V = spec_.config.vocab;
   const int64_t out_rows = K_ > 0 ? K_ : T;
-  net_ = std::make_unique<Net>(NetSpec{
-      .B = spec_.B, .capacity = spec_.streams, .seed = spec_.seed, .model_ids = spec_.model_ids});
-  Net& net = *net_;
+  std::vector<int64_t> ids = spec_.model_ids;
+  if (!ids.empty()) ids.resize(static_cast<size_t>(models));  // rebound before every use
+  Runner r;
+  r.net = std::make_unique<Net>(NetSpec{.B = models,
+                                        .capacity = spec_.streams,
+                                        .seed = spec_.seed,
+                                        .model_ids = ids,
+                                        .state_only = state_only,
+                                        .external_state = external});
+  Net& net = *r.net;
   try {
-    tokens_ = net.index_input(Shape{T});
-    positions_ = net.index_input(Shape{T});
-    segments_ = net.index_input(Shape{T});
-    targets_ = net.index_input(Shape{out_rows});
-    if (K_ > 0) rows_ = net.index_input(Shape{K_});
-    logits_ = definition(net, {tokens_, positions_, segments_, rows_}, spec_.config);
-    HFTA_CHECK(net.features(logits_) == (Shape{out_rows, V}),
+    r.tokens = net.index_input(Shape{T});
+    r.positions = net.index_input(Shape{T});
+    r.segments = net.index_input(Shape{T});
+    r.targets = net.index_input(Shape{out_rows});
+    if (K_ > 0) r.rows = net.index_input(Shape{K_});
+    r.logits = definition_(net, {r.tokens, r.positions, r.segments, r.rows}, spec_.config);
+    HFTA_CHECK(net.features(r.logits) == (Shape{out_rows, V}),
                "the model gives {} features per sequence, expected [{}, {}] logits",
-               net.features(logits_).str(), out_rows, V);
-    loss_ = net.token_cross_entropy(logits_, targets_, kIgnoreTarget);
+               net.features(r.logits).str(), out_rows, V);
+    r.loss = net.token_cross_entropy(r.logits, r.targets, kIgnoreTarget);
     net.finalize();
   } catch (const Error& e) {
     fail("{}: {}", name_, e.what());
   }
-  spec_.model_ids = net.spec().model_ids;
-  losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
+  if (external) net.bind_state(*main_.net, 0);
+  return r;
 }
 
-void MaskedLm::forward(const MlmBatch& batch, bool training) {
+MaskedLm::Runner& MaskedLm::group_runner(int64_t models, int worker) {
+  const auto key = std::make_pair(models, worker);
+  auto it = groups_.find(key);
+  if (it == groups_.end()) it = groups_.emplace(key, record(models, true, false)).first;
+  return it->second;
+}
+
+void MaskedLm::check_window(const MlmBatch& batch) const {
   const Shape& shape = batch.tokens.shape;
   HFTA_CHECK(shape.rank() == 2 && batch.positions.shape == shape && batch.segments.shape == shape &&
                  batch.targets.shape == shape,
@@ -88,65 +118,150 @@ void MaskedLm::forward(const MlmBatch& batch, bool training) {
   check_ids(batch.positions, 0, kBertMaxPositions, false, "position");
   check_ids(batch.segments, 0, kBertSegments, false, "segment");
   check_ids(batch.targets, 0, spec_.config.vocab, true, "target");
-  net_->set_input(tokens_, batch.tokens);
-  net_->set_input(positions_, batch.positions);
-  net_->set_input(segments_, batch.segments);
-  if (K_ > 0) {
-    // Pack the predicted positions (window order) into the n*K rows; padding rows are ignored.
-    const int64_t n = shape[0], capacity = n * K_;
-    rows_buffer_.assign(static_cast<size_t>(capacity), -1);
-    targets_buffer_.assign(static_cast<size_t>(capacity), kIgnoreTarget);
-    int64_t c = 0;
-    for (int64_t i = 0; i < shape.numel(); ++i) {
-      if (batch.targets.data[i] == kIgnoreTarget) continue;
-      HFTA_CHECK(c < capacity,
-                 "{}: the window predicts more than {} positions ({} streams x {}), the model's "
-                 "masked-only output capacity; predict fewer positions or build it with more",
-                 name_, capacity, n, K_);
-      rows_buffer_[static_cast<size_t>(c)] = static_cast<int32_t>(i);
-      targets_buffer_[static_cast<size_t>(c)] = batch.targets.data[i];
-      ++c;
-    }
-    const Shape packed{n, K_};
-    net_->set_input(rows_, IndexView(rows_buffer_.data(), packed));
-    net_->set_input(targets_, IndexView(targets_buffer_.data(), packed));
-    last_targets_ = targets_buffer_.data();
-    last_rows_ = capacity;
-  } else {
-    net_->set_input(targets_, batch.targets);
-    last_targets_ = batch.targets.data;
-    last_rows_ = shape.numel();
-  }
-  net_->forward(training);
-  const TensorView loss = net_->value(loss_);
-  std::copy(loss.data, loss.data + spec_.B, losses_.begin());
+}
+
+void MaskedLm::pack_predicted(const MlmBatch& batch) {
+  const Shape& shape = batch.tokens.shape;
   predicted_ = 0;
   for (int64_t i = 0; i < shape.numel(); ++i) predicted_ += batch.targets.data[i] != kIgnoreTarget;
+  if (K_ == 0) {
+    last_targets_ = batch.targets.data;
+    last_rows_ = shape.numel();
+    return;
+  }
+  // Pack the predicted positions (window order) into the n*K rows; padding rows are ignored.
+  const int64_t n = shape[0], capacity = n * K_;
+  rows_buffer_.assign(static_cast<size_t>(capacity), -1);
+  targets_buffer_.assign(static_cast<size_t>(capacity), kIgnoreTarget);
+  int64_t c = 0;
+  for (int64_t i = 0; i < shape.numel(); ++i) {
+    if (batch.targets.data[i] == kIgnoreTarget) continue;
+    HFTA_CHECK(c < capacity,
+               "{}: the window predicts more than {} positions ({} streams x {}), the model's "
+               "masked-only output capacity; predict fewer positions or build it with more",
+               name_, capacity, n, K_);
+    rows_buffer_[static_cast<size_t>(c)] = static_cast<int32_t>(i);
+    targets_buffer_[static_cast<size_t>(c)] = batch.targets.data[i];
+    ++c;
+  }
+  last_targets_ = targets_buffer_.data();
+  last_rows_ = capacity;
+}
+
+void MaskedLm::set_inputs(Runner& r, const MlmBatch& batch) {
+  Net& net = *r.net;
+  net.set_input(r.tokens, batch.tokens);
+  net.set_input(r.positions, batch.positions);
+  net.set_input(r.segments, batch.segments);
+  if (K_ > 0) {
+    const Shape packed{batch.tokens.shape[0], K_};
+    net.set_input(r.rows, IndexView(rows_buffer_.data(), packed));
+    net.set_input(r.targets, IndexView(targets_buffer_.data(), packed));
+  } else {
+    net.set_input(r.targets, batch.targets);
+  }
+}
+
+void MaskedLm::forward(const MlmBatch& batch, bool training) {
+  check_window(batch);
+  if (!layout_.is_fused()) {
+    HFTA_CHECK(!training, "{}: under plan {} a training forward runs in train_step()", name_,
+               spec_.plan.str());
+    pack_predicted(batch);
+    return run_groups(batch, false, {});
+  }
+  pack_predicted(batch);
+  set_inputs(main_, batch);
+  main_.net->forward(training);
+  const TensorView loss = main_.net->value(main_.loss);
+  std::copy(loss.data, loss.data + spec_.B, losses_.begin());
+  forwarded_ = true;
 }
 
 void MaskedLm::backward() {
-  HFTA_CHECK(last_targets_ != nullptr, "{}: backward() needs a forward() first", name_);
-  net_->zero_grad();
-  net_->backward();
+  HFTA_CHECK(layout_.is_fused(), "{}: under plan {} backward runs in train_step()", name_,
+             spec_.plan.str());
+  HFTA_CHECK(forwarded_, "{}: backward() needs a forward() first", name_);
+  main_.net->zero_grad();
+  main_.net->backward();
 }
 
-std::vector<int64_t> MaskedLm::correct() const {
-  std::vector<int64_t> out(static_cast<size_t>(spec_.B), 0);
-  if (last_targets_ == nullptr) return out;
-  // Logits are [B, n, T, V] row-major: model b's rows are contiguous.
-  const TensorView logits = net_->value(logits_);
+void MaskedLm::train_step(const MlmBatch& batch, const AfterBackward& after_backward) {
+  if (layout_.is_fused()) {
+    forward(batch, true);
+    backward();
+    if (after_backward) after_backward(0, spec_.B);
+    return;
+  }
+  check_window(batch);
+  pack_predicted(batch);
+  run_groups(batch, true, after_backward);
+}
+
+void MaskedLm::run_groups(const MlmBatch& batch, bool training,
+                          const AfterBackward& after_backward) {
+  // Record every runner before any worker starts (no recording in parallel).
+  for (const PlanGroup& g : layout_.groups) group_runner(g.count, g.worker);
+  const int64_t forwards = main_.net->training_forwards();
+  auto run_group = [&](size_t index) {
+    const PlanGroup& g = layout_.groups[index];
+    Runner& r = group_runner(g.count, g.worker);
+    r.net->bind_state(*main_.net, g.first);
+    r.net->set_training_forwards(forwards);
+    set_inputs(r, batch);
+    r.net->forward(training);
+    const TensorView loss = r.net->value(r.loss);
+    std::copy(loss.data, loss.data + g.count, losses_.begin() + g.first);
+    if (!training) {  // the runner's logits are the next group's after this one
+      const std::vector<int64_t> c = count_correct(r, g.count);
+      std::copy(c.begin(), c.end(), group_correct_.begin() + g.first);
+      return;
+    }
+    r.net->zero_grad();  // the bound net's gradients are this group's slices of the main net's
+    r.net->backward();
+    if (after_backward) after_backward(g.first, g.count);
+  };
+  run_plan_groups(layout_, run_group);
+  if (training) main_.net->set_training_forwards(forwards + 1);
+  forwarded_ = !training;
+}
+
+std::vector<int64_t> MaskedLm::count_correct(const Runner& r, int64_t models) const {
+  std::vector<int64_t> out(static_cast<size_t>(models), 0);
+  // Logits are [models, n, T, V] row-major: model b's rows are contiguous.
+  const TensorView logits = r.net->value(r.logits);
   const int64_t V = spec_.config.vocab;
   const int64_t rows = last_rows_;
-  for (int64_t b = 0; b < spec_.B; ++b)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int32_t target = last_targets_[r];
+  for (int64_t b = 0; b < models; ++b)
+    for (int64_t i = 0; i < rows; ++i) {
+      const int32_t target = last_targets_[i];
       if (target == kIgnoreTarget) continue;
-      const float* row = logits.data + (b * rows + r) * V;
+      const float* row = logits.data + (b * rows + i) * V;
       // A NaN logit never wins, so a diverged model scores 0.
       if (std::max_element(row, row + V) - row == target && row[target] == row[target])
         ++out[static_cast<size_t>(b)];
     }
   return out;
+}
+
+std::vector<int64_t> MaskedLm::correct() const {
+  if (last_targets_ == nullptr) return std::vector<int64_t>(static_cast<size_t>(spec_.B), 0);
+  if (layout_.is_fused()) return count_correct(main_, spec_.B);
+  HFTA_CHECK(forwarded_, "{}: under plan {} correct() counts an evaluation forward's predictions",
+             name_, spec_.plan.str());
+  return group_correct_;
+}
+
+size_t MaskedLm::arena_bytes() const {
+  size_t bytes = main_.net->arena_bytes();
+  for (const auto& [key, r] : groups_) bytes += r.net->arena_bytes();
+  return bytes;
+}
+
+double MaskedLm::train_flops_per_sample() const {
+  // Under a plan the main net holds only state: count a group's net, which has the gradients.
+  for (const auto& [key, r] : groups_) return r.net->train_flops_per_sample();
+  return main_.net->train_flops_per_sample();
 }
 
 namespace {

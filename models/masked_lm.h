@@ -7,7 +7,9 @@
 // A sibling of LanguageModel (models/language_model.h) rather than a generalisation of it: a
 // next-token LM reads one input, BERT reads three, and its windows always have the full length
 // (the data source drops a short tail), so no nets for shorter windows are needed. The vocabulary
-// V counts the mask token (the corpus's words + 1). Only the fused execution plan exists here.
+// V counts the mask token (the corpus's words + 1). Execution plans (models/plan.h) run as
+// LanguageModel's: a state-only net for all B models, and per (group size, worker) a net bound to
+// the group's slices of it, each group clipped and updated by its worker after its backward.
 //
 // Masked-only output: with predicted_per_stream K >= 1 the predicted positions of each window
 // are packed (in window order) into n*K rows by Net::gather_tokens before the output layer, so
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +31,7 @@
 #include "core/tensor.h"
 #include "models/language_model.h"
 #include "models/net.h"
+#include "models/plan.h"
 
 namespace hfta {
 
@@ -65,16 +69,23 @@ class MaskedLm {
 
   // Runs all B models on one window; losses() holds each model's mean loss over the predicted
   // positions. The window must stay alive until backward(). Ids out of range throw hfta::Error.
+  // Under a plan other than fused, a training forward runs in train_step() only.
   void forward(const MlmBatch& batch, bool training);
-  // Zeroes and writes every parameter gradient for the last forward.
+  // Zeroes and writes every parameter gradient for the last forward (fused plan only).
   void backward();
-  void train_step(const MlmBatch& batch) {
-    forward(batch, true);
-    backward();
-  }
+  // As LanguageModel::AfterBackward: models [first, first + count) have their gradients.
+  using AfterBackward = LanguageModel::AfterBackward;
+  // A training forward and backward of every model on one window, in the plan's order.
+  void train_step(const MlmBatch& batch, const AfterBackward& after_backward = {});
   const std::vector<float>& losses() const { return losses_; }
-  // Per model: predicted positions of the last forward whose argmax logit is the target.
+  // Per model: predicted positions of the last forward whose argmax logit is the target (under a
+  // plan other than fused: of the last evaluation forward, counted as each group ran).
   std::vector<int64_t> correct() const;
+  const ExecutionPlan& plan() const { return spec_.plan; }
+  const PlanLayout& layout() const { return layout_; }
+  // Forward + backward FLOPs of one model on one stream of bptt tokens, whatever the plan (under
+  // a plan after the first training step, which records the groups' nets).
+  double train_flops_per_sample() const;
   // Predicted positions of the last forward (the same for every model).
   int64_t predicted() const { return predicted_; }
 
@@ -82,23 +93,46 @@ class MaskedLm {
   int64_t B() const { return spec_.B; }
   const LanguageModelSpec& spec() const { return spec_; }
   const LmConfig& config() const { return spec_.config; }
-  Net& net() { return *net_; }
-  const Net& net() const { return *net_; }
+  // The net holding all B models' parameters, gradients and buffers (the optimizer's, the
+  // checkpoints'); under a plan it holds nothing else.
+  Net& net() { return *main_.net; }
+  const Net& net() const { return *main_.net; }
   const std::vector<Param>& params() const { return net().params(); }
   // K: output rows per stream (0: every position).
   int64_t predicted_per_stream() const { return K_; }
   int64_t params_per_model() const { return net().params_per_model(); }
   std::string describe() const { return net().describe(); }
+  // Bytes of the nets recorded so far (under a plan the groups' nets are recorded by their first
+  // step).
+  size_t arena_bytes() const;
 
  private:
+  struct Runner {
+    std::unique_ptr<Net> net;
+    Value tokens, positions, segments, targets, rows, logits, loss;
+  };
+  // The main net (all B models; `state_only` under a plan), or one bound to the main one's state
+  // for `models` models (external).
+  Runner record(int64_t models, bool external, bool state_only) const;
+  Runner& group_runner(int64_t models, int worker);
+  // Checks the window, packs its predicted positions and binds the inputs of `r`.
+  void set_inputs(Runner& r, const MlmBatch& batch);
+  void check_window(const MlmBatch& batch) const;
+  void pack_predicted(const MlmBatch& batch);
+  std::vector<int64_t> count_correct(const Runner& r, int64_t models) const;
+  void run_groups(const MlmBatch& batch, bool training, const AfterBackward& after_backward);
+
   std::string name_;
   LanguageModelSpec spec_;
-  std::unique_ptr<Net> net_;
-  Value tokens_, positions_, segments_, targets_, logits_, loss_;
+  MlmDefinition definition_;
+  Runner main_;
+  PlanLayout layout_;
+  std::map<std::pair<int64_t, int>, Runner> groups_;  // (models, worker)
+  std::vector<int64_t> group_correct_;                // per model, under a plan
+  bool forwarded_ = false;
   const int32_t* last_targets_ = nullptr;
   int64_t K_ = 0, last_rows_ = 0;
   std::vector<int32_t> rows_buffer_, targets_buffer_;  // packed predicted positions (K >= 1)
-  Value rows_;
   int64_t predicted_ = 0;
   std::vector<float> losses_;
 };

@@ -167,14 +167,16 @@ void LmArrayRun::begin_epoch(int64_t epoch, int64_t windows) {
                o_.progress && stdout_is_terminal());
 }
 
-void LmArrayRun::step(const std::vector<float>& losses, int64_t windows_done) {
-  if (!clip_.empty()) clip_grad_norm_per_model(grads_, static_cast<int64_t>(group_.size()), clip_);
-  optimizer_->step(net_.param_arena(), net_.grad_arena());
-  count_step(losses, windows_done);
-}
-
 void LmArrayRun::train_step(LanguageModel& model, TokenWindow& window, int64_t windows_done) {
   lm_train_step(model, *optimizer_, grads_, clip_, window);
+  count_step(model.losses(), windows_done);
+}
+
+void LmArrayRun::train_step(MaskedLm& model, const MlmBatch& batch, int64_t windows_done) {
+  lm_array_step(model.net(), model.layout().is_fused(), *optimizer_, grads_, clip_,
+                [&](const MaskedLm::AfterBackward& after_backward) {
+                  model.train_step(batch, after_backward);
+                });
   count_step(model.losses(), windows_done);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "models/masked_lm.h"
 #include "models/net.h"
 #include "optim/optimizer.h"
 #include "workflows/checkpoint.h"
@@ -66,8 +67,7 @@ std::vector<std::optional<Checkpoint>> load_lm_resume(
 //   for (epoch = run.progress().epochs_done; epoch < o.epochs; ++epoch) {
 //     run.begin_epoch(epoch, windows);
 //     for (each window after the progress' batch_in_epoch) {
-//       model.train_step(...);
-//       run.step(model.losses(), windows done in this epoch);
+//       run.train_step(model, window, windows done in this epoch);
 //     }
 //     train_loss = run.train_losses(windows); ... metrics ...; run.end_epoch(epoch);
 //   }
@@ -87,13 +87,14 @@ class LmArrayRun {
   // run resumes inside this epoch, and starts its progress bar over `windows` steps (on a
   // terminal, unless --no-progress).
   void begin_epoch(int64_t epoch, int64_t windows);
-  // After a window's forward and backward: clips each model's gradient, steps the optimizer,
-  // adds `losses` (per model), counts the step (`windows_done` of this epoch so far), takes a
-  // periodic checkpoint when one is due, and on Ctrl-C saves one and throws.
-  void step(const std::vector<float>& losses, int64_t windows_done);
-  // The whole step of a Transformer array on `window` (lm_train_step: under a plan each group
-  // clipped and updated right after its backward), then step()'s bookkeeping.
+  // The whole step of a Transformer array on `window` (lm_train_step: forward and backward in
+  // the plan's order, each model's gradient clipped and its optimizer step, under a plan each
+  // group's right after its backward); then adds the models' losses, counts the step
+  // (`windows_done` of this epoch so far), takes a periodic checkpoint when one is due, and on
+  // Ctrl-C saves one and throws.
   void train_step(LanguageModel& model, TokenWindow& window, int64_t windows_done);
+  // The same for a BERT array on `batch`.
+  void train_step(MaskedLm& model, const MlmBatch& batch, int64_t windows_done);
   // Each model's mean training loss over the epoch's `windows`, kept as its last; clears the
   // progress bar for the epoch's lines.
   std::vector<double> train_losses(int64_t windows);
@@ -104,7 +105,7 @@ class LmArrayRun {
 
  private:
   void save();
-  // step()'s and train_step()'s part after the update.
+  // train_step()'s part after the update.
   void count_step(const std::vector<float>& losses, int64_t windows_done);
 
   const TrainOptions& o_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 
@@ -24,6 +25,7 @@
 #include "workflows/hyper.h"
 #include "workflows/interrupt.h"
 #include "workflows/lm_run.h"
+#include "workflows/plan_choice.h"
 #include "workflows/resume.h"
 #include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
@@ -94,6 +96,49 @@ std::string num(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
+ExecutionPlan resolve_mlm_plan(const std::string& asked, const std::string& model,
+                               const LanguageModelSpec& spec, int64_t predicted_per_stream,
+                               const std::string& optimizer, MlmWindow window,
+                               int64_t memory_budget_bytes) {
+  const ExecutionPlan plan = ExecutionPlan::parse(asked);
+  if (plan.kind != ExecutionPlan::Kind::kAuto) return plan;
+  // The window is the candidates' own copy: the caller's reader goes on.
+  auto shared_window = std::make_shared<MlmWindow>(std::move(window));
+  PlanTrialBuilder build = [&](const ExecutionPlan& candidate) {
+    LanguageModelSpec s = spec;
+    s.plan = candidate;
+    auto mlm = std::shared_ptr<MaskedLm>(make_masked_lm(model, s, predicted_per_stream));
+    // A first step records the groups' nets, whose activations are most of a plan's arenas.
+    mlm->train_step(shared_window->batch());
+    struct State {
+      std::unique_ptr<Optimizer> optimizer;
+      std::vector<TensorView> grads;
+    };
+    auto state = std::make_shared<State>();
+    return PlanTrialRun{
+        .arena_bytes = static_cast<double>(mlm->arena_bytes()),
+        .step = [mlm, state, shared_window, &optimizer] {
+          Net& net = mlm->net();
+          if (!state->optimizer)  // at the first step: a candidate over the budget makes none
+            state->optimizer =
+                make_optimizer(optimizer, net, resolve_hyper(optimizer, {}, mlm->B()));
+          lm_array_step(net, mlm->layout().is_fused(), *state->optimizer, state->grads, {},
+                        [&](const MaskedLm::AfterBackward& after_backward) {
+                          mlm->train_step(shared_window->batch(), after_backward);
+                        });
+        }};
+  };
+  const LmConfig& c = spec.config;
+  const std::string configuration = fmt::format(
+      "{} vocab {} emsize {} nhid {} nlayers {} nhead {} bptt {} dropout {} predicted {} | B {} | "
+      "streams {} | {}",
+      model, c.vocab, c.emsize, c.nhid, c.nlayers, c.nhead, c.bptt, c.dropout, predicted_per_stream,
+      spec.B, spec.streams, optimizer);
+  return resolve_plan(plan, spec.B, configuration, model, build, memory_budget_bytes,
+                      [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
+      .plan;
+}
+
 void apply_bert_defaults(TrainOptions& o, const std::function<bool(const char*)>& given) {
   if (!given("--emsize")) o.emsize = 512;
   if (!given("--nhid")) o.nhid = 2048;
@@ -112,8 +157,6 @@ TrainResult run_train_bert(const TrainOptions& o) {
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
   HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
-  HFTA_CHECK(o.plan == "auto" || o.plan == "fused", "--plan {}: BERT runs the fused plan only",
-             o.plan);
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
   HFTA_CHECK(o.bptt >= 1 && o.bptt <= kBertMaxPositions,
@@ -179,18 +222,21 @@ TrainResult run_train_bert(const TrainOptions& o) {
     const size_t nG = static_cast<size_t>(G);
     const std::string who =
         o.serial ? fmt::format("model {}", group[0]) : fmt::format("{} models", G);
-    auto model = make_masked_lm(o.model,
-                                {.B = G,
-                                 .streams = o.batch_size,
-                                 .seed = o.seed,
-                                 .model_ids = lm_model_streams(o, group),
-                                 .config = config},
-                                predicted_per_stream);
+    LanguageModelSpec spec{.B = G,
+                           .streams = o.batch_size,
+                           .seed = o.seed,
+                           .model_ids = lm_model_streams(o, group),
+                           .config = config};
+    MlmWindow w = train.make_window();
+    train.fill(0, o.seed, 0, w);
+    spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream, o.optimizer, w,
+                                 o.memory_budget_bytes);
+    auto model = make_masked_lm(o.model, spec, predicted_per_stream);
+    if (G > 1) fmt::print("{}: plan {}\n", who, model->plan().str());
     Net& net = model->net();
     LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
     LmProgress& p = run.progress();
 
-    MlmWindow w = train.make_window();
     bool trained = false;
     for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
       trained = true;
@@ -204,8 +250,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
         // Window `step` of the epoch, masked by the run's global step: a new mask every epoch.
         train.fill((first + step) % train.windows(), o.seed,
                    static_cast<uint64_t>(epoch * steps_per_epoch + step), w);
-        model->train_step(w.batch());
-        run.step(model->losses(), step + 1);
+        run.train_step(*model, w.batch(), step + 1);
         tokens += w.streams * w.length;
       }
       const double train_s = seconds_since(epoch_start);

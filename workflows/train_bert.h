@@ -25,8 +25,13 @@
 // other sizes, flags or vocabulary.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <string>
 
+#include "datasets/bert_data.h"
+#include "models/language_model.h"
+#include "models/plan.h"
 #include "workflows/train.h"
 #include "workflows/trial.h"
 
@@ -34,6 +39,14 @@ namespace hfta {
 
 // Throws hfta::Error on bad options or unreadable text (see datasets/text_corpus.h).
 TrainResult run_train_bert(const TrainOptions& options);
+
+// --plan of a BERT array, as resolve_lm_plan (workflows/train_lm.h): `asked` parsed, or for
+// auto the fastest plan for `spec`'s models on this machine, each candidate timing whole
+// training steps (forward, backward, `optimizer`'s step) on `window`.
+ExecutionPlan resolve_mlm_plan(const std::string& asked, const std::string& model,
+                               const LanguageModelSpec& spec, int64_t predicted_per_stream,
+                               const std::string& optimizer, MlmWindow window,
+                               int64_t memory_budget_bytes);
 
 // Sets the example's defaults (above) for the flags `given` says were left out.
 void apply_bert_defaults(TrainOptions& options, const std::function<bool(const char*)>& given);

@@ -285,22 +285,30 @@ LmProgress restore_lm_checkpoint(const Checkpoint& c, Net& net, Optimizer& optim
           .last_train_loss = c.last_train_loss};
 }
 
-const StepReport& lm_train_step(LanguageModel& model, Optimizer& optimizer,
+const StepReport& lm_array_step(Net& net, bool fused, Optimizer& optimizer,
                                 std::span<const TensorView> grads, std::span<const float> clip,
-                                TokenWindow& window) {
-  Net& net = model.net();
+                                const LmArrayForwardBackward& run) {
   float* params = reinterpret_cast<float*>(net.param_arena().data());
   const float* g = reinterpret_cast<const float*>(net.grad_arena().data());
-  if (model.layout().is_fused()) {
-    model.train_step(window.inputs(), window.targets());
-    if (!clip.empty()) clip_grad_norm_per_model(grads, model.B(), clip);
+  if (fused) {
+    run({});
+    if (!clip.empty()) clip_grad_norm_per_model(grads, net.B(), clip);
     return optimizer.step(params, g);
   }
-  model.train_step(window.inputs(), window.targets(), [&](int64_t first, int64_t count) {
-    if (!clip.empty()) clip_grad_norm_models(grads, model.B(), clip, first, count);
+  run([&](int64_t first, int64_t count) {
+    if (!clip.empty()) clip_grad_norm_models(grads, net.B(), clip, first, count);
     optimizer.step_models(params, g, first, count);
   });
   return optimizer.finish_model_steps();
+}
+
+const StepReport& lm_train_step(LanguageModel& model, Optimizer& optimizer,
+                                std::span<const TensorView> grads, std::span<const float> clip,
+                                TokenWindow& window) {
+  return lm_array_step(model.net(), model.layout().is_fused(), optimizer, grads, clip,
+                       [&](const LanguageModel::AfterBackward& after_backward) {
+                         model.train_step(window.inputs(), window.targets(), after_backward);
+                       });
 }
 
 ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model,

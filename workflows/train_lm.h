@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -120,6 +121,13 @@ LmEvaluation evaluate_lm_checkpoint(const Checkpoint& checkpoint, const std::str
 const StepReport& lm_train_step(LanguageModel& model, Optimizer& optimizer,
                                 std::span<const TensorView> grads, std::span<const float> clip,
                                 TokenWindow& window);
+// The same for any array of B models whose parameters and gradients `net` holds: `run` does
+// the array's forward and backward, calling its argument after each group's backward (fused
+// when `fused`: one call for all B models, after which the update runs here).
+using LmArrayForwardBackward = std::function<void(const LanguageModel::AfterBackward&)>;
+const StepReport& lm_array_step(Net& net, bool fused, Optimizer& optimizer,
+                                std::span<const TensorView> grads, std::span<const float> clip,
+                                const LmArrayForwardBackward& run);
 
 // --plan of a language-model array: `asked` parsed, or for auto the fastest plan for `spec`'s
 // models on this machine (workflows/plan_choice.h: timed interleaved, cached per machine and

@@ -27,8 +27,7 @@ TrialResult run_trial_bert(const TrialOptions& o) {
   HFTA_CHECK(o.batch_size >= 1, "--batch-size (token streams) must be at least 1, got {}",
              o.batch_size);
   HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
-  HFTA_CHECK(o.plan == "auto" || o.plan == "fused", "--plan {}: BERT runs the fused plan only",
-             o.plan);
+  const ExecutionPlan plan = ExecutionPlan::parse(o.plan);  // a bad --plan fails before loading
   if (o.threads > 0) cpu::set_num_threads(o.threads);
 
   // HFTA's examples/bert sizes (`hfta train --model bert`'s defaults, apply_bert_defaults);
@@ -68,19 +67,29 @@ TrialResult run_trial_bert(const TrialOptions& o) {
   double tokens = 0.0;  // summed over models
   for (const auto& ids : groups) {
     const int64_t G = static_cast<int64_t>(ids.size());
-    auto model = make_masked_lm(
-        o.model,
-        {.B = G, .streams = o.batch_size, .seed = o.seed, .model_ids = ids, .config = config},
-        predicted_per_stream);
+    LanguageModelSpec spec{.B = G,
+                           .streams = o.batch_size,
+                           .seed = o.seed,
+                           .model_ids = ids,
+                           .config = config,
+                           .plan = plan,
+                           .threads = o.threads};
+    MlmWindow w = reader.make_window();
+    if (plan.kind == ExecutionPlan::Kind::kAuto) {  // timed on the first window
+      reader.fill(0, o.seed, 0, w);
+      spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream, "adadelta", w, 0);
+    }
+    auto model = make_masked_lm(o.model, spec, predicted_per_stream);
     Net& net = model->net();
     auto optimizer = make_optimizer("adadelta", net, pick_models(h, ids));
-    MlmWindow w = reader.make_window();
     int64_t step = 0, step_tokens = 0;
     auto steps = [&](int64_t n) {
       for (int64_t i = 0; i < n; ++i, ++step) {
         reader.fill(step % reader.windows(), o.seed, static_cast<uint64_t>(step), w);
-        model->train_step(w.batch());
-        optimizer->step(net.param_arena(), net.grad_arena());
+        lm_array_step(net, model->layout().is_fused(), *optimizer, {}, {},
+                      [&](const MaskedLm::AfterBackward& after_backward) {
+                        model->train_step(w.batch(), after_backward);
+                      });
         step_tokens += w.streams * w.length;
       }
     };
@@ -92,13 +101,13 @@ TrialResult run_trial_bert(const TrialOptions& o) {
     steps(o.steps);
     const double seconds = seconds_since(start);
     r.seconds += seconds;
-    if (net.profiling())
+    if (net.profiling() && model->layout().is_fused())  // under a plan `net` holds only state
       print_attention_profile(attention_profile_report(o.model, net), attention_share(net),
                               seconds / static_cast<double>(o.steps) * 1000.0);
     tokens += static_cast<double>(G * step_tokens);
     r.params_per_model = model->params_per_model();
-    r.plan = "fused";
-    r.flops_per_step += static_cast<double>(G * o.batch_size) * net.train_flops_per_sample();
+    r.plan = model->plan().str();
+    r.flops_per_step += static_cast<double>(G * o.batch_size) * model->train_flops_per_sample();
   }
   r.samples_per_second = tokens / r.seconds;
   r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;

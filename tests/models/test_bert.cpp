@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/masked_lm.h"
+#include "models/plan.h"
 
 namespace hfta {
 namespace {
@@ -100,6 +102,67 @@ TEST_P(BertArray, FusedOfThreeEqualsThreeSingles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dropout, BertArray, ::testing::Values(0.0f, 0.1f));
+
+// Every execution plan trains the fused plan's models (models/plan.h): per step the same losses
+// and gradients (each group's kernels may sum in another order: within fp32 rounding), the
+// same predictions in an evaluation forward, with dropout on, with B = 3 (odd) and B = 5 over
+// two workers. Gradients are those of the state net, written group by group.
+class BertPlans : public ::testing::TestWithParam<std::tuple<int64_t, const char*>> {};
+
+TEST_P(BertPlans, TrainTheFusedPlansModels) {
+  const auto [B, plan_name] = GetParam();
+  LanguageModelSpec fused_spec = spec_for(B, {}, 0.1f), plan_spec = fused_spec;
+  plan_spec.plan = ExecutionPlan::parse(plan_name);
+  plan_spec.threads = 2;
+  constexpr int64_t kPredicted = 3;  // masked-only output, as `hfta train`
+  auto fused = make_masked_lm("bert", fused_spec, kPredicted);
+  auto planned = make_masked_lm("bert", plan_spec, kPredicted);
+  ASSERT_EQ(planned->plan().str(), plan_name);
+  EXPECT_THROW(planned->backward(), Error);  // under a plan backward runs in train_step()
+  for (size_t step = 0; step < 3; ++step) {
+    Window w = random_window(200 + step);
+    fused->train_step(w.batch());
+    std::vector<int64_t> seen(static_cast<size_t>(B), 0);
+    planned->train_step(w.batch(), [&](int64_t first, int64_t count) {
+      for (int64_t b = first; b < first + count; ++b) ++seen[static_cast<size_t>(b)];
+    });
+    EXPECT_EQ(seen, std::vector<int64_t>(static_cast<size_t>(B), 1)) << "each model once";
+    for (int64_t b = 0; b < B; ++b)
+      EXPECT_NEAR(planned->losses()[static_cast<size_t>(b)],
+                  fused->losses()[static_cast<size_t>(b)],
+                  2e-5f * std::max(1.0f, std::fabs(fused->losses()[static_cast<size_t>(b)])))
+          << plan_name << ": loss of model " << b << " at step " << step;
+    for (size_t i = 0; i < fused->params().size(); ++i) {
+      const TensorView g = planned->params()[i].grad, g1 = fused->params()[i].grad;
+      float worst = 0.0f, scale = 1e-3f;
+      for (int64_t k = 0; k < g1.numel(); ++k) {
+        worst = std::max(worst, std::fabs(g[k] - g1[k]));
+        scale = std::max(scale, std::fabs(g1[k]));
+      }
+      EXPECT_LE(worst, 1e-4f * scale)
+          << plan_name << ": " << fused->params()[i].name << " gradient at step " << step;
+    }
+    sgd(*fused, 0.5f);
+    sgd(*planned, 0.5f);
+  }
+  Window eval = random_window(300);
+  fused->forward(eval.batch(), false);
+  planned->forward(eval.batch(), false);
+  EXPECT_EQ(planned->correct(), fused->correct());
+  for (int64_t b = 0; b < B; ++b)
+    EXPECT_NEAR(planned->losses()[static_cast<size_t>(b)], fused->losses()[static_cast<size_t>(b)],
+                1e-4f * std::max(1.0f, std::fabs(fused->losses()[static_cast<size_t>(b)])));
+  EXPECT_GT(planned->train_flops_per_sample(), 0.0);
+  EXPECT_DOUBLE_EQ(planned->train_flops_per_sample(), fused->train_flops_per_sample());
+  EXPECT_THROW(planned->forward(eval.batch(), true), Error);  // training runs in train_step()
+}
+
+INSTANTIATE_TEST_SUITE_P(PlansAndSizes, BertPlans,
+                         ::testing::Values(std::make_tuple(int64_t{3}, "chunk:1"),
+                                           std::make_tuple(int64_t{3}, "chunk:2"),
+                                           std::make_tuple(int64_t{3}, "threads"),
+                                           std::make_tuple(int64_t{5}, "threads:1"),
+                                           std::make_tuple(int64_t{2}, "threads")));
 
 TEST(Bert, StateDictNamesAreTheExamples) {
   auto m = make_masked_lm("bert", spec_for(1, {}, 0.1f));

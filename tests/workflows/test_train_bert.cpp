@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -195,8 +196,33 @@ TEST(TrialBert, SyntheticAndRealTextMeasureTokensPerSecond) {
   // 80 short lines give 2 streams of more than one 32-token window.
   EXPECT_GT(run_trial(text).samples_per_second, 0.0);
   fs::remove_all(dir);
+  // Plans run as the Transformer's; the FLOPs of a step do not depend on the plan (under a plan
+  // the main net holds only state: counted there a step would lose its input gradients).
+  o.serial = false;
   o.plan = "chunk:1";
+  const TrialResult chunks = run_trial(o);
+  EXPECT_EQ(chunks.plan, "chunk:1");
+  EXPECT_DOUBLE_EQ(chunks.flops_per_step, fused.flops_per_step);
+  o.plan = "bogus";
   EXPECT_THROW(run_trial(o), Error);
+}
+
+// `hfta train --model bert --plan ...`: every plan trains the fused plan's models (metrics
+// within fp32 rounding), and the run says which plan ran.
+TEST(TrainBert, EveryPlanTrainsTheFusedPlansModels) {
+  const fs::path dir = fs::temp_directory_path() / "hfta_test_train_bert_plans";
+  fs::remove_all(dir);
+  const std::string corpus = write_corpus(dir);
+  const Metrics fused = run_cli(dir / "fused", corpus, "0.5,1,2", "");
+  for (const char* plan : {"chunk:1", "threads:1"}) {
+    const std::string name = std::string(plan).substr(0, std::string(plan).find(':'));
+    const Metrics other = run_cli(dir / name, corpus, "0.5,1,2", std::string("--plan ") + plan);
+    for (int b = 0; b < 3; ++b) expect_same(other, fused, b, b, plan);
+    std::ifstream log(dir.string() + "/" + name + ".log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(std::string("plan ") + plan), std::string::npos) << text;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(SweepBert, ShortSweepWritesTokensPerSecondRows) {

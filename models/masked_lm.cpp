@@ -164,13 +164,10 @@ void MaskedLm::set_inputs(Runner& r, const MlmBatch& batch) {
 
 void MaskedLm::forward(const MlmBatch& batch, bool training) {
   check_window(batch);
-  if (!layout_.is_fused()) {
-    HFTA_CHECK(!training, "{}: under plan {} a training forward runs in train_step()", name_,
-               spec_.plan.str());
-    pack_predicted(batch);
-    return run_groups(batch, false, {});
-  }
+  HFTA_CHECK(layout_.is_fused() || !training,
+             "{}: under plan {} a training forward runs in train_step()", name_, spec_.plan.str());
   pack_predicted(batch);
+  if (!layout_.is_fused()) return run_groups(batch, false, {});
   set_inputs(main_, batch);
   main_.net->forward(training);
   const TensorView loss = main_.net->value(main_.loss);

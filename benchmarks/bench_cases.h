@@ -63,15 +63,17 @@ inline double option_real(const Options& o, const std::string& key, double fallb
 // given goes back to its value at program start (the environment's), so the lines of a problem
 // file do not leak settings into each other.
 inline void apply_common_options(const Options& o) {
-  static const cpu::GemmBackend initial_gemm = cpu::gemm_backend();
+  static const cpu::GemmRouting initial_gemm = cpu::gemm_routing();
   static const cpu::ModelParallelism initial_par = cpu::model_parallelism();
   std::string gemm = get_option(o, "gemm"), par = get_option(o, "par");
   HFTA_CHECK(gemm.empty() || gemm == "onednn" || gemm == "openblas",
              "gemm={} is not known: use gemm=onednn or gemm=openblas", gemm);
   HFTA_CHECK(par.empty() || par == "auto" || par == "models" || par == "inside",
              "par={} is not known: use par=auto, par=models or par=inside", par);
-  cpu::set_gemm_backend(gemm.empty()         ? initial_gemm
-                        : gemm == "openblas" ? cpu::GemmBackend::kOpenBlas
+  if (gemm.empty())
+    cpu::set_gemm_routing(initial_gemm);
+  else
+    cpu::set_gemm_backend(gemm == "openblas" ? cpu::GemmBackend::kOpenBlas
                                              : cpu::GemmBackend::kOneDnn);
   cpu::set_model_parallelism(par.empty()       ? initial_par
                              : par == "models" ? cpu::ModelParallelism::kAcrossModels

@@ -197,13 +197,13 @@ inline Views views_of(std::map<std::string, HBuf>& bufs) {
 // Restores the thread count, GEMM backend and conv strategy a case changed.
 struct Settings {
   int threads = num_threads();
-  cpu::GemmBackend gemm = cpu::gemm_backend();
+  cpu::GemmRouting gemm = cpu::gemm_routing();
   cpu::Conv2dStrategy strategy = cpu::conv2d_strategy();
   cpu::ModelParallelism parallelism = cpu::model_parallelism();
   ~Settings() {
     cpu::set_model_parallelism(parallelism);
     cpu::set_num_threads(threads);
-    cpu::set_gemm_backend(gemm);
+    cpu::set_gemm_routing(gemm);
     cpu::set_conv2d_strategy(strategy);
   }
 };

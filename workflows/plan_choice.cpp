@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/gemm_timing.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -114,8 +115,7 @@ void write_cache(const std::string& path, const std::string& key, const nlohmann
     std::ofstream out(tmp);
     if (out) out << j.dump(2) << "\n";
     if (!out) {
-      log(fmt::format("plan auto: could not write the plan cache {} (measuring again next time)",
-                      path));
+      log(fmt::format("could not write the plan cache {} (measuring again next time)", path));
       return;
     }
   }
@@ -386,6 +386,70 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
   ClassifierTrials trials(config, ids, batch_size, seed, optimizer);
   return resolve_plan(asked, B, model_configuration(config, B, batch_size, optimizer), config.name,
                       std::ref(trials), memory_budget_bytes, log, /*visits=*/true);
+}
+
+cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&)>& log) {
+  static const cpu::GemmRouting chosen = [&] {
+    const char* env = std::getenv("HFTA_GEMM");
+    if (env != nullptr && *env != '\0' && std::string(env) != "auto") {
+      cpu::GemmBackend all;
+      try {
+        all = cpu::parse_gemm_backend(env);
+      } catch (const Error& e) {
+        throw Error(
+            fmt::format("HFTA_GEMM: {} (or auto, the default: the faster one here)", e.what()));
+      }
+      return cpu::GemmRouting{all, all, all, all};
+    }
+    const std::string path = plan_cache_path();
+    // Not the build: hfta and the test programs, and every rebuild, share the measurement.
+    const std::string key =
+        fmt::format("{} | sgemm libraries | {}", cpu_model_name(), cpu::describe_gemm_libraries());
+    const size_t timed[] = {cpu::gemm_case(false, true), cpu::gemm_case(true, false)};
+    cpu::GemmRouting routing = {cpu::GemmBackend::kOneDnn, cpu::GemmBackend::kOneDnn,
+                                cpu::GemmBackend::kOneDnn, cpu::GemmBackend::kOneDnn};
+    nlohmann::json cache = read_cache(path);
+    if (cache.contains(key) && cache[key].contains("routing")) {
+      try {
+        for (size_t c : timed)
+          routing[c] = cpu::parse_gemm_backend(
+              cache[key]["routing"].at(cpu::gemm_case_name(c)).get<std::string>());
+        return routing;
+      } catch (const std::exception&) {
+        // A stale or hand-edited entry: measure again.
+      }
+    }
+    const std::vector<cpu::GemmCaseTiming> timings = cpu::time_gemm_libraries();
+    routing = cpu::faster_gemm_routing(timings);
+    nlohmann::json entry = {{"routing", nlohmann::json::object()},
+                            {"openblas_time_over_onednn", nlohmann::json::object()},
+                            {"timings_ms", nlohmann::json::object()}};
+    std::vector<std::string> ratios, parts;
+    for (size_t c : timed) {
+      const double ratio = cpu::openblas_time_ratio(timings, c);
+      entry["routing"][cpu::gemm_case_name(c)] = cpu::gemm_backend_name(routing[c]);
+      entry["openblas_time_over_onednn"][cpu::gemm_case_name(c)] = ratio;
+      ratios.push_back(fmt::format("{} {:.2f}x", cpu::gemm_case_name(c), ratio));
+    }
+    for (const cpu::GemmCaseTiming& t : timings) {
+      entry["timings_ms"][t.shape] = {{"onednn", t.onednn_ms}, {"openblas", t.openblas_ms}};
+      parts.push_back(fmt::format("{} {:.3f}/{:.3f} ms", t.shape, t.onednn_ms, t.openblas_ms));
+    }
+    log(fmt::format(
+        "sgemm libraries: timed oneDNN/OpenBLAS on one thread ({}): OpenBLAS takes {} of "
+        "oneDNN's time -> {} (cached in {}; HFTA_GEMM=onednn|openblas names one)",
+        fmt::join(parts, ", "), fmt::join(ratios, ", "), cpu::describe_gemm_routing(routing),
+        path));
+    write_cache(path, key, entry, log);
+    return routing;
+  }();
+  cpu::set_gemm_routing(chosen);
+  return chosen;
+}
+
+void prepare_runtime(int threads) {
+  if (threads > 0) cpu::set_num_threads(threads);
+  choose_gemm_library([](const std::string& line) { fmt::print("{}\n", line); });
 }
 
 }  // namespace hfta

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/cpu/runtime.h"
 #include "models/plan.h"
 #include "workflows/train_loop.h"
 
@@ -98,5 +99,17 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, const ModelConfig& config,
 std::string cpu_model_name();
 // Where the plan cache lives (see the top of the file).
 std::string plan_cache_path();
+
+// The sgemm library of each transposition case for this machine (backend/cpu/gemm_timing.h).
+// HFTA_GEMM=onednn|openblas names one for all; unset or auto, the routing cached for this CPU
+// and these library builds (OpenBLAS's kernel set included) is used, else both libraries are
+// timed once (about half a second, said through `log`) and the routing is cached beside the
+// plans, so that every process of a sweep or a resumed run uses the same one. Measured at most
+// once per process; sets cpu::gemm_routing() on every call and returns it.
+cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&)>& log);
+
+// Start-up of every hfta command that trains or times: the thread count (0 = leave OpenMP's
+// default) and the sgemm library (above), whose measurement, when one runs, is printed.
+void prepare_runtime(int threads);
 
 }  // namespace hfta

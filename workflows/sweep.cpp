@@ -21,6 +21,7 @@
 #include "models/plan.h"
 #include "workflows/cli.h"
 #include "workflows/data.h"
+#include "workflows/plan_choice.h"
 #include "workflows/plot.h"
 #include "workflows/sweep_process.h"
 
@@ -183,6 +184,9 @@ void sweep_command(const SweepFlags& flags) {
     print_summary(o.out_dir);
     return;
   }
+  // Before any trial starts: a measured sgemm choice is then cached, and every trial process
+  // (serial, concurrent, fused) reads the same one.
+  prepare_runtime(0);
   o.modes = parse_modes(flags.modes);
   o.plans.clear();
   for (size_t start = 0; start <= flags.plans.size();) {

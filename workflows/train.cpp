@@ -19,6 +19,7 @@
 #include "workflows/csv.h"
 #include "workflows/data.h"
 #include "workflows/interrupt.h"
+#include "workflows/plan_choice.h"
 #include "workflows/results.h"
 #include "workflows/resume.h"
 #include "workflows/train_bert.h"
@@ -48,7 +49,7 @@ TrainResult run_train(const TrainOptions& options) {
   // Validate the hyperparameters and the model name before the (slow) data load.
   const int64_t B = array_size(o.hyper);
   const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
   const ModelInfo& info = model_info(o.model);
   Shape sample_shape = info.default_sample_shape;
   if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds

@@ -162,7 +162,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
   HFTA_CHECK(o.bptt >= 1 && o.bptt <= kBertMaxPositions,
              "--bptt must be in [1, {}] for BERT (its position table), got {}", kBertMaxPositions,
              o.bptt);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
 
   const TextCorpus corpus = load_bert_corpus(o);
   // Masked-only output (models/masked_lm.h): K output rows per stream, and masks capped to fit.

@@ -17,6 +17,7 @@
 #include "workflows/data.h"
 #include "workflows/evaluate.h"
 #include "workflows/hyper.h"
+#include "workflows/plan_choice.h"
 #include "workflows/resume.h"
 #include "workflows/sweep.h"
 #include "workflows/train.h"
@@ -267,6 +268,7 @@ void add_eval_command(CLI::App& app) {
                   "Language models, --dataset text: the files (default: those it was trained on)");
   cmd->callback([args] {
     Checkpoint c = load_checkpoint(args->checkpoint);
+    prepare_runtime(0);
     if (c.lm) {  // a language model: test perplexity on its corpus (train_lm.h)
       const LmEvaluation e = evaluate_lm_checkpoint(
           c, args->checkpoint,

@@ -290,7 +290,7 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
   HFTA_CHECK(o.optimizer == "adam", "--model dcgan trains with Adam (the example's), not {}",
              o.optimizer);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
   const HyperValues h = gan_hyper(o);
   const int64_t B = static_cast<int64_t>(h.at("lr").size());
   const int64_t side = image_side(o.image_size);
@@ -357,7 +357,7 @@ TrialResult run_gan_trial(const TrialOptions& o) {
   HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
   HFTA_CHECK(o.batch_size >= 2, "--batch-size must be at least 2 for a GAN, got {}", o.batch_size);
   HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
   const int64_t side = image_side(o.image_size);
 
   // Learning rates log-uniform in [1e-4, 1e-2] per model, as run_trial's; D's equal G's.

@@ -361,7 +361,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
 
   const TextCorpus corpus = load_lm_corpus({.dataset = o.dataset,
                                             .text_files = o.text_files,

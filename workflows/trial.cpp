@@ -13,6 +13,7 @@
 #include "models/language_model.h"
 #include "models/masked_lm.h"
 #include "workflows/data.h"
+#include "workflows/plan_choice.h"
 #include "workflows/train_bert.h"
 #include "workflows/train_gan.h"
 #include "workflows/train_lm.h"
@@ -29,7 +30,7 @@ TrialResult run_trial(const TrialOptions& o) {
   HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
   HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
   HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
 
   // Learning rates log-uniform in [1e-4, 1e-2], drawn per model from the hyperparameter stream;
   // Adam's defaults for the rest.

@@ -14,6 +14,7 @@
 #include "models/masked_lm.h"
 #include "optim/optimizer.h"
 #include "workflows/hyper.h"
+#include "workflows/plan_choice.h"
 #include "workflows/train_bert.h"
 #include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
@@ -28,7 +29,7 @@ TrialResult run_trial_bert(const TrialOptions& o) {
              o.batch_size);
   HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
   const ExecutionPlan plan = ExecutionPlan::parse(o.plan);  // a bad --plan fails before loading
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
 
   // HFTA's examples/bert sizes (`hfta train --model bert`'s defaults, apply_bert_defaults);
   // Adadelta with learning rates log-uniform in [0.1, 10] per model, no clipping (the example's).

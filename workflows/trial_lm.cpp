@@ -15,6 +15,7 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "workflows/hyper.h"
+#include "workflows/plan_choice.h"
 #include "workflows/train_lm.h"
 #include "workflows/train_loop.h"
 
@@ -37,7 +38,7 @@ TrialResult run_trial_lm(const TrialOptions& o) {
              o.batch_size);
   HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
   ExecutionPlan plan = ExecutionPlan::parse(o.plan);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
 
   // HFTA's examples/transformer sizes (LmConfig's defaults); Adadelta with learning rates
   // log-uniform in [0.1, 10] per model, clip 0.25.

@@ -21,6 +21,7 @@
 #include "workflows/checkpoint.h"
 #include "workflows/export.h"
 #include "workflows/interrupt.h"
+#include "workflows/plan_choice.h"
 #include "workflows/safetensors.h"
 #include "workflows/tune_search.h"
 
@@ -296,7 +297,7 @@ TuneRunResult run_tune(const TuneOptions& o) {
   check_schedule(schedule);
   const TuneSpace space = TuneSpace::load(o.space, o.optimizer);
   check_model_and_space(o, space);
-  if (o.threads > 0) cpu::set_num_threads(o.threads);
+  prepare_runtime(o.threads);
   // Under mpirun (tune_mpi.h): rank 0 searches and writes, the other ranks train its arrays.
   std::unique_ptr<TuneMpi> mpi;
   int rank_threads = o.threads;

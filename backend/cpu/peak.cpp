@@ -1,5 +1,7 @@
 #include "backend/cpu/peak.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -43,20 +45,23 @@ double time_gflops(const std::function<void(const float*, const float*, float*)>
 }  // namespace
 
 double measure_peak_gflops() {
-  return time_gflops([](const float* a, const float* b, float* c) {
+  set_openblas_threads(omp_get_max_threads());  // the peak of all threads
+  const double gflops = time_gflops([](const float* a, const float* b, float* c) {
     openblas_sgemm(false, false, kN, kN, kN, 1.0f, a, kN, b, kN, 0.0f, c, kN);
   });
+  set_openblas_threads(1);
+  return gflops;
 }
 
 double measure_onednn_sgemm_gflops(PeakStatistic statistic) {
-  const GemmBackend saved = gemm_backend();
+  const GemmRouting saved = gemm_routing();
   set_gemm_backend(GemmBackend::kOneDnn);
   const double gflops = time_gflops(
       [](const float* a, const float* b, float* c) {
         sgemm(false, false, kN, kN, kN, 1.0f, a, kN, b, kN, 0.0f, c, kN);
       },
       statistic);
-  set_gemm_backend(saved);
+  set_gemm_routing(saved);
   return gflops;
 }
 

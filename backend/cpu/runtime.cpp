@@ -16,11 +16,15 @@ namespace hfta::cpu {
 
 namespace {
 
-GemmBackend initial_gemm_backend() {
+// HFTA_GEMM=openblas from the start; the hfta commands then settle the routing
+// (choose_gemm_library), benchmarks and tests keep this one or set their own.
+GemmRouting initial_gemm_routing() {
   const char* env = std::getenv("HFTA_GEMM");
-  return env && std::string(env) == "openblas" ? GemmBackend::kOpenBlas : GemmBackend::kOneDnn;
+  const GemmBackend all =
+      env && std::string(env) == "openblas" ? GemmBackend::kOpenBlas : GemmBackend::kOneDnn;
+  return {all, all, all, all};
 }
-GemmBackend g_gemm_backend = initial_gemm_backend();
+GemmRouting g_gemm_routing = initial_gemm_routing();
 
 ModelParallelism initial_model_parallelism() {
   const char* env = std::getenv("HFTA_PARALLELISM");
@@ -67,8 +71,11 @@ void init_runtime(char** argv, int threads) {
   set_num_threads(threads);
 }
 
-void set_gemm_backend(GemmBackend backend) { g_gemm_backend = backend; }
-GemmBackend gemm_backend() { return g_gemm_backend; }
+void set_gemm_routing(const GemmRouting& routing) { g_gemm_routing = routing; }
+GemmRouting gemm_routing() { return g_gemm_routing; }
+void set_gemm_backend(GemmBackend backend) {
+  g_gemm_routing = {backend, backend, backend, backend};
+}
 void set_model_parallelism(ModelParallelism mode) { g_model_parallelism = mode; }
 ModelParallelism model_parallelism() { return g_model_parallelism; }
 
@@ -93,6 +100,37 @@ void set_num_threads(int threads) {
   flush_denormals_on_all_threads();
 }
 
+namespace {
+int g_openblas_threads = 1;
+}  // namespace
+
+void set_openblas_threads(int threads) { g_openblas_threads = threads; }
+
+bool sgemm_blocks_are_exact(bool trans_a, bool trans_b) {
+  return g_gemm_routing[gemm_case(trans_a, trans_b)] == GemmBackend::kOneDnn;
+}
+
+std::string describe_gemm_libraries() {
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("{} (core {}); oneDNN {}.{}.{}", openblas_get_config(),
+                     openblas_get_corename(), v->major, v->minor, v->patch);
+}
+
+std::string describe_gemm_routing(const GemmRouting& routing) {
+  auto name = [](GemmBackend b) { return b == GemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS"; };
+  if (routing[1] == routing[0] && routing[2] == routing[0] && routing[3] == routing[0])
+    return name(routing[0]);
+  const char* cases[] = {"NN", "NT", "TN", "TT"};
+  std::string text;
+  for (GemmBackend b : {GemmBackend::kOneDnn, GemmBackend::kOpenBlas}) {
+    std::string mine;
+    for (size_t c = 0; c < 4; ++c)
+      if (routing[c] == b) mine += fmt::format("{}{}", mine.empty() ? "" : ", ", cases[c]);
+    if (!mine.empty()) text += fmt::format("{}{} ({})", text.empty() ? "" : " and ", name(b), mine);
+  }
+  return text;
+}
+
 std::string describe_runtime() {
   const dnnl_version_t* v = dnnl_version();
   const char* parallel[] = {"sequential", "pthreads", "OpenMP"};
@@ -103,14 +141,14 @@ std::string describe_runtime() {
              openblas_get_config(), mode >= 0 && mode <= 2 ? parallel[mode] : "unknown",
              openblas_get_num_threads(), v->major, v->minor, v->patch,
              v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other", omp_get_max_threads(),
-             g_gemm_backend == GemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS") +
+             describe_gemm_routing(g_gemm_routing)) +
          fmt::format("; OpenMP waits {}",
                      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default");
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (g_gemm_backend == GemmBackend::kOpenBlas) {
+  if (g_gemm_routing[gemm_case(trans_a, trans_b)] == GemmBackend::kOpenBlas) {
     openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -123,10 +161,16 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) {
+  // OpenBLAS's OpenMP build follows this thread's OpenMP thread count (openblas_set_num_threads
+  // would set OpenMP's too), so one thread is asked for around the call.
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool narrow = threads > g_openblas_threads;
+  if (narrow) omp_set_num_threads(g_openblas_threads);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
               static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  if (narrow) omp_set_num_threads(threads);
 }
 
 dnnl::engine& dnnl_engine() {

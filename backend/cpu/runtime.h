@@ -2,6 +2,8 @@
 // stream, and a row-major sgemm wrapper. The only header outside backend/cpu that callers need.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -12,18 +14,33 @@ namespace hfta::cpu {
 // the program once with OPENBLAS_CORETYPE set; call it first thing in main().
 void init_runtime(char** argv, int threads);
 
-// Sets the thread count for OpenMP and OpenBLAS together (0 = leave the default).
+// Sets the thread count for OpenMP and OpenBLAS together (0 = leave the default). sgemm still
+// runs OpenBLAS on one thread per call (see sgemm_blocks_are_exact).
 void set_num_threads(int threads);
+// The two sgemm libraries' builds: OpenBLAS's configuration and kernel set in use ("Zen",
+// "SkylakeX"; OPENBLAS_CORETYPE can force one) and oneDNN's version.
+std::string describe_gemm_libraries();
 // One line naming the loaded OpenBLAS build, oneDNN version and OpenMP threads, for start-up logs.
 std::string describe_runtime();
 
-// Which library runs sgemm(). oneDNN's JIT sgemm is the default: on the small per-model GEMMs of
-// fused layers (e.g. 64x784x256) it measured up to several times faster than OpenBLAS 0.3.21, and
-// its JIT always uses the CPU's widest vectors (benchmarks/op_bench gemm=openblas|onednn compares
-// them; numbers in docs/benchmarks.md). HFTA_GEMM=openblas selects OpenBLAS.
+// Which library runs sgemm(), per transposition case (fused layers: forward NN, input gradient
+// NT, weight gradient TN). oneDNN's JIT sgemm is the default: on the small per-model GEMMs of
+// fused layers (e.g. 64x784x256) on AVX-512 CPUs it measured up to several times faster than
+// OpenBLAS 0.3.21, and its JIT always uses the CPU's widest vectors; on an AVX2-only Zen 3
+// OpenBLAS's weight gradients were up to 2x faster (numbers in docs/benchmarks.md, "Which sgemm
+// library"). The hfta commands time both once per machine and route NT and TN to the faster
+// (workflows/plan_choice.h, choose_gemm_library); NN stays on oneDNN, whose blocks are exact
+// (sgemm_blocks_are_exact). HFTA_GEMM=onednn|openblas names one library for every case.
 enum class GemmBackend { kOneDnn, kOpenBlas };
+// The library of each case, indexed by gemm_case(trans_a, trans_b): NN, NT, TN, TT.
+using GemmRouting = std::array<GemmBackend, 4>;
+constexpr size_t gemm_case(bool trans_a, bool trans_b) { return 2 * trans_a + trans_b; }
+void set_gemm_routing(const GemmRouting& routing);
+GemmRouting gemm_routing();
+// Every case to one library.
 void set_gemm_backend(GemmBackend backend);
-GemmBackend gemm_backend();
+// "oneDNN" when one library runs every case, else e.g. "oneDNN (NN, TT) and OpenBLAS (NT, TN)".
+std::string describe_gemm_routing(const GemmRouting& routing);
 
 // How ops that loop over models use the threads: one model per thread (kAcrossModels), all
 // threads inside each model's call (kInsideOp), or the op's own measured rule (kAuto).
@@ -32,10 +49,20 @@ enum class ModelParallelism { kAuto, kAcrossModels, kInsideOp };
 void set_model_parallelism(ModelParallelism mode);
 ModelParallelism model_parallelism();
 
+// Whether the library's result for an element of C is the same however a GEMM of the case is
+// cut into calls (row or column blocks) and whatever its thread count. oneDNN's sgemm: yes.
+// OpenBLAS 0.3.21's: no (a 256x64x64 product cut into two row blocks, or run on 2 threads,
+// changed 10-20% of the elements in the last bit on a Zen 3). So OpenBLAS runs every GEMM as one
+// single-threaded call, and fused_ops/cpu/linear.cpp cuts a forward GEMM into column blocks only
+// when this holds: fused, serial and every plan then compute each model's GEMMs identically.
+bool sgemm_blocks_are_exact(bool trans_a, bool trans_b);
+
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, with leading dimensions.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// Always OpenBLAS, whatever gemm_backend() says (one of the two sgemms peak.h measures).
+// Always OpenBLAS, whatever gemm_routing() says (one of the two sgemms peak.h measures), on at
+// most set_openblas_threads threads (1 unless measure_peak_gflops is measuring all of them).
+void set_openblas_threads(int threads);
 void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc);

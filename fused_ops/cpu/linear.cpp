@@ -42,10 +42,12 @@ void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
   // thread, and every block is a single-threaded GEMM: for B = 1 this measured faster than one
   // multithreaded GEMM (op_bench linear B=1, N=64 3136->1024). Blocks are multiples of 16
   // columns so each stays a whole number of SIMD vectors.
+  // Only where blocks compute exactly what the whole GEMM does (backend/cpu/runtime.h).
   const int64_t threads = num_threads();
   const int64_t splits =
-      p.B >= threads ? 1
-                     : std::min<int64_t>((threads + p.B - 1) / p.B, std::max<int64_t>(1, fo / 64));
+      p.B >= threads || !sgemm_blocks_are_exact(false, false)
+          ? 1
+          : std::min<int64_t>((threads + p.B - 1) / p.B, std::max<int64_t>(1, fo / 64));
   const int64_t block = ((fo + splits - 1) / splits + 15) / 16 * 16;
   for_each_model(p.B * splits, [&](int64_t t) {
     const int64_t b = t / splits, c0 = std::min(fo, (t % splits) * block);

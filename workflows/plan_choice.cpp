@@ -405,13 +405,12 @@ cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&
     // Not the build: hfta and the test programs, and every rebuild, share the measurement.
     const std::string key =
         fmt::format("{} | sgemm libraries | {}", cpu_model_name(), cpu::describe_gemm_libraries());
-    const size_t timed[] = {cpu::gemm_case(false, true), cpu::gemm_case(true, false)};
-    cpu::GemmRouting routing = {cpu::GemmBackend::kOneDnn, cpu::GemmBackend::kOneDnn,
-                                cpu::GemmBackend::kOneDnn, cpu::GemmBackend::kOneDnn};
+    cpu::GemmRouting routing;
+    routing.fill(cpu::GemmBackend::kOneDnn);
     nlohmann::json cache = read_cache(path);
     if (cache.contains(key) && cache[key].contains("routing")) {
       try {
-        for (size_t c : timed)
+        for (size_t c : cpu::kTimedGemmCases)
           routing[c] = cpu::parse_gemm_backend(
               cache[key]["routing"].at(cpu::gemm_case_name(c)).get<std::string>());
         return routing;
@@ -425,7 +424,7 @@ cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&
                             {"openblas_time_over_onednn", nlohmann::json::object()},
                             {"timings_ms", nlohmann::json::object()}};
     std::vector<std::string> ratios, parts;
-    for (size_t c : timed) {
+    for (size_t c : cpu::kTimedGemmCases) {
       const double ratio = cpu::openblas_time_ratio(timings, c);
       entry["routing"][cpu::gemm_case_name(c)] = cpu::gemm_backend_name(routing[c]);
       entry["openblas_time_over_onednn"][cpu::gemm_case_name(c)] = ratio;

@@ -77,7 +77,7 @@ std::vector<GemmCaseTiming> time_gemm_libraries() {
   }
   const GemmBackend libraries[] = {GemmBackend::kOneDnn, GemmBackend::kOpenBlas};
   std::vector<GemmCaseTiming> timings;
-  for (const size_t c : {gemm_case(false, true), gemm_case(true, false)})
+  for (const size_t c : kTimedGemmCases)
     for (const LayerShape& s : kShapes) {
       std::vector<double> samples[2];
       for (int round = 0; round <= kRounds; ++round)
@@ -114,9 +114,9 @@ double openblas_time_ratio(const std::vector<GemmCaseTiming>& timings, size_t wh
 }
 
 GemmRouting faster_gemm_routing(const std::vector<GemmCaseTiming>& timings) {
-  GemmRouting routing = {GemmBackend::kOneDnn, GemmBackend::kOneDnn, GemmBackend::kOneDnn,
-                         GemmBackend::kOneDnn};
-  for (const size_t c : {gemm_case(false, true), gemm_case(true, false)})
+  GemmRouting routing;
+  routing.fill(GemmBackend::kOneDnn);
+  for (const size_t c : kTimedGemmCases)
     if (openblas_time_ratio(timings, c) < kOpenBlasWinsBelow) routing[c] = GemmBackend::kOpenBlas;
   return routing;
 }

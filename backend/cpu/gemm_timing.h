@@ -13,6 +13,9 @@
 
 namespace hfta::cpu {
 
+// The cases timed and routed: the input gradient (NT) and the weight gradient (TN).
+inline constexpr size_t kTimedGemmCases[] = {gemm_case(false, true), gemm_case(true, false)};
+
 struct GemmCaseTiming {
   size_t gemm_case = 0;      // gemm_case(trans_a, trans_b)
   std::string shape;         // "TN N=64 784->256": the case, a layer's rows, in and out features

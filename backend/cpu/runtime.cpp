@@ -10,6 +10,7 @@
 #include <dnnl.hpp>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/gemm_timing.h"
 #include "core/error.h"
 
 namespace hfta::cpu {
@@ -120,12 +121,11 @@ std::string describe_gemm_routing(const GemmRouting& routing) {
   auto name = [](GemmBackend b) { return b == GemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS"; };
   if (routing[1] == routing[0] && routing[2] == routing[0] && routing[3] == routing[0])
     return name(routing[0]);
-  const char* cases[] = {"NN", "NT", "TN", "TT"};
   std::string text;
   for (GemmBackend b : {GemmBackend::kOneDnn, GemmBackend::kOpenBlas}) {
     std::string mine;
     for (size_t c = 0; c < 4; ++c)
-      if (routing[c] == b) mine += fmt::format("{}{}", mine.empty() ? "" : ", ", cases[c]);
+      if (routing[c] == b) mine += fmt::format("{}{}", mine.empty() ? "" : ", ", gemm_case_name(c));
     if (!mine.empty()) text += fmt::format("{}{} ({})", text.empty() ? "" : " and ", name(b), mine);
   }
   return text;

@@ -10,12 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "backend/cpu/gemm_timing.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "workflows/hyper.h"
+#include "workflows/process_stats.h"
 
 namespace hfta {
 
@@ -127,7 +129,8 @@ struct Candidate {
   PlanTiming timing;
   std::function<void()> step;  // empty when over the budget
   int64_t steps_per_call = 1;
-  std::vector<double> ms;  // timed steps (a call's time over its steps)
+  std::vector<double> ms;              // timed steps (a call's time over its steps), load removed
+  std::vector<double> foreign_shares;  // per burst (0 where too short to measure)
 };
 
 // Builds `plan`'s array and, unless its arenas exceed the budget, runs its warm-up step.
@@ -146,9 +149,13 @@ Candidate build_candidate(const ExecutionPlan& plan, const PlanTrialBuilder& bui
 }
 
 // A burst of calls of one candidate: one untimed (its data back in the caches after another
-// candidate's burst), then `calls` timed. Returns the milliseconds timed.
+// candidate's burst), then `calls` timed, each with the burst's foreign load removed when the
+// burst is long enough to measure it (kLoadCorrectedBurstMs). Returns the milliseconds timed
+// (as measured).
 double burst(Candidate& k, int calls) {
   k.step();
+  const double busy_before = machine_busy_seconds(), own_before = own_cpu_seconds();
+  const size_t first = k.ms.size();
   double total = 0.0;
   for (int i = 0; i < calls; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -158,6 +165,15 @@ double burst(Candidate& k, int calls) {
     k.ms.push_back(ms / static_cast<double>(k.steps_per_call));
     total += ms;
   }
+  const double busy_after = machine_busy_seconds(), own_after = own_cpu_seconds();
+  double share = 0.0;
+  if (total >= kLoadCorrectedBurstMs && busy_before >= 0 && busy_after >= 0) {
+    const double foreign = (busy_after - busy_before) - (own_after - own_before);
+    // /proc/stat counts every online CPU, so the share is of all of them.
+    share = foreign_share(total, foreign, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    for (size_t i = first; i < k.ms.size(); ++i) k.ms[i] *= 1.0 - share;
+  }
+  k.foreign_shares.push_back(share);
   return total;
 }
 
@@ -255,6 +271,16 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
 
 }  // namespace
 
+double foreign_share(double wall_ms, double foreign_cpu_seconds, int cpus) {
+  if (wall_ms <= 0.0 || cpus < 1) return 0.0;
+  const double share = foreign_cpu_seconds / (wall_ms * 1e-3 * static_cast<double>(cpus));
+  return std::clamp(share, 0.0, kMaxForeignShare);
+}
+
+double load_free_ms(double wall_ms, double foreign_cpu_seconds, int cpus) {
+  return wall_ms * (1.0 - foreign_share(wall_ms, foreign_cpu_seconds, cpus));
+}
+
 // Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every
 // candidate alike instead of the ones timed while it ran.
 std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
@@ -264,7 +290,12 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   // At least 3 bursts of at least 2 calls (steps, or visits of K steps) per candidate, ~20 ms a
   // burst and ~0.3 s a candidate.
   auto finish = [&](Candidate& k) {
-    if (!k.timing.over_budget) k.timing.step_ms = median(k.ms);
+    if (!k.timing.over_budget) {
+      k.timing.step_ms = median(k.ms);
+      k.timing.foreign_share =
+          std::accumulate(k.foreign_shares.begin(), k.foreign_shares.end(), 0.0) /
+          static_cast<double>(k.foreign_shares.size());
+    }
     timings.push_back(k.timing);
   };
   auto burst_calls = [](const Candidate& k) {  // calls of ~20 ms in all
@@ -362,7 +393,11 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
                                   t.arena_bytes / (1 << 20)));
       continue;
     }
-    parts.push_back(fmt::format("{}{} {:.2f} ms", round, t.plan.str(), t.step_ms));
+    // Where other load was removed, how much (it says how far apart the raw timings were).
+    const std::string load = t.foreign_share >= 0.005 ? fmt::format(" ({:.1f}% other load removed)",
+                                                                    100.0 * t.foreign_share)
+                                                      : "";
+    parts.push_back(fmt::format("{}{} {:.2f} ms{}", round, t.plan.str(), t.step_ms, load));
     entry["timings_ms"][t.plan.str()] = t.step_ms;
     if (t.round == last_round && (best == nullptr || t.step_ms < best->step_ms)) best = &t;
   }

@@ -4,7 +4,9 @@
 # the predicted positions only): serial, concurrent and fused training of B = 1..8 models, 8
 # token streams per step, three repeats of 1 warm-up + 3 timed steps each, then the plots. The
 # samples/s columns of throughput.csv count tokens. On Debian's fortunes (vocabulary 61 356) a
-# model takes 1.6 GB: B = 8 needs 12.8 GB (fused or concurrent), B = 16 more than 24 GB.
+# model takes 1.6 GB: B = 8 needs 12.8 GB (fused or concurrent), B = 16 more than 24 GB. With
+# DATA=synthetic --vocab 30522 (BERT's own vocabulary size) a model takes 1.1 GB and B = 16 fits
+# in 17 GB: `DATA=synthetic workflows/workflow_bert.sh --vocab 30522 --B 1,2,4,8,16`.
 # Real text by default: Debian's fortunes (apt-get install fortunes); without it, or with
 # DATA=synthetic, a seeded stream of a 10000-word vocabulary (no files needed).
 #

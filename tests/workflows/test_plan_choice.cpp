@@ -1,14 +1,19 @@
 // `--plan auto` (workflows/plan_choice.h): every candidate is timed, both ways of timing them
 // (interleaved bursts, and one after another when their arrays are too big to hold together),
 // the memory budget, and the cache: reused by the same build, ignored when another build wrote
-// the entry or the file is malformed.
+// the entry or the file is malformed; other load removed from slow candidates' timings.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/parallel.h"
@@ -161,8 +166,58 @@ TEST(PlanAuto, InterleavedAndOneAfterAnotherTimeEveryPlan) {
       EXPECT_EQ(t[i].plan.str(), plans[i].str());
       EXPECT_FALSE(t[i].over_budget);
       EXPECT_GT(t[i].step_ms, 0.0) << plans[i].str();
+      // Bursts this short are timed as measured (/proc/stat's ticks are too coarse for them).
+      EXPECT_EQ(t[i].foreign_share, 0.0) << plans[i].str();
     }
   }
+}
+
+TEST(PlanAuto, OtherLoadIsRemovedAsTheShareOfTheCpusItTook) {
+  // 2 CPUs for 2 s: 4 CPU-seconds, of which others took 0.2 (5%).
+  EXPECT_DOUBLE_EQ(foreign_share(2000.0, 0.2, 2), 0.05);
+  EXPECT_DOUBLE_EQ(load_free_ms(2000.0, 0.2, 2), 1900.0);
+  EXPECT_DOUBLE_EQ(load_free_ms(2000.0, 0.0, 2), 2000.0);
+  // Tick rounding can make the foreign time negative: nothing is removed.
+  EXPECT_DOUBLE_EQ(foreign_share(2000.0, -0.02, 2), 0.0);
+  EXPECT_DOUBLE_EQ(load_free_ms(2000.0, -0.02, 2), 2000.0);
+  // A burst that was mostly someone else's counts as at most half theirs.
+  EXPECT_DOUBLE_EQ(foreign_share(1000.0, 5.0, 2), kMaxForeignShare);
+  EXPECT_DOUBLE_EQ(load_free_ms(1000.0, 5.0, 2), 1000.0 * (1.0 - kMaxForeignShare));
+  EXPECT_DOUBLE_EQ(foreign_share(0.0, 1.0, 2), 0.0);
+  EXPECT_DOUBLE_EQ(foreign_share(1000.0, 1.0, 0), 0.0);
+}
+
+TEST(PlanAuto, SlowStepsAreTimedWithOtherLoadRemoved) {
+  // A step of 1.05 s in which this process waits while another (a child, whose CPU time is not
+  // this process's) spins on one CPU: bursts of 2 steps exceed kLoadCorrectedBurstMs, so the
+  // timing removes that CPU's share, 1 / cpus (at most kMaxForeignShare), and more where other
+  // load (tests beside this one) ran too.
+  constexpr double kStepMs = 1050.0;
+  ASSERT_GE(2 * kStepMs, kLoadCorrectedBurstMs);
+  const PlanTrialBuilder spin_elsewhere = [&](const ExecutionPlan&) {
+    return PlanTrialRun{.arena_bytes = 1.0, .step = [&] {
+                          const auto end = std::chrono::steady_clock::now() +
+                                           std::chrono::duration<double, std::milli>(kStepMs);
+                          const pid_t child = fork();
+                          if (child == 0) {
+                            while (std::chrono::steady_clock::now() < end) {
+                            }
+                            _exit(0);
+                          }
+                          ASSERT_GT(child, 0);
+                          waitpid(child, nullptr, 0);
+                        }};
+  };
+  const std::vector<PlanTiming> t = time_plans({ExecutionPlan::fused()}, spin_elsewhere, 0, 0.0);
+  ASSERT_EQ(t.size(), 1u);
+  const double cpus = static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  const double spun = std::min(kMaxForeignShare, 1.0 / cpus);
+  // /proc/stat's ticks (10 ms on 2.1 s bursts) and the child's start-up blur the share a little.
+  EXPECT_GE(t[0].foreign_share, 0.9 * spun);
+  EXPECT_LE(t[0].foreign_share, kMaxForeignShare);
+  // The step lasts at least kStepMs and overruns by little; the load removed is the bursts'.
+  EXPECT_LE(t[0].step_ms, kStepMs * 1.1 * (1.0 - 0.9 * spun));
+  EXPECT_GE(t[0].step_ms, kStepMs * (1.0 - kMaxForeignShare));
 }
 
 }  // namespace

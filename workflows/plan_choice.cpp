@@ -277,10 +277,6 @@ double foreign_share(double wall_ms, double foreign_cpu_seconds, int cpus) {
   return std::clamp(share, 0.0, kMaxForeignShare);
 }
 
-double load_free_ms(double wall_ms, double foreign_cpu_seconds, int cpus) {
-  return wall_ms * (1.0 - foreign_share(wall_ms, foreign_cpu_seconds, cpus));
-}
-
 // Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every
 // candidate alike instead of the ones timed while it ran.
 std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,

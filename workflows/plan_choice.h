@@ -38,7 +38,7 @@ inline constexpr double kCheapVisitMs = 200.0;
 struct PlanTiming {
   ExecutionPlan plan;
   // Median time of one optimizer step (forward, backward, update), all B models, with the share
-  // of the machine that other load took while it ran removed (load_free_ms).
+  // of the machine that other load took while it ran removed (foreign_share, below).
   double step_ms = 0.0;
   double foreign_share = 0.0;  // mean share of the CPUs other load took while it was timed
   double arena_bytes = 0.0;    // parameters, gradients, buffers and activations under the plan
@@ -47,20 +47,18 @@ struct PlanTiming {
 };
 
 // Candidates too big to hold together are timed one after another, minutes apart on a slow
-// model, and a hypervisor's steal or a neighbour's process takes a share of the CPUs that
-// changes from minute to minute (0-6.5% over 5-second windows on the 2-vCPU dev machine): as
-// large as the differences between plans. A burst of at least kLoadCorrectedBurstMs is therefore
-// timed as if the machine had been ours: its wall time times (1 - the share of the CPUs' time
-// that neither this process nor idleness took, capped at kMaxForeignShare). Shorter bursts are
-// left as measured: /proc/stat counts in 10 ms ticks, too coarse for them, and they are
-// interleaved, so load slows every candidate alike.
+// model, and a hypervisor's steal or a neighbour's process takes a share of the CPUs that changes
+// from minute to minute, by as much as the plans differ (docs/benchmarks.md, tenth session). A
+// burst of at least kLoadCorrectedBurstMs is therefore timed as if the machine had been ours:
+// each of its steps' times times (1 - foreign_share of the burst: the share of the CPUs' time
+// that neither this process nor idleness took). Shorter bursts are left as measured: /proc/stat
+// counts in 10 ms ticks, too coarse for them, and they are interleaved, so load slows every
+// candidate alike.
 inline constexpr double kLoadCorrectedBurstMs = 2000.0;
 inline constexpr double kMaxForeignShare = 0.5;
 // The share of `cpus` CPUs over `wall_ms` that `foreign_cpu_seconds` is, clamped to
-// [0, kMaxForeignShare] (a tick-rounded negative or a burst that was mostly someone else's).
+// [0, kMaxForeignShare] (a tick-rounded negative, or a burst that was mostly someone else's).
 double foreign_share(double wall_ms, double foreign_cpu_seconds, int cpus);
-// `wall_ms` with that share removed: wall_ms * (1 - foreign_share(...)).
-double load_free_ms(double wall_ms, double foreign_cpu_seconds, int cpus);
 
 // One candidate plan's array, built for timing: its arenas' bytes and one training step
 // (forward, backward and update of all its models) on fixed inputs. Whatever the step needs

@@ -116,45 +116,15 @@ void wait_for_quiet(double threshold, double& budget) {
   budget -= waited;
 }
 
-// A trial that held gigabytes leaves work behind when it exits: a virtual machine that hands
-// freed memory back to its host (free page reporting) loses CPU time to the host's reclaim for
-// seconds to a minute afterwards, seen as steal (docs/benchmarks.md, tenth session: 6-11% of the
-// CPUs for ~20 s after 8 GB were freed). It would fall on the next measurement, and always on the
-// same mode where the order repeats; so after such a trial the next one waits, in half-second
-// looks, until the machine is settled (kSettledShare of its CPUs busy at most), for at most
-// kMaxSettleSeconds.
-constexpr double kReclaimRssBytes = 2.0 * (1 << 30);
-constexpr double kSettledShare = 0.03;
-constexpr double kMaxSettleSeconds = 60.0;
-
-void wait_until_settled(double freed_bytes) {
-  double busy = machine_busy_share(0.5), waited = 0.5;
-  if (busy <= kSettledShare) return;
-  say(fmt::format(
-      "  waiting for the machine to settle after the last trial freed {:.1f} GiB ({:.0f}% "
-      "of the CPUs busy, a host's reclaim included)",
-      freed_bytes / (1 << 30), 100.0 * busy));
-  while (busy > kSettledShare && waited < kMaxSettleSeconds) {
-    if (InterruptGuard::interrupted()) throw Interrupted("interrupted");
-    busy = machine_busy_share(0.5);
-    waited += 0.5;
-  }
-}
-
 // After a measurement that other processes disturbed, waits for them to leave the CPUs before
 // measuring again: re-measuring at once while a long job holds a core would only repeat the
-// disturbance. After one that freed gigabytes, waits for the machine to settle (above); neither
-// with --quiet-wait 0.
+// disturbance.
 TrialRunner patient_runner(TrialRunner inner, double threshold, std::shared_ptr<double> budget) {
   auto last_disturbed = std::make_shared<bool>(false);
-  auto last_rss = std::make_shared<double>(0.0);
-  const bool settle = *budget > 0;
   return [=](const TrialRequest& request) {
     if (*last_disturbed) wait_for_quiet(threshold, *budget);
-    if (settle && *last_rss >= kReclaimRssBytes) wait_until_settled(*last_rss);
     Measurement m = inner(request);
     *last_disturbed = m.ok && m.foreign_load > threshold;
-    *last_rss = static_cast<double>(m.peak_rss_bytes);
     return m;
   };
 }
@@ -409,8 +379,7 @@ void add_sweep_command(CLI::App& app) {
   sweep
       ->add_option("--quiet-wait", flags->quiet_wait,
                    "Seconds the whole sweep may wait, after a disturbed measurement, for other "
-                   "processes to leave the CPUs (0 also skips the wait, up to a minute, for the "
-                   "machine to settle after a trial of more than 2 GiB)")
+                   "processes to leave the CPUs")
       ->check(number_at_least(0))
       ->capture_default_str();
   sweep->add_flag("--no-plot", flags->no_plot, "Write the CSV only");

@@ -4,10 +4,58 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
 
 #include "core/parallel.h"
 
 namespace hfta {
+
+namespace {
+
+// The first number in `path` (a cgroup file holds one, or "max"); nullopt if there is none.
+std::optional<size_t> read_number(const char* path) {
+  std::ifstream in(path);
+  size_t value = 0;
+  if (in >> value) return value;
+  return std::nullopt;
+}
+
+std::string gib(size_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / static_cast<double>(1 << 30));
+}
+
+}  // namespace
+
+size_t available_memory_bytes() {
+  size_t available = std::numeric_limits<size_t>::max();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line))
+    if (line.starts_with("MemAvailable:")) {
+      std::istringstream fields(line.substr(13));
+      size_t kib = 0;
+      if (fields >> kib) available = kib << 10;
+      break;
+    }
+  // cgroup v2, as a container or a systemd unit sees itself.
+  const std::optional<size_t> limit = read_number("/sys/fs/cgroup/memory.max");
+  const std::optional<size_t> used = read_number("/sys/fs/cgroup/memory.current");
+  if (limit && used) available = std::min(available, *limit > *used ? *limit - *used : 0);
+  return available;
+}
+
+void check_memory_available(size_t bytes, const std::string& what, const std::string& advice) {
+  const size_t available = available_memory_bytes();
+  if (available == std::numeric_limits<size_t>::max()) return;
+  if (bytes + kMemoryHeadroom <= available) return;
+  throw OutOfMemory(fmt::format("{}: {} needed, but this machine has {} available (and keeps {} "
+                                "MiB for the rest): {}",
+                                what, gib(bytes), gib(available), kMemoryHeadroom >> 20, advice),
+                    bytes);
+}
 
 // Arenas of 2 MiB or more are 2 MiB-aligned and asked for transparent huge pages (the kernel's
 // THP mode is usually "madvise"). The optimizer streams every parameter, gradient and moment
@@ -18,6 +66,10 @@ namespace hfta {
 // huge pages (docs/benchmarks.md).
 Arena::Arena(size_t bytes, std::string name) : capacity_(align_up(bytes)), name_(std::move(name)) {
   if (capacity_ == 0) capacity_ = kAlignment;
+  // Small arenas skip reading /proc: a model's big ones were checked together (Net::finalize).
+  if (capacity_ >= kCheckedArenaBytes)
+    check_memory_available(capacity_, fmt::format("the {} arena", name_),
+                           "reduce B or the batch size");
   const bool huge = capacity_ >= kHugePage;
   const size_t allocated = huge ? (capacity_ + kHugePage - 1) / kHugePage * kHugePage : capacity_;
   void* p = std::aligned_alloc(huge ? kHugePage : kAlignment, allocated);

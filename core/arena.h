@@ -10,15 +10,42 @@
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace hfta {
+
+// Memory this process can still take before the kernel's OOM killer steps in: /proc/meminfo's
+// MemAvailable, or less where a cgroup limits the process (memory.max - memory.current). SIZE_MAX
+// where neither can be read.
+size_t available_memory_bytes();
+
+// Thrown when arenas need more memory than the machine has available. Arenas are zeroed at
+// once, so without this check an array too big for the machine is not refused but killed by the
+// kernel (with nothing said) partway through zeroing. A plan chooser catches it to rule a
+// candidate out; anywhere else it reaches the user as any Error.
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(const std::string& message, size_t needed_bytes)
+      : Error(message), needed_bytes_(needed_bytes) {}
+  size_t needed_bytes() const { return needed_bytes_; }
+
+ private:
+  size_t needed_bytes_;
+};
+
+// Throws OutOfMemory, naming `what` and the remedy `advice`, when `bytes` more would leave less
+// than kMemoryHeadroom of the available memory (for what is allocated beside the arenas:
+// optimizer state, oneDNN's scratch, the loader).
+inline constexpr size_t kMemoryHeadroom = size_t{256} << 20;
+void check_memory_available(size_t bytes, const std::string& what, const std::string& advice);
 
 class Arena {
  public:
   // A counting arena: carve() returns views with null data and only adds up sizes.
   Arena() = default;
-  // A real arena of `bytes` bytes, zero-filled, 64-byte aligned.
+  // A real arena of `bytes` bytes, zero-filled, 64-byte aligned. Throws OutOfMemory when the
+  // machine does not have them available.
   explicit Arena(size_t bytes, std::string name = "arena");
 
   Arena(Arena&&) noexcept = default;
@@ -50,6 +77,8 @@ class Arena {
 
   static constexpr size_t kAlignment = 64;
   static constexpr size_t kHugePage = size_t{2} << 20;
+  // Arenas from this size up check the machine's available memory before they are allocated.
+  static constexpr size_t kCheckedArenaBytes = size_t{64} << 20;
   static size_t align_up(size_t bytes) {
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }

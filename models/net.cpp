@@ -307,12 +307,21 @@ void Net::finalize() {
              "a net cannot both hold only state and have none");
   if (spec_.external_state) param_bytes = buffer_bytes = 0;
   if (spec_.state_only) act_bytes = 0;
+  const size_t act_grad_bytes = spec_.state_only ? 0 : grad_bytes;
+  // All five at once, before any is zeroed: one message with the whole need and its parts.
+  check_memory_available(
+      2 * param_bytes + buffer_bytes + act_bytes + act_grad_bytes,
+      fmt::format("the arenas of {} model{} (activations {} MiB, activation gradients {} MiB, "
+                  "parameters and their gradients {} MiB)",
+                  B, B == 1 ? "" : "s", act_bytes >> 20, act_grad_bytes >> 20,
+                  (2 * param_bytes + buffer_bytes) >> 20),
+      "train fewer models at once (--B), use a smaller --batch-size, or a plan that holds fewer "
+      "models' activations at a time (--plan chunk:C or threads:1)");
   param_arena_ = Arena(std::max<size_t>(param_bytes, 64), "parameters");
   grad_arena_ = Arena(std::max<size_t>(param_bytes, 64), "gradients");
   buffer_arena_ = Arena(std::max<size_t>(buffer_bytes, 64), "buffers");
   act_arena_ = Arena(std::max<size_t>(act_bytes, 64), "activations");
-  act_grad_arena_ =
-      Arena(std::max<size_t>(spec_.state_only ? 0 : grad_bytes, 64), "activation gradients");
+  act_grad_arena_ = Arena(std::max<size_t>(act_grad_bytes, 64), "activation gradients");
   if (!spec_.external_state) {
     for (size_t i = 0; i < params_.size(); ++i) {
       const Shape s = with_models(B, param_shapes_[i]);

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "backend/cpu/gemm_timing.h"
+#include "core/arena.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -136,7 +137,15 @@ struct Candidate {
 // Builds `plan`'s array and, unless its arenas exceed the budget, runs its warm-up step.
 Candidate build_candidate(const ExecutionPlan& plan, const PlanTrialBuilder& build,
                           int64_t memory_budget_bytes) {
-  PlanTrialRun run = build(plan);
+  PlanTrialRun run;
+  try {
+    run = build(plan);
+  } catch (const OutOfMemory& e) {  // refused before its arenas were zeroed
+    return Candidate{.timing = {.plan = plan,
+                                .arena_bytes = static_cast<double>(e.needed_bytes()),
+                                .over_budget = true,
+                                .over_available = true}};
+  }
   Candidate k{.timing = {.plan = plan, .arena_bytes = run.arena_bytes}};
   if (memory_budget_bytes > 0 && run.arena_bytes > static_cast<double>(memory_budget_bytes)) {
     k.timing.over_budget = true;
@@ -385,7 +394,8 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
   for (const PlanTiming& t : choice.timings) {
     const std::string round = t.round > 1 ? fmt::format("round {}: ", t.round) : "";
     if (t.over_budget) {
-      parts.push_back(fmt::format("{}{} over the memory budget ({:.0f} MiB)", round, t.plan.str(),
+      parts.push_back(fmt::format("{}{} over the {} ({:.0f} MiB)", round, t.plan.str(),
+                                  t.over_available ? "memory available" : "memory budget",
                                   t.arena_bytes / (1 << 20)));
       continue;
     }
@@ -397,10 +407,18 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
     entry["timings_ms"][t.plan.str()] = t.step_ms;
     if (t.round == last_round && (best == nullptr || t.step_ms < best->step_ms)) best = &t;
   }
-  HFTA_CHECK(best != nullptr,
-             "no plan fits the memory budget of {:.0f} MiB for {} models of {}: raise the budget "
-             "or train fewer models",
-             static_cast<double>(memory_budget_bytes) / (1 << 20), B, model);
+  const bool any_unavailable = std::any_of(choice.timings.begin(), choice.timings.end(),
+                                           [](const PlanTiming& t) { return t.over_available; });
+  HFTA_CHECK(best != nullptr, "no plan fits {} for {} models of {}: {}",
+             memory_budget_bytes > 0 && !any_unavailable
+                 ? fmt::format("the memory budget of {:.0f} MiB",
+                               static_cast<double>(memory_budget_bytes) / (1 << 20))
+                 : fmt::format("the {:.0f} MiB this machine has available",
+                               static_cast<double>(available_memory_bytes()) / (1 << 20)),
+             B, model,
+             memory_budget_bytes > 0 && !any_unavailable
+                 ? "raise the budget or train fewer models"
+                 : "train fewer models or use a smaller --batch-size");
   choice.plan = best->plan;
   entry["plan"] = choice.plan.str();
   log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}", fmt::join(parts, ", "),

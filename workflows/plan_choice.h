@@ -40,9 +40,10 @@ struct PlanTiming {
   // Median time of one optimizer step (forward, backward, update), all B models, with the share
   // of the machine that other load took while it ran removed (foreign_share, below).
   double step_ms = 0.0;
-  double foreign_share = 0.0;  // mean share of the CPUs other load took while it was timed
-  double arena_bytes = 0.0;    // parameters, gradients, buffers and activations under the plan
-  bool over_budget = false;    // not run: its arenas exceed the memory budget
+  double foreign_share = 0.0;   // mean share of the CPUs other load took while it was timed
+  double arena_bytes = 0.0;     // parameters, gradients, buffers and activations under the plan
+  bool over_budget = false;     // not run: its arenas exceed the memory budget, or (then
+  bool over_available = false;  // also set) the memory the machine had available (core/arena.h)
   int round = 1;  // resolve_plan's rounds: 2 for its second (the visits plan against the best)
 };
 

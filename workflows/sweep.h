@@ -98,7 +98,11 @@ struct SweepOptions {
   int threads = 1;                  // cores the sweep may use (resolved: > 0)
   int64_t memory_budget_bytes = 0;  // 0 = no limit on a measurement's RSS
   int64_t max_processes = 64;       // concurrent B above this is recorded as skipped
-  double peak_gflops = 0;           // machine peak for percent_of_peak; 0 = unknown (left empty)
+  // Concurrent B is recorded as skipped, with the reason, when B times serial B=1's peak RSS is
+  // more than this (0: the memory the machine has available when that trial would start): B
+  // processes that do not fit are killed by the kernel rather than measured.
+  int64_t available_memory_bytes = 0;
+  double peak_gflops = 0;  // machine peak for percent_of_peak; 0 = unknown (left empty)
   // A measurement during which other processes took more than busy_threshold of the machine's
   // CPU time is measured again, at most `retries` more times; the least disturbed one is kept.
   int retries = 2;

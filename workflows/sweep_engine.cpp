@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/arena.h"
 #include "workflows/csv.h"
 #include "workflows/plot.h"
 #include "workflows/sweep.h"
@@ -258,6 +259,27 @@ std::string progress_line(const SweepOptions& o, const SweepRow& row, size_t ind
   return line;
 }
 
+// Why B concurrent processes cannot run here, "" if they can (or nothing tells yet): B times
+// the peak RSS of one model alone (serial B=1's, the baseline, measured first) against the
+// memory available.
+std::string concurrent_would_not_fit(const SweepOptions& o, int64_t B,
+                                     const std::vector<SweepRow>& rows) {
+  int64_t one = 0;
+  for (const SweepRow& r : rows)
+    if (r.status == "ok" && r.planned.mode == SweepMode::kSerial && r.planned.B == 1)
+      one = std::max(one, r.measurement.peak_rss_bytes);
+  if (one == 0) return "";
+  const int64_t available =
+      o.available_memory_bytes > 0
+          ? o.available_memory_bytes
+          : static_cast<int64_t>(std::min<size_t>(available_memory_bytes(), INT64_MAX));
+  if (B * one <= available) return "";
+  return fmt::format(
+      "concurrent B={} would need about {} ({} processes of serial B=1's peak RSS, {}), more than "
+      "the {} this machine has available",
+      B, format_memory_size(B * one), B, format_memory_size(one), format_memory_size(available));
+}
+
 }  // namespace
 
 std::vector<SweepRow> run_sweep(const SweepOptions& o, const TrialRunner& runner,
@@ -300,11 +322,16 @@ std::vector<SweepRow> run_sweep(const SweepOptions& o, const TrialRunner& runner
     row.planned = p;
     row.threads_per_process = threads_per_process(p.mode, p.B, o.threads);
     row.normalized = std::numeric_limits<double>::quiet_NaN();
+    const std::string unfit =
+        p.mode == SweepMode::kConcurrent ? concurrent_would_not_fit(o, p.B, rows) : "";
     if (p.mode == SweepMode::kConcurrent && p.B > o.max_processes) {
       row.status = "skipped";
       row.measurement.error =
           fmt::format("concurrent B={} would start {} processes, more than --max-processes {}", p.B,
                       p.B, o.max_processes);
+    } else if (!unfit.empty()) {
+      row.status = "skipped";
+      row.measurement.error = unfit;
     } else {
       TrialRequest request;
       request.mode = p.mode;

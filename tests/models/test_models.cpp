@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "backend/cpu/runtime.h"
+#include "core/arena.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "datasets/loader.h"
@@ -209,6 +210,24 @@ TEST(Model, FlopCountsAreWrittenDown) {
   auto lenet = make_model("lenet", {.B = 1, .batch_size = 1, .seed = 0, .model_ids = {}});
   EXPECT_EQ(lenet->params_per_model(),
             32 * 25 + 32 + 64 * 32 * 25 + 64 + 3136 * 1024 + 1024 + 1024 * 10 + 10);
+}
+
+// An array whose arenas the machine cannot hold is refused when it is built, before any arena
+// is zeroed, with the whole need, its parts and the ways out (not killed by the kernel).
+TEST(Model, AnArrayTooBigForTheMachineIsRefusedWithWhatItNeeds) {
+  // An MLP's activations take over 784 floats a sample: this batch needs more than is available.
+  const int64_t batch =
+      static_cast<int64_t>(available_memory_bytes() / (784 * sizeof(float))) + 1024;
+  try {
+    make_model("mlp", {.B = 2, .batch_size = batch, .seed = 0, .model_ids = {}});
+    ADD_FAILURE() << "an MLP array with batch " << batch << " was built";
+  } catch (const OutOfMemory& e) {
+    const std::string what = e.what();
+    EXPECT_GT(e.needed_bytes(), available_memory_bytes());
+    for (const char* part : {"the arenas of 2 models (activations ", "activation gradients ",
+                             "--plan chunk:C or threads:1"})
+      EXPECT_NE(what.find(part), std::string::npos) << part << " in: " << what;
+  }
 }
 
 TEST(Model, BadInputsNameTheProblem) {

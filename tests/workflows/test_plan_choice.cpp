@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/parallel.h"
 #include "test_files.h"
 #include "workflows/plan_choice.h"
@@ -151,6 +152,51 @@ TEST(PlanAuto, CandidatesOverTheMemoryBudgetAreNotRun) {
     ADD_FAILURE() << "expected an error for a 1-byte budget";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no plan fits the memory budget"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A candidate whose arrays the machine cannot hold is refused before its arenas are zeroed
+// (OutOfMemory, core/arena.h): auto rules it out as it does one over the budget, says so in the
+// log, and names the machine's memory when no plan fits.
+TEST(PlanAuto, CandidatesTheMachineCannotHoldAreRuledOut) {
+  CacheFile cache;
+  const int64_t B = 4;
+  const std::vector<ExecutionPlan> candidates = plan_candidates(B, num_threads());
+  ASSERT_GE(candidates.size(), 3u);
+  const std::string fits = candidates.back().str();
+  const PlanTrialBuilder build = [&](const ExecutionPlan& plan) {
+    if (plan.str() != fits) throw OutOfMemory("too big", size_t{40} << 30);
+    return PlanTrialRun{.arena_bytes = 1.0, .step = [] {}};
+  };
+  std::vector<std::string> log;
+  const auto say = [&](const std::string& line) { log.push_back(line); };
+  const PlanChoice c = resolve_plan(ExecutionPlan::parse("auto"), B, "oom", "fake", build, 0, say);
+  EXPECT_EQ(c.plan.str(), fits);
+  for (const PlanTiming& t : c.timings) {
+    const bool refused = t.plan.str() != fits;
+    EXPECT_EQ(t.over_budget, refused) << t.plan.str();
+    EXPECT_EQ(t.over_available, refused) << t.plan.str();
+    if (refused) {
+      EXPECT_EQ(t.arena_bytes, static_cast<double>(size_t{40} << 30));
+    }
+  }
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log.back().find("fused over the memory available (40960 MiB)"), std::string::npos)
+      << log.back();
+
+  const PlanTrialBuilder nothing_fits = [](const ExecutionPlan&) -> PlanTrialRun {
+    throw OutOfMemory("too big", size_t{40} << 30);
+  };
+  try {
+    resolve_plan(ExecutionPlan::parse("auto"), B, "oom2", "fake", nothing_fits, 0, say);
+    ADD_FAILURE() << "expected an error when no plan fits";
+  } catch (const OutOfMemory&) {
+    ADD_FAILURE() << "a candidate's OutOfMemory must not escape auto";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("this machine has available for 4 models of fake: train "
+                                         "fewer models"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -455,6 +455,36 @@ TEST(SweepEngine, TooManyConcurrentProcessesAreSkipped) {
   EXPECT_EQ(skipped, 1);
 }
 
+// Serial B=1 peaks at 10 MiB in the fake: with 35 MiB available, concurrent B=4 (40 MiB) would be
+// killed by the kernel, so it is skipped, and B=2 (20 MiB) still runs.
+TEST(SweepEngine, ConcurrentProcessesThatWouldNotFitInMemoryAreSkipped) {
+  TempDir tmp("skip_memory");
+  const fs::path& dir = tmp.path;
+  SweepOptions o = small_sweep(dir);
+  o.repeats = 2;
+  o.available_memory_bytes = int64_t{35} << 20;
+  FakeRunner fake;
+  run_sweep(o, by_ref(fake), nullptr);
+  for (const auto& r : fake.requests)
+    EXPECT_FALSE(r.mode == SweepMode::kConcurrent && r.B == 4) << "repeat " << r.repeat;
+  CsvTable t = read_csv((dir / "throughput.csv").string());
+  int skipped = 0, fused_B4 = 0;
+  for (const auto& row : t.rows) {
+    fused_B4 += row[t.column("mode")] == "fused" && row[t.column("B")] == "4" &&
+                row[t.column("status")] == "ok";
+    if (row[t.column("status")] == "skipped") {
+      ++skipped;
+      EXPECT_EQ(row[t.column("mode")], "concurrent");
+      EXPECT_EQ(row[t.column("B")], "4");
+      EXPECT_EQ(row[t.column("error")],
+                "concurrent B=4 would need about 40 MiB (4 processes of serial B=1's peak RSS, 10 "
+                "MiB), more than the 35 MiB this machine has available");
+    }
+  }
+  EXPECT_EQ(skipped, 2);   // one per repeat
+  EXPECT_EQ(fused_B4, 2);  // the fused array is the plan's business, not skipped
+}
+
 TEST(SweepEngine, BaselineIsTheMedianOfItsRepeats) {
   TempDir tmp("median");
   const fs::path& dir = tmp.path;

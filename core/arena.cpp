@@ -50,7 +50,7 @@ size_t available_memory_bytes() {
 void check_memory_available(size_t bytes, const std::string& what, const std::string& advice) {
   const size_t available = available_memory_bytes();
   if (available == std::numeric_limits<size_t>::max()) return;
-  if (bytes + kMemoryHeadroom <= available) return;
+  if (bytes <= available && available - bytes >= kMemoryHeadroom) return;
   throw OutOfMemory(fmt::format("{}: {} needed, but this machine has {} available (and keeps {} "
                                 "MiB for the rest): {}",
                                 what, gib(bytes), gib(available), kMemoryHeadroom >> 20, advice),

@@ -163,7 +163,7 @@ Candidate build_candidate(const ExecutionPlan& plan, const PlanTrialBuilder& bui
 // (as measured).
 double burst(Candidate& k, int calls) {
   k.step();
-  const double busy_before = machine_busy_seconds(), own_before = own_cpu_seconds();
+  const ForeignLoadMeter meter;
   const size_t first = k.ms.size();
   double total = 0.0;
   for (int i = 0; i < calls; ++i) {
@@ -174,12 +174,11 @@ double burst(Candidate& k, int calls) {
     k.ms.push_back(ms / static_cast<double>(k.steps_per_call));
     total += ms;
   }
-  const double busy_after = machine_busy_seconds(), own_after = own_cpu_seconds();
   double share = 0.0;
-  if (total >= kLoadCorrectedBurstMs && busy_before >= 0 && busy_after >= 0) {
-    const double foreign = (busy_after - busy_before) - (own_after - own_before);
+  if (total >= kLoadCorrectedBurstMs && meter.readable()) {
     // /proc/stat counts every online CPU, so the share is of all of them.
-    share = foreign_share(total, foreign, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    share = foreign_share(total, meter.foreign_cpu_seconds(),
+                          static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
     for (size_t i = first; i < k.ms.size(); ++i) k.ms[i] *= 1.0 - share;
   }
   k.foreign_shares.push_back(share);
@@ -281,9 +280,8 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
 }  // namespace
 
 double foreign_share(double wall_ms, double foreign_cpu_seconds, int cpus) {
-  if (wall_ms <= 0.0 || cpus < 1) return 0.0;
-  const double share = foreign_cpu_seconds / (wall_ms * 1e-3 * static_cast<double>(cpus));
-  return std::clamp(share, 0.0, kMaxForeignShare);
+  return std::clamp(ForeignLoadMeter::share_of(foreign_cpu_seconds, wall_ms * 1e-3, cpus), 0.0,
+                    kMaxForeignShare);
 }
 
 // Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every

@@ -53,4 +53,27 @@ double machine_busy_seconds() {
   return busy / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+ForeignLoadMeter::ForeignLoadMeter()
+    : busy_start_(machine_busy_seconds()),
+      own_start_(own_cpu_seconds()),
+      wall_start_ns_(monotonic_ns()) {}
+
+double ForeignLoadMeter::foreign_cpu_seconds(double own_children_cpu_seconds) const {
+  if (!readable()) return 0.0;
+  const double busy = machine_busy_seconds();
+  if (busy < 0) return 0.0;
+  return (busy - busy_start_) - (own_cpu_seconds() - own_start_) - own_children_cpu_seconds;
+}
+
+double ForeignLoadMeter::share(double own_children_cpu_seconds, double wall_seconds) const {
+  if (wall_seconds < 0) wall_seconds = static_cast<double>(monotonic_ns() - wall_start_ns_) * 1e-9;
+  return share_of(foreign_cpu_seconds(own_children_cpu_seconds), wall_seconds,
+                  static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+double ForeignLoadMeter::share_of(double foreign_cpu_seconds, double wall_seconds, int cpus) {
+  if (wall_seconds <= 0.0 || cpus < 1) return 0.0;
+  return foreign_cpu_seconds / (wall_seconds * static_cast<double>(cpus));
+}
+
 }  // namespace hfta

@@ -24,4 +24,29 @@ int available_cores();
 // unreadable. Compared with the CPU time of our own processes it shows foreign load.
 double machine_busy_seconds();
 
+// The CPU time that neither this process (nor the children it is told of) nor idleness took over
+// a stretch of wall time: other processes, or the hypervisor's steal. Made at the stretch's start;
+// asked at its end. One place for the arithmetic the sweep (per measurement, and the machine's
+// peak) and plan auto (per burst) use to tell a disturbed timing.
+class ForeignLoadMeter {
+ public:
+  ForeignLoadMeter();
+  // False where /proc/stat cannot be read: then every share is 0.
+  bool readable() const { return busy_start_ >= 0; }
+  // Foreign CPU-seconds since the start; `own_children_cpu_seconds` is our children's CPU time
+  // (not in this process's), so not foreign.
+  double foreign_cpu_seconds(double own_children_cpu_seconds = 0.0) const;
+  // foreign_cpu_seconds over `wall_seconds` of all online CPUs (/proc/stat counts them all):
+  // by default the wall time since the start. Unclamped: /proc/stat's 10 ms ticks can make it a
+  // little negative, or above 1, over a short stretch.
+  double share(double own_children_cpu_seconds = 0.0, double wall_seconds = -1.0) const;
+  // The arithmetic of share(): 0 for an empty stretch or no CPUs.
+  static double share_of(double foreign_cpu_seconds, double wall_seconds, int cpus);
+
+ private:
+  double busy_start_;
+  double own_start_;
+  int64_t wall_start_ns_;
+};
+
 }  // namespace hfta

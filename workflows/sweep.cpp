@@ -81,11 +81,9 @@ void trial_command(const TrialOptions& options, bool wait_for_go) {
 
 // Share of the machine's CPU time used over the next `seconds` (this process sleeps meanwhile).
 double machine_busy_share(double seconds) {
-  const double before = machine_busy_seconds();
+  const ForeignLoadMeter meter;  // this process sleeps: all the busy time is others'
   usleep(static_cast<useconds_t>(seconds * 1e6));
-  if (before < 0) return 0;
-  const double share = (machine_busy_seconds() - before) / seconds / sysconf(_SC_NPROCESSORS_ONLN);
-  return std::clamp(share, 0.0, 1.0);  // jiffies are coarse next to a short look
+  return std::clamp(meter.share(), 0.0, 1.0);  // jiffies are coarse next to a short look
 }
 
 // Other processes on the cores make every timing noisy (the retries and min/max bands show it).
@@ -135,12 +133,9 @@ double measure_peak_quietly(int threads, double threshold, double& budget) {
   cpu::set_num_threads(threads);
   double peak = 0;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const double busy0 = machine_busy_seconds(), own0 = own_cpu_seconds();
-    const int64_t t0 = monotonic_ns();
+    const ForeignLoadMeter meter;
     peak = std::max(peak, cpu::measure_machine_peak_gflops());
-    const double machine = (monotonic_ns() - t0) * 1e-9 * sysconf(_SC_NPROCESSORS_ONLN);
-    const double foreign =
-        busy0 < 0 ? 0 : (machine_busy_seconds() - busy0 - (own_cpu_seconds() - own0)) / machine;
+    const double foreign = meter.share();
     if (foreign <= threshold) break;
     say(
         fmt::format("other processes took {:.0f}% of the CPU time while the peak was measured "

@@ -309,9 +309,8 @@ struct ChildSet {
 Measurement run_children(const std::string& exe, const TrialRequest& request) {
   const size_t n = static_cast<size_t>(request.processes);
   HFTA_CHECK(n >= 1, "a measurement needs at least one process, got {}", request.processes);
-  const double busy_start = machine_busy_seconds(), own_start = own_cpu_seconds();
-  const int64_t wall_start = monotonic_ns();
-  const bool barrier = n > 1;  // one process needs no common start
+  const ForeignLoadMeter meter;  // what the machine did beyond our processes while they ran
+  const bool barrier = n > 1;    // one process needs no common start
   // Processes sharing the cores must not spin at OpenMP barriers (libgomp's default): a spinning
   // thread holds the core its neighbour's late thread needs (docs/design.md, "OpenMP wait
   // policy", has the measurements). A policy the user set is kept.
@@ -410,13 +409,9 @@ Measurement run_children(const std::string& exe, const TrialRequest& request) {
     return m;
   }
   m = combine_reports(reports, request.trial.steps);
-  // What the machine did beyond our processes (and this one) while they ran.
-  double ours = own_cpu_seconds() - own_start;
-  for (const Child& c : children) ours += c.cpu_seconds;
-  const double wall = (monotonic_ns() - wall_start) * 1e-9;
-  const double machine = wall * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
-  if (busy_start >= 0 && machine > 0)
-    m.foreign_load = std::clamp((machine_busy_seconds() - busy_start - ours) / machine, 0.0, 1.0);
+  double children_cpu = 0.0;
+  for (const Child& c : children) children_cpu += c.cpu_seconds;
+  m.foreign_load = std::clamp(meter.share(children_cpu), 0.0, 1.0);
   return m;
 }
 

@@ -142,7 +142,10 @@ std::string gnuplot_script(const std::vector<SweepPoint>& points, const std::str
        "  set terminal pngcairo size 960,600 font \",11\"\n"
        "} else {\n"
        "  set terminal png truecolor size 960,600\n"
-       "}\n";
+       "}\n"
+       // Titles are literal: in gnuplot's default enhanced text, pointnet_seg's '_' would make
+       // "seg" a subscript.
+       "set termoption noenhanced\n";
   for (const std::string& mode : modes) {
     s += fmt::format("# mode {}: B, throughput median/min/max ({}), peak RSS MiB median/min/max\n",
                      mode, normalized ? "normalized to serial B=1" : "samples/s");

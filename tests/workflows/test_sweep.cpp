@@ -563,11 +563,12 @@ TEST(SweepPlot, SummaryAndScriptCoverEveryModeAndOnlyMeasuredPoints) {
   EXPECT_NEAR(fused2.normalized_median, 302.0 / 110, 1e-4);
   EXPECT_NEAR(fused2.rss_mib_median, 20.0, 0.01);
 
-  std::string script = gnuplot_script(points, "lenet", int64_t{1} << 30);
+  std::string script = gnuplot_script(points, "pointnet_seg", int64_t{1} << 30);
   for (const char* needle :
-       {"$serial << EOD", "$concurrent << EOD", "$fused << EOD", "title \"serial\"",
-        "title \"concurrent\"", "title \"fused\"", "set output \"throughput.png\"",
-        "set output \"memory.png\"", "filledcurves", "memory budget", "set xtics (1, 2, 4)"})
+       {"set termoption noenhanced", "set title \"pointnet_seg: throughput", "$serial << EOD",
+        "$concurrent << EOD", "$fused << EOD", "title \"serial\"", "title \"concurrent\"",
+        "title \"fused\"", "set output \"throughput.png\"", "set output \"memory.png\"",
+        "filledcurves", "memory budget", "set xtics (1, 2, 4)"})
     EXPECT_NE(script.find(needle), std::string::npos) << "script lacks " << needle;
   // The concurrent block has B = 1 and 2 only.
   size_t begin = script.find("$concurrent << EOD\n"), end = script.find("EOD\n", begin + 18);

@@ -405,18 +405,18 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
     entry["timings_ms"][t.plan.str()] = t.step_ms;
     if (t.round == last_round && (best == nullptr || t.step_ms < best->step_ms)) best = &t;
   }
-  const bool any_unavailable = std::any_of(choice.timings.begin(), choice.timings.end(),
-                                           [](const PlanTiming& t) { return t.over_available; });
+  // What ruled the candidates out: the budget, unless the machine's memory ruled out any.
+  const bool budget_bound =
+      memory_budget_bytes > 0 && std::none_of(choice.timings.begin(), choice.timings.end(),
+                                              [](const PlanTiming& t) { return t.over_available; });
   HFTA_CHECK(best != nullptr, "no plan fits {} for {} models of {}: {}",
-             memory_budget_bytes > 0 && !any_unavailable
-                 ? fmt::format("the memory budget of {:.0f} MiB",
-                               static_cast<double>(memory_budget_bytes) / (1 << 20))
-                 : fmt::format("the {:.0f} MiB this machine has available",
-                               static_cast<double>(available_memory_bytes()) / (1 << 20)),
+             budget_bound ? fmt::format("the memory budget of {:.0f} MiB",
+                                        static_cast<double>(memory_budget_bytes) / (1 << 20))
+                          : fmt::format("the {:.0f} MiB this machine has available",
+                                        static_cast<double>(available_memory_bytes()) / (1 << 20)),
              B, model,
-             memory_budget_bytes > 0 && !any_unavailable
-                 ? "raise the budget or train fewer models"
-                 : "train fewer models or use a smaller --batch-size");
+             budget_bound ? "raise the budget or train fewer models"
+                          : "train fewer models or use a smaller --batch-size");
   choice.plan = best->plan;
   entry["plan"] = choice.plan.str();
   log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}", fmt::join(parts, ", "),

@@ -65,8 +65,8 @@ double ForeignLoadMeter::foreign_cpu_seconds(double own_children_cpu_seconds) co
   return (busy - busy_start_) - (own_cpu_seconds() - own_start_) - own_children_cpu_seconds;
 }
 
-double ForeignLoadMeter::share(double own_children_cpu_seconds, double wall_seconds) const {
-  if (wall_seconds < 0) wall_seconds = static_cast<double>(monotonic_ns() - wall_start_ns_) * 1e-9;
+double ForeignLoadMeter::share(double own_children_cpu_seconds) const {
+  const double wall_seconds = static_cast<double>(monotonic_ns() - wall_start_ns_) * 1e-9;
   return share_of(foreign_cpu_seconds(own_children_cpu_seconds), wall_seconds,
                   static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
 }

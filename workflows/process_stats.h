@@ -36,10 +36,10 @@ class ForeignLoadMeter {
   // Foreign CPU-seconds since the start; `own_children_cpu_seconds` is our children's CPU time
   // (not in this process's), so not foreign.
   double foreign_cpu_seconds(double own_children_cpu_seconds = 0.0) const;
-  // foreign_cpu_seconds over `wall_seconds` of all online CPUs (/proc/stat counts them all):
-  // by default the wall time since the start. Unclamped: /proc/stat's 10 ms ticks can make it a
-  // little negative, or above 1, over a short stretch.
-  double share(double own_children_cpu_seconds = 0.0, double wall_seconds = -1.0) const;
+  // foreign_cpu_seconds over the wall time since the start of all online CPUs (/proc/stat counts
+  // them all). Unclamped: /proc/stat's 10 ms ticks can make it a little negative, or above 1,
+  // over a short stretch.
+  double share(double own_children_cpu_seconds = 0.0) const;
   // The arithmetic of share(): 0 for an empty stretch or no CPUs.
   static double share_of(double foreign_cpu_seconds, double wall_seconds, int cpus);
 

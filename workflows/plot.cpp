@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -234,6 +235,35 @@ bool plot_sweep(const std::string& dir, const std::string& title, int64_t memory
     return false;
   }
   return true;
+}
+
+void save_plot_settings(const std::string& dir, const PlotSettings& settings) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "plot.json";
+  const nlohmann::json j = {{"title", settings.title},
+                            {"memory_budget_bytes", settings.memory_budget_bytes}};
+  std::ofstream out(path, std::ios::trunc);
+  out << j.dump(2) << "\n";
+  HFTA_CHECK(out.good(), "cannot write {}: {}", path.string(), std::strerror(errno));
+}
+
+std::optional<PlotSettings> load_plot_settings(const std::string& dir) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "plot.json";
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  PlotSettings settings;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    settings.title = j.at("title").get<std::string>();
+    settings.memory_budget_bytes = j.at("memory_budget_bytes").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(
+        "{} is not a sweep's plot settings ({}): delete it to plot with the title the flags "
+        "give",
+        path.string(), e.what());
+  }
+  HFTA_CHECK(settings.memory_budget_bytes >= 0, "{}: memory_budget_bytes {} is negative",
+             path.string(), settings.memory_budget_bytes);
+  return settings;
 }
 
 }  // namespace hfta

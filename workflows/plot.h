@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,17 @@ std::string gnuplot_script(const std::vector<SweepPoint>& points, const std::str
 // (after one line to `warn`) when gnuplot is missing or fails; the CSV is untouched either way.
 bool plot_sweep(const std::string& dir, const std::string& title, int64_t memory_budget_bytes,
                 const std::function<void(const std::string&)>& warn);
+
+// What a plot says that throughput.csv does not: its title (model, dataset, batch size, CPU) and
+// the memory budget line. The sweep saves them as <dir>/plot.json when it starts, so that
+// `hfta sweep --plot-only` redraws a sweep as it was measured, whatever flags it is given.
+struct PlotSettings {
+  std::string title;
+  int64_t memory_budget_bytes = 0;
+};
+void save_plot_settings(const std::string& dir, const PlotSettings& settings);
+// std::nullopt when <dir>/plot.json does not exist (a sweep from before it was written); throws
+// hfta::Error naming the file and the problem when it exists but is not such a file.
+std::optional<PlotSettings> load_plot_settings(const std::string& dir);
 
 }  // namespace hfta

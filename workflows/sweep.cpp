@@ -166,15 +166,35 @@ void print_summary(const std::string& dir) {
   }
 }
 
+// Figures from different machines look alike: the title names the CPU and its widest vectors.
+std::string plot_title(const SweepOptions& o) {
+  const char* vectors = __builtin_cpu_supports("avx512f") ? "AVX-512"
+                        : __builtin_cpu_supports("avx2")  ? "AVX2"
+                                                          : "no AVX2";
+  return fmt::format("{} ({}, batch {}) on {} ({}), {} threads", o.trial.model, o.trial.dataset,
+                     o.trial.batch_size, cpu_model_name(), vectors, o.threads);
+}
+
 void sweep_command(const SweepFlags& flags) {
   SweepOptions o;
   o.trial = flags.trial;
   o.out_dir = (fs::path(flags.out) / flags.trial.model).string();
   o.memory_budget_bytes = flags.memory_budget.empty() ? 0 : parse_memory_size(flags.memory_budget);
-  const std::string title =
-      fmt::format("{} ({}, batch {})", o.trial.model, o.trial.dataset, o.trial.batch_size);
   if (flags.plot_only) {
-    if (plot_sweep(o.out_dir, title, o.memory_budget_bytes, say))
+    // The sweep's own settings, not this command's flags: they may be fewer (or another day's).
+    PlotSettings plot{
+        fmt::format("{} ({}, batch {})", o.trial.model, o.trial.dataset, o.trial.batch_size),
+        o.memory_budget_bytes};
+    if (const auto saved = load_plot_settings(o.out_dir)) {
+      plot.title = saved->title;
+      if (flags.memory_budget.empty()) plot.memory_budget_bytes = saved->memory_budget_bytes;
+    } else {
+      say(
+          fmt::format("{}/plot.json is missing (a sweep before it was saved): the title comes "
+                      "from the flags, \"{}\"",
+                      o.out_dir, plot.title));
+    }
+    if (plot_sweep(o.out_dir, plot.title, plot.memory_budget_bytes, say))
       say(fmt::format("plots: {0}/throughput.png, {0}/memory.png", o.out_dir));
     print_summary(o.out_dir);
     return;
@@ -263,6 +283,7 @@ void sweep_command(const SweepFlags& flags) {
                       "{} threads)",
                       o.peak_gflops, o.threads));
     }
+    save_plot_settings(o.out_dir, {plot_title(o), o.memory_budget_bytes});
     run_sweep(o, runner, say);
   } catch (const Interrupted&) {
     fail(
@@ -270,7 +291,7 @@ void sweep_command(const SweepFlags& flags) {
         "same command plus --plot-only)",
         o.out_dir);
   }
-  if (!flags.no_plot && plot_sweep(o.out_dir, title, o.memory_budget_bytes, say))
+  if (!flags.no_plot && plot_sweep(o.out_dir, plot_title(o), o.memory_budget_bytes, say))
     say(fmt::format("plots: {0}/throughput.png, {0}/memory.png", o.out_dir));
   say(fmt::format("CSV: {}/throughput.csv", o.out_dir));
   print_summary(o.out_dir);

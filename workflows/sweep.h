@@ -13,8 +13,8 @@
 //   fused       one process trains the array of B models (`--B n`).
 //
 // Output, in <out>/<model>/: throughput.csv (one row per mode, B and repeat, flushed row by row),
-// logs/<mode>-B<k>-r<repeat>[.p<i>].log (each process's command, stderr and result line), sweep.gp
-// and the PNGs (plot.h).
+// logs/<mode>-B<k>-r<repeat>[.p<i>].log (each process's command, stderr and result line), sweep.gp,
+// the PNGs and plot.json, their title and budget line for a later --plot-only (plot.h).
 //
 // On a shared machine other processes steal CPU time mid-measurement. The runner measures that
 // share (foreign_load, from /proc/stat against its children's CPU time); a measurement above

@@ -1,6 +1,7 @@
 // `hfta sweep` without processes: flag parsing, the plan, the --B max search, the CSV the engine
-// writes (schema, normalization, failure/skip rows, interrupts) and the gnuplot script, all
-// driven by fake trial runners. tests/workflows/test_sweep_process.cpp covers the processes.
+// writes (schema, normalization, failure/skip rows, interrupts), all driven by fake trial
+// runners (tests/sweep_fakes.h). test_sweep_plot.cpp covers the plots.
+// tests/workflows/test_sweep_process.cpp covers the processes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "sweep_fakes.h"
 #include "test_files.h"
+#include "test_util.h"
 #include "workflows/csv.h"
 #include "workflows/plot.h"
 #include "workflows/sweep.h"
@@ -19,19 +22,11 @@ namespace hfta {
 namespace {
 
 namespace fs = std::filesystem;
+using test::by_ref;
+using test::expect_error_containing;
+using test::FakeRunner;
+using test::small_sweep;
 using test::TempDir;
-
-// Runs `f` and expects an hfta::Error whose message contains `needle`.
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an hfta::Error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected to mention: " << needle;
-  }
-}
 
 // ---- flags ----
 
@@ -44,16 +39,16 @@ TEST(SweepFlags, BListParsesSortsAndKnowsMax) {
 }
 
 TEST(SweepFlags, BadBListsSayWhatIsWrong) {
-  expect_error([] { parse_B_list(""); }, "empty");
-  expect_error([] { parse_B_list("1,,2"); }, "empty item");
-  expect_error([] { parse_B_list("1,2,"); }, "empty item");
-  expect_error([] { parse_B_list("0"); }, "at least 1");
-  expect_error([] { parse_B_list("-2"); }, "'-2'");
-  expect_error([] { parse_B_list("2.5"); }, "'2.5'");
-  expect_error([] { parse_B_list("1,two"); }, "'two'");
-  expect_error([] { parse_B_list("4,4"); }, "listed twice");
-  expect_error([] { parse_B_list("1,max"); }, "stands alone");
-  expect_error([] { parse_B_list("99999999999999"); }, "not a model count");
+  expect_error_containing([] { parse_B_list(""); }, "empty");
+  expect_error_containing([] { parse_B_list("1,,2"); }, "empty item");
+  expect_error_containing([] { parse_B_list("1,2,"); }, "empty item");
+  expect_error_containing([] { parse_B_list("0"); }, "at least 1");
+  expect_error_containing([] { parse_B_list("-2"); }, "'-2'");
+  expect_error_containing([] { parse_B_list("2.5"); }, "'2.5'");
+  expect_error_containing([] { parse_B_list("1,two"); }, "'two'");
+  expect_error_containing([] { parse_B_list("4,4"); }, "listed twice");
+  expect_error_containing([] { parse_B_list("1,max"); }, "stands alone");
+  expect_error_containing([] { parse_B_list("99999999999999"); }, "not a model count");
 }
 
 TEST(SweepFlags, Modes) {
@@ -62,9 +57,9 @@ TEST(SweepFlags, Modes) {
       (std::vector<SweepMode>{SweepMode::kSerial, SweepMode::kConcurrent, SweepMode::kFused}));
   EXPECT_EQ(parse_modes("fused,serial"),
             (std::vector<SweepMode>{SweepMode::kFused, SweepMode::kSerial}));
-  expect_error([] { parse_modes("fused,fast"); }, "'fast' is not a mode");
-  expect_error([] { parse_modes("fused,fused"); }, "twice");
-  expect_error([] { parse_modes(""); }, "empty");
+  expect_error_containing([] { parse_modes("fused,fast"); }, "'fast' is not a mode");
+  expect_error_containing([] { parse_modes("fused,fused"); }, "twice");
+  expect_error_containing([] { parse_modes(""); }, "empty");
 }
 
 TEST(SweepFlags, MemorySizes) {
@@ -81,8 +76,8 @@ TEST(SweepFlags, MemorySizes) {
   EXPECT_EQ(parse_memory_size("4096"), 4096);
   EXPECT_EQ(parse_memory_size("4096B"), 4096);
   for (const char* bad : {"", "GiB", "8XB", "-1G", "1.2.3G", "eight", "8 GiBs"})
-    expect_error([&] { parse_memory_size(bad); }, "not a memory size");
-  expect_error([] { parse_memory_size("0"); }, "between");
+    expect_error_containing([&] { parse_memory_size(bad); }, "not a memory size");
+  expect_error_containing([] { parse_memory_size("0"); }, "between");
   EXPECT_EQ(format_memory_size(int64_t{8} << 30), "8 GiB");
   EXPECT_EQ(format_memory_size(int64_t{3} << 29), "1.5 GiB");
   EXPECT_EQ(format_memory_size(300), "300 B");
@@ -185,7 +180,8 @@ TEST(SweepMaxB, AFailedTrialDoesNotFit) {
 
 TEST(SweepMaxB, NothingFitsIsAnError) {
   auto trial = [](int64_t B) { return fake_memory(B, int64_t{2} << 30); };
-  expect_error([&] { find_max_B(trial, int64_t{1} << 30, 1024, nullptr); }, "even one model");
+  expect_error_containing([&] { find_max_B(trial, int64_t{1} << 30, 1024, nullptr); },
+                          "even one model");
 }
 
 TEST(SweepMaxB, SweptBs) {
@@ -195,66 +191,6 @@ TEST(SweepMaxB, SweptBs) {
 }
 
 // ---- the engine and its CSV ----
-
-// A deterministic fake: serial B=1 gives 100, 110, 120 samples/s in repeats 1..3 (median 110);
-// everything else gives 100 * B * factor(mode) + repeat.
-struct FakeRunner {
-  std::vector<TrialRequest> requests;
-  std::map<std::pair<SweepMode, int64_t>, std::string> failures;  // (mode, B) -> error
-  // (mode, B) -> foreign load of each successive attempt (the last one repeats)
-  std::map<std::pair<SweepMode, int64_t>, std::vector<double>> busy;
-  int interrupt_at_call = -1;      // 0-based call index
-  std::string ran_plan = "fused";  // the plan fused measurements report
-
-  static double factor(SweepMode m) {
-    return m == SweepMode::kFused ? 1.5 : m == SweepMode::kConcurrent ? 1.2 : 1.0;
-  }
-  static double samples(SweepMode mode, int64_t B, int repeat) {
-    if (mode == SweepMode::kSerial && B == 1) return 90.0 + 10.0 * repeat;
-    return 100.0 * B * factor(mode) + repeat;
-  }
-  Measurement operator()(const TrialRequest& r) {
-    if (static_cast<int>(requests.size()) == interrupt_at_call) throw Interrupted("interrupted");
-    requests.push_back(r);
-    Measurement m;
-    auto f = failures.find({r.mode, r.B});
-    if (f != failures.end()) {
-      m.error = f->second;
-      return m;
-    }
-    m.ok = true;
-    m.plan = r.mode == SweepMode::kFused ? ran_plan : "fused";
-    m.samples_per_second = samples(r.mode, r.B, r.repeat);
-    m.step_ms = 1000.0 * r.B * 64 / m.samples_per_second;
-    m.gflops = m.samples_per_second * 1e-3;
-    m.peak_rss_bytes = r.B * (int64_t{10} << 20);
-    auto b = busy.find({r.mode, r.B});
-    if (b != busy.end()) {
-      size_t attempt = 0;
-      for (const auto& q : requests) attempt += q.mode == r.mode && q.B == r.B;
-      m.foreign_load = b->second[std::min(attempt, b->second.size()) - 1];
-      m.samples_per_second *= 1.0 - m.foreign_load;  // others took that share
-    }
-    return m;
-  }
-};
-
-SweepOptions small_sweep(const fs::path& dir) {
-  SweepOptions o;
-  o.trial.model = "lenet";
-  o.trial.steps = 5;
-  o.modes = {SweepMode::kSerial, SweepMode::kConcurrent, SweepMode::kFused};
-  o.Bs = {1, 2, 4};
-  o.repeats = 3;
-  o.out_dir = dir.string();
-  o.threads = 2;
-  o.peak_gflops = 2.0;
-  return o;
-}
-
-TrialRunner by_ref(FakeRunner& fake) {
-  return [&fake](const TrialRequest& r) { return fake(r); };
-}
 
 TEST(SweepEngine, CsvHasOneRowPerModeBRepeatAndNormalizes) {
   TempDir tmp("schema");
@@ -413,7 +349,7 @@ TEST(SweepEngine, FailedBaselineStopsTheSweep) {
   SweepOptions o = small_sweep(dir);
   FakeRunner fake;
   fake.failures[{SweepMode::kSerial, 1}] = "exit status 1: hfta: error: unknown model 'x'";
-  expect_error([&] { run_sweep(o, by_ref(fake), nullptr); }, "unknown model 'x'");
+  expect_error_containing([&] { run_sweep(o, by_ref(fake), nullptr); }, "unknown model 'x'");
   EXPECT_EQ(fake.requests.size(), 1u);  // the first measurement: nothing has worked
   CsvTable t = read_csv((dir / "throughput.csv").string());
   ASSERT_EQ(t.rows.size(), 1u);
@@ -541,79 +477,6 @@ TEST(SweepEngine, DisturbedMeasurementsAreRepeatedAndTheLeastDisturbedKept) {
   int again = 0;
   for (const auto& l : lines) again += l.find("measuring again") != std::string::npos;
   EXPECT_EQ(again, 1 + 2);
-}
-
-// ---- plots ----
-
-TEST(SweepPlot, SummaryAndScriptCoverEveryModeAndOnlyMeasuredPoints) {
-  TempDir tmp("plot");
-  const fs::path& dir = tmp.path;
-  SweepOptions o = small_sweep(dir);
-  FakeRunner fake;
-  fake.failures[{SweepMode::kConcurrent, 4}] = "failed on purpose";
-  run_sweep(o, by_ref(fake), nullptr);
-  auto points = summarize_sweep(read_csv((dir / "throughput.csv").string()));
-  ASSERT_EQ(points.size(), 3u + 2 + 3);  // concurrent B=4 never succeeded
-  const SweepPoint& fused2 = points[6];
-  EXPECT_EQ(fused2.mode, "fused");
-  EXPECT_EQ(fused2.B, 2);
-  EXPECT_EQ(fused2.runs, 3);
-  EXPECT_NEAR(fused2.normalized_min, 301.0 / 110, 1e-4);
-  EXPECT_NEAR(fused2.normalized_max, 303.0 / 110, 1e-4);
-  EXPECT_NEAR(fused2.normalized_median, 302.0 / 110, 1e-4);
-  EXPECT_NEAR(fused2.rss_mib_median, 20.0, 0.01);
-
-  std::string script = gnuplot_script(points, "pointnet_seg", int64_t{1} << 30);
-  for (const char* needle :
-       {"set termoption noenhanced", "set title \"pointnet_seg: throughput", "$serial << EOD",
-        "$concurrent << EOD", "$fused << EOD", "title \"serial\"", "title \"concurrent\"",
-        "title \"fused\"", "set output \"throughput.png\"", "set output \"memory.png\"",
-        "filledcurves", "memory budget", "set xtics (1, 2, 4)"})
-    EXPECT_NE(script.find(needle), std::string::npos) << "script lacks " << needle;
-  // The concurrent block has B = 1 and 2 only.
-  size_t begin = script.find("$concurrent << EOD\n"), end = script.find("EOD\n", begin + 18);
-  std::string block = script.substr(begin + 19, end - begin - 19);
-  EXPECT_EQ(std::count(block.begin(), block.end(), '\n'), 2) << block;
-  EXPECT_EQ(block.rfind("4 ", 0), std::string::npos);
-}
-
-TEST(SweepPlot, PlotsWithGnuplotOrWarns) {
-  TempDir tmp("png");
-  const fs::path& dir = tmp.path;
-  SweepOptions o = small_sweep(dir);
-  FakeRunner fake;
-  run_sweep(o, by_ref(fake), nullptr);
-  std::vector<std::string> warnings;
-  bool plotted =
-      plot_sweep(dir.string(), "lenet", 0, [&](const std::string& w) { warnings.push_back(w); });
-  EXPECT_TRUE(fs::exists(dir / "sweep.gp"));
-  if (plotted) {
-    EXPECT_GT(fs::file_size(dir / "throughput.png"), 1000u);
-    EXPECT_GT(fs::file_size(dir / "memory.png"), 1000u);
-  } else {
-    ASSERT_EQ(warnings.size(), 1u);
-    EXPECT_NE(warnings[0].find("gnuplot"), std::string::npos);
-  }
-}
-
-TEST(SweepPlot, MissingGnuplotIsAWarningNotAnError) {
-  TempDir tmp("nognuplot");
-  const fs::path& dir = tmp.path;
-  SweepOptions o = small_sweep(dir);
-  o.repeats = 1;
-  FakeRunner fake;
-  run_sweep(o, by_ref(fake), nullptr);
-  const char* old = std::getenv("PATH");
-  std::string saved = old ? old : "";
-  setenv("PATH", dir.c_str(), 1);  // no gnuplot there
-  std::vector<std::string> warnings;
-  bool plotted =
-      plot_sweep(dir.string(), "lenet", 0, [&](const std::string& w) { warnings.push_back(w); });
-  setenv("PATH", saved.c_str(), 1);
-  EXPECT_FALSE(plotted);
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("gnuplot-nox"), std::string::npos) << warnings[0];
-  EXPECT_TRUE(fs::exists(dir / "throughput.csv"));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "test_files.h"
 #include "workflows/csv.h"
+#include "workflows/plot.h"
 #include "workflows/sweep.h"
 #include "workflows/sweep_process.h"
 
@@ -301,6 +302,25 @@ TEST(RealSweep, SmallMlpSweepWritesCsvAndPlots) {
     EXPECT_TRUE(fs::exists(dir / "mlp" / "memory.png")) << r.err;
   }
   EXPECT_NE(r.out.find("best B"), std::string::npos);
+
+  // The plots' title names the model, its data and the machine, and --plot-only redraws it from
+  // plot.json whatever flags it gets (here none of the sweep's); without plot.json it says so.
+  const auto settings = load_plot_settings((dir / "mlp").string());
+  ASSERT_TRUE(settings.has_value());
+  EXPECT_EQ(settings->title.rfind("mlp (", 0), 0u) << settings->title;
+  for (const char* part : {", batch ", ") on ", "), 2 threads"})
+    EXPECT_NE(settings->title.find(part), std::string::npos) << settings->title;
+  EXPECT_EQ(settings->memory_budget_bytes, 0);
+  fs::remove(dir / "mlp" / "sweep.gp");
+  r = test::run_hfta(fmt::format("sweep --plot-only --model mlp --out {}", dir.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(test::read_file(dir / "mlp" / "sweep.gp").find(settings->title), std::string::npos);
+  EXPECT_EQ(r.err.find("plot.json is missing"), std::string::npos) << r.err;
+  fs::remove(dir / "mlp" / "plot.json");
+  r = test::run_hfta(fmt::format("sweep --plot-only --model mlp --out {}", dir.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("plot.json is missing"), std::string::npos) << r.err;
+  EXPECT_EQ(test::read_file(dir / "mlp" / "sweep.gp").find(") on "), std::string::npos);
 }
 
 TEST(RealSweep, MaxB) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -188,6 +189,29 @@ inline void expect_adam_parameters_agree(const std::vector<float>& a, const std:
 inline const std::vector<int64_t>& model_counts() {
   static const std::vector<int64_t> counts = {1, 2, 3, 8};
   return counts;
+}
+
+// Runs `call` and expects an hfta::Error whose message contains every one of `parts` and none of
+// `absent`; a failure prints the message.
+inline void expect_error_containing_all(const std::function<void()>& call,
+                                        const std::vector<std::string>& parts,
+                                        const std::vector<std::string>& absent = {}) {
+  try {
+    call();
+    ADD_FAILURE() << "expected hfta::Error containing '" << (parts.empty() ? "" : parts.front())
+                  << "', nothing thrown";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos)
+          << "message lacks '" << part << "': " << message;
+    for (const std::string& part : absent)
+      EXPECT_EQ(message.find(part), std::string::npos)
+          << "message has '" << part << "': " << message;
+  }
+}
+inline void expect_error_containing(const std::function<void()>& call, const std::string& text) {
+  expect_error_containing_all(call, {text});
 }
 
 }  // namespace hfta::test

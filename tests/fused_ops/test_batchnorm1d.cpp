@@ -18,6 +18,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::random_buffer;
 
 using test::OpCase;
@@ -375,15 +376,6 @@ TEST(BatchNorm1d, EvalUsesRunningStatisticsByHand) {
     EXPECT_NEAR(dx.values[1], 0.5 * 2.0 * r, 1e-6);
     EXPECT_NEAR(dgamma.values[0], 1.0 * 2.0 * r - 0.5 * 2.0 * r, 1e-6);
     EXPECT_NEAR(dbeta.values[0], 1.5, 1e-6);
-  }
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
 }
 

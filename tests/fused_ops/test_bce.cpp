@@ -15,6 +15,7 @@ namespace hfta {
 namespace {
 
 using test::Buffer;
+using test::expect_error_containing;
 using test::OpCase;
 using test::Role;
 using test::TensorSpec;
@@ -225,15 +226,6 @@ TEST(BceWithLogits, NanLogitPoisonsOnlyItsModel) {
       EXPECT_TRUE(std::isnan(d1.values[i]));
     else
       EXPECT_EQ(d1.values[i], d0.values[i]) << "gradient " << i;
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(BceWithLogits, BadTargetsAndShapesRaiseClearErrors) {

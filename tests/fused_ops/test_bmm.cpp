@@ -17,6 +17,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::OpCase;
 using test::random_buffer;
 using test::Role;
@@ -203,15 +204,6 @@ TEST(Bmm, ProductByHand) {
   const std::vector<float> want = {0, 0, 0, 0, 0, 0, 1, 2, 0, 3, 4, 2};
   EXPECT_EQ(y.values, want);
   EXPECT_DOUBLE_EQ(p.forward_flops(), 2.0 * 2 * 1 * 2 * 2 * 3);
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(Bmm, BadShapesRaiseClearErrors) {

@@ -15,6 +15,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::Layout;
 using test::OpCase;
 using test::random_buffer;
@@ -167,15 +168,6 @@ TEST(Concat, GradientsFollowTheirOwnAccumulateFlags) {
     expect_close(dx[2], before[2], 0.0, 0.0, "dx2 (skipped)");
     // Accumulated means start + slice of dy: the first model's first element of input 0.
     EXPECT_EQ(dx[0].values[0], before[0].values[0] + dy.values[0]);
-  }
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
 }
 

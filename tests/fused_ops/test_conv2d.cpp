@@ -21,6 +21,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::random_buffer;
 
 using test::StrategyScope;
@@ -578,15 +579,6 @@ TEST(Conv2d, ReferenceGradientsMatchFiniteDifferences) {
                                                      "dw");
     test::expect_gradient_matches_finite_differences(forward, f.bias, f.y, g, f.db, eps, tol, tol,
                                                      "db");
-  }
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
 }
 

@@ -19,6 +19,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::Layout;
 using test::OpCase;
 using test::Role;
@@ -369,15 +370,6 @@ TEST(ConvTranspose2d, StrategyChoice) {
   cpu::set_conv_transpose2d_strategy(Strategy::kPerModel);
   EXPECT_EQ(cpu::conv_transpose2d_strategy_for(params_for(4, plain)), Strategy::kPerModel);
   EXPECT_EQ(cpu::conv_transpose2d_strategy_for(params_for(1, plain)), Strategy::kGrouped);
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(ConvTranspose2d, BadShapesAndSizesRaiseClearErrors) {

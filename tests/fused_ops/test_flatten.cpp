@@ -14,6 +14,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::random_buffer;
 
 using test::OpCase;
@@ -114,15 +115,6 @@ TEST(Flatten, ElementPlacementByHand) {
   flatten_forward(p, {.x = x.view(), .y = y.view()});
   EXPECT_EQ(y.values[(1 * 2 + 1) * 12 + 10], 42.0f);
   EXPECT_EQ(std::count(y.values.begin(), y.values.end(), 0.0f), y.numel() - 1);
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(Flatten, BadShapesRaiseClearErrors) {

@@ -16,6 +16,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::Fill;
 using test::OpCase;
 using test::random_buffer;
@@ -167,15 +168,6 @@ TEST(MaxOverPoints, ForwardWithoutArgmax) {
       p, {.x = x.view(), .saved = {IndexView(argmax.data(), p.argmax_shape())}, .y = y.view()});
   max_over_points_forward(p, {.x = x.view(), .saved = {}, .y = y_eval.view()});
   expect_close(y_eval, y, 0.0, 0.0, "forward without argmax");
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(MaxOverPoints, BadShapesRaiseClearErrors) {

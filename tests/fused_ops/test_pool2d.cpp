@@ -34,6 +34,7 @@ namespace {
 
 using test::Buffer;
 using test::expect_close;
+using test::expect_error_containing;
 using test::random_buffer;
 
 using test::Layout;
@@ -64,15 +65,6 @@ void expect_same_indices(const IndexBuffer& actual, const IndexBuffer& expected,
   EXPECT_EQ(misses, 0) << what << ": " << misses << " indices differ; first at " << first << ": "
                        << (first >= 0 ? actual.values[first] : 0) << " vs expected "
                        << (first >= 0 ? expected.values[first] : 0);
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 // ---- the op harness (tests/op_harness.h): fused(B) equals B reference single-model runs ----

@@ -12,6 +12,7 @@ namespace hfta {
 namespace {
 
 using test::Buffer;
+using test::expect_error_containing;
 using test::OpCase;
 using test::Role;
 using test::TensorSpec;
@@ -87,15 +88,6 @@ TEST(RepeatPoints, ByHand) {
   EXPECT_EQ(dx.values, (std::vector<float>{6, 60, 15, 150}));
   repeat_points_backward(p, {.dy = dy.view(), .dx = dx.view(), .accumulate_dx = true});
   EXPECT_EQ(dx.values, (std::vector<float>{12, 120, 30, 300}));
-}
-
-void expect_error_containing(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-    ADD_FAILURE() << "expected hfta::Error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(RepeatPoints, BadShapesRaiseClearErrors) {

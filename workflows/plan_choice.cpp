@@ -449,9 +449,11 @@ cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&
       return cpu::GemmRouting{all, all, all, all};
     }
     const std::string path = plan_cache_path();
-    // Not the build: hfta and the test programs, and every rebuild, share the measurement.
+    // Not the build: hfta and the test programs, and every rebuild, share the measurement, as
+    // long as they time the same shapes the same way.
     const std::string key =
-        fmt::format("{} | sgemm libraries | {}", cpu_model_name(), cpu::describe_gemm_libraries());
+        fmt::format("{} | sgemm libraries | {} | {}", cpu_model_name(),
+                    cpu::describe_gemm_libraries(), cpu::describe_gemm_timing());
     cpu::GemmRouting routing;
     routing.fill(cpu::GemmBackend::kOneDnn);
     nlohmann::json cache = read_cache(path);

@@ -1,12 +1,16 @@
 #include "backend/cpu/gemm_timing.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -111,6 +115,14 @@ double openblas_time_ratio(const std::vector<GemmCaseTiming>& timings, size_t wh
              "no positive GEMM timings of case {} (oneDNN {} ms, OpenBLAS {} ms)",
              gemm_case_name(which), onednn, openblas);
   return openblas / onednn;
+}
+
+std::string describe_gemm_timing() {
+  std::vector<std::string> shapes;
+  for (const LayerShape& s : kShapes)
+    shapes.push_back(fmt::format("N={} {}->{}", s.rows, s.in, s.out));
+  return fmt::format("{} shapes ({}), {} rounds, OpenBLAS below {}", std::size(kShapes),
+                     fmt::join(shapes, ", "), kRounds, kOpenBlasWinsBelow);
 }
 
 GemmRouting faster_gemm_routing(const std::vector<GemmCaseTiming>& timings) {

@@ -41,6 +41,11 @@ double openblas_time_ratio(const std::vector<GemmCaseTiming>& timings, size_t wh
 inline constexpr double kOpenBlasWinsBelow = 0.95;
 GemmRouting faster_gemm_routing(const std::vector<GemmCaseTiming>& timings);
 
+// What the timing measures and how it decides ("6 shapes (N=64 784->256, ...), 3 rounds, OpenBLAS
+// below 0.95"), for the cache key of its result: a build that times other shapes or decides
+// otherwise measures again instead of reading an older build's choice.
+std::string describe_gemm_timing();
+
 // "onednn" / "openblas", the spelling of HFTA_GEMM and of the cache; parse_gemm_backend reads it
 // back (throws on anything else, naming the accepted values).
 const char* gemm_backend_name(GemmBackend backend);

@@ -135,11 +135,13 @@ std::string describe_runtime() {
   const dnnl_version_t* v = dnnl_version();
   const char* parallel[] = {"sequential", "pthreads", "OpenMP"};
   int mode = openblas_get_parallel();
+  // openblas_sgemm narrows each call to g_openblas_threads: openblas_get_num_threads() (the
+  // OpenMP count) is not what its calls use.
   return fmt::format(
-             "OpenBLAS {} ({} build, {} threads); oneDNN {}.{}.{} (cpu runtime {}); "
+             "OpenBLAS {} ({} build, {} thread{} a call); oneDNN {}.{}.{} (cpu runtime {}); "
              "OpenMP {} threads; sgemm by {}",
              openblas_get_config(), mode >= 0 && mode <= 2 ? parallel[mode] : "unknown",
-             openblas_get_num_threads(), v->major, v->minor, v->patch,
+             g_openblas_threads, g_openblas_threads == 1 ? "" : "s", v->major, v->minor, v->patch,
              v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other", omp_get_max_threads(),
              describe_gemm_routing(g_gemm_routing)) +
          fmt::format("; OpenMP waits {}",

@@ -98,6 +98,17 @@ TEST(GemmLibrary, TimesBothLibrariesOnEveryShapeAndRestoresTheRuntime) {
 // The cutting rule at work: with OpenBLAS on every case a forward pass at fewer models than
 // threads is one call per model (OpenBLAS's blocks are not exact), and gives what one thread
 // gives, bit for bit.
+// The start-up line gives the threads an OpenBLAS call runs on (one), not OpenMP's count, which
+// openblas_get_num_threads() would report.
+TEST(GemmLibrary, RuntimeLineGivesOpenBlasThreadsPerCall) {
+  const int threads = omp_get_max_threads();
+  cpu::set_num_threads(2);
+  const std::string line = cpu::describe_runtime();
+  cpu::set_num_threads(threads);
+  EXPECT_NE(line.find("build, 1 thread a call)"), std::string::npos) << line;
+  EXPECT_NE(line.find("OpenMP 2 threads"), std::string::npos) << line;
+}
+
 TEST(GemmLibrary, OpenBlasForwardIsTheSameOnOneAndTwoThreads) {
   const GemmRouting saved = cpu::gemm_routing();
   const int threads = omp_get_max_threads();
@@ -197,6 +208,20 @@ TEST(GemmLibraryCli, MeasuredOnceThenTheCachedRoutingRunsAndHftaGemmOverrides) {
   test::CommandResult remeasured = test::run_hfta(train);
   ASSERT_EQ(remeasured.exit_code, 0) << remeasured.output();
   EXPECT_NE(remeasured.out.find("sgemm libraries: timed"), std::string::npos) << remeasured.out;
+
+  // The key names what was timed and how it was decided: an entry that other shapes made (an
+  // older build's) is not read, however well-formed.
+  EXPECT_NE(key.find(cpu::describe_gemm_timing()), std::string::npos) << key;
+  cache = nlohmann::json::parse(std::ifstream(cache_path));
+  std::string older = key;
+  older.replace(key.find(cpu::describe_gemm_timing()), cpu::describe_gemm_timing().size(),
+                "1 shapes (N=8 8->8), 1 rounds, OpenBLAS below 0.95");
+  cache[older] = cache[key];
+  cache.erase(key);
+  std::ofstream(cache_path) << cache.dump(2);
+  test::CommandResult other_shapes = test::run_hfta(train);
+  ASSERT_EQ(other_shapes.exit_code, 0) << other_shapes.output();
+  EXPECT_NE(other_shapes.out.find("sgemm libraries: timed"), std::string::npos) << other_shapes.out;
 }
 
 }  // namespace

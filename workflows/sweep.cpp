@@ -166,13 +166,18 @@ void print_summary(const std::string& dir) {
   }
 }
 
+// What was trained: "mlp (fashion-mnist, batch 64)".
+std::string sweep_subject(const SweepOptions& o) {
+  return fmt::format("{} ({}, batch {})", o.trial.model, o.trial.dataset, o.trial.batch_size);
+}
+
 // Figures from different machines look alike: the title names the CPU and its widest vectors.
 std::string plot_title(const SweepOptions& o) {
   const char* vectors = __builtin_cpu_supports("avx512f") ? "AVX-512"
                         : __builtin_cpu_supports("avx2")  ? "AVX2"
                                                           : "no AVX2";
-  return fmt::format("{} ({}, batch {}) on {} ({}), {} threads", o.trial.model, o.trial.dataset,
-                     o.trial.batch_size, cpu_model_name(), vectors, o.threads);
+  return fmt::format("{} on {} ({}), {} threads", sweep_subject(o), cpu_model_name(), vectors,
+                     o.threads);
 }
 
 void sweep_command(const SweepFlags& flags) {
@@ -182,9 +187,7 @@ void sweep_command(const SweepFlags& flags) {
   o.memory_budget_bytes = flags.memory_budget.empty() ? 0 : parse_memory_size(flags.memory_budget);
   if (flags.plot_only) {
     // The sweep's own settings, not this command's flags: they may be fewer (or another day's).
-    PlotSettings plot{
-        fmt::format("{} ({}, batch {})", o.trial.model, o.trial.dataset, o.trial.batch_size),
-        o.memory_budget_bytes};
+    PlotSettings plot{sweep_subject(o), o.memory_budget_bytes};
     if (const auto saved = load_plot_settings(o.out_dir)) {
       plot.title = saved->title;
       if (flags.memory_budget.empty()) plot.memory_budget_bytes = saved->memory_budget_bytes;
@@ -229,6 +232,7 @@ void sweep_command(const SweepFlags& flags) {
 
   warn_if_busy();
   InterruptGuard guard;  // Ctrl-C: kill the children, keep the rows so far
+  PlotSettings plot;     // once the budget is known (--B max may set it)
   auto wait_budget = std::make_shared<double>(flags.quiet_wait);  // seconds, whole sweep
   const TrialRunner runner =
       patient_runner(process_trial_runner(exe), flags.busy_threshold, wait_budget);
@@ -283,7 +287,8 @@ void sweep_command(const SweepFlags& flags) {
                       "{} threads)",
                       o.peak_gflops, o.threads));
     }
-    save_plot_settings(o.out_dir, {plot_title(o), o.memory_budget_bytes});
+    plot = {plot_title(o), o.memory_budget_bytes};
+    save_plot_settings(o.out_dir, plot);
     run_sweep(o, runner, say);
   } catch (const Interrupted&) {
     fail(
@@ -291,7 +296,7 @@ void sweep_command(const SweepFlags& flags) {
         "same command plus --plot-only)",
         o.out_dir);
   }
-  if (!flags.no_plot && plot_sweep(o.out_dir, plot_title(o), o.memory_budget_bytes, say))
+  if (!flags.no_plot && plot_sweep(o.out_dir, plot.title, plot.memory_budget_bytes, say))
     say(fmt::format("plots: {0}/throughput.png, {0}/memory.png", o.out_dir));
   say(fmt::format("CSV: {}/throughput.csv", o.out_dir));
   print_summary(o.out_dir);

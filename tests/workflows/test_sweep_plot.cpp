@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::by_ref;
-using test::expect_error_containing;
+using test::expect_error_containing_all;
 using test::FakeRunner;
 using test::small_sweep;
 using test::TempDir;
@@ -127,8 +127,7 @@ TEST(SweepPlotSettings, AMalformedFileNamesItselfAndTheProblem) {
        }) {
     SCOPED_TRACE(c.text);
     std::ofstream(path, std::ios::trunc) << c.text;
-    expect_error_containing([&] { load_plot_settings(tmp.str()); }, path.string());
-    expect_error_containing([&] { load_plot_settings(tmp.str()); }, c.problem);
+    expect_error_containing_all([&] { load_plot_settings(tmp.str()); }, {path.string(), c.problem});
   }
 }
 

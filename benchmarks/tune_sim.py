@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Simulates `mpirun -np K hfta tune --algorithm hyperband` at scale (python3 stdlib only).
 
-What it models (workflows/tune_mpi.h, tune_scheduler.h):
+What it models (tune/tune_mpi.h, tune_scheduler.h):
   * HFHT's Hyperband brackets (R = 81, eta = 3, skip_last 0), bracket after bracket, repeated
     until `--configs` configurations have started. Each round of a bracket is one batch: the
     scheduler waits for the whole batch before the next round (a barrier per round).

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "datasets/mlm_batch.h"
 #include "datasets/text_corpus.h"
-#include "models/masked_lm.h"
 
 namespace hfta {
 

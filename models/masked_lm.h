@@ -29,25 +29,12 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "datasets/mlm_batch.h"
 #include "models/language_model.h"
 #include "models/net.h"
 #include "models/plan.h"
 
 namespace hfta {
-
-// The target of a position that is not predicted (PyTorch's default ignore_index).
-inline constexpr int32_t kIgnoreTarget = -100;
-// The rows of BERTEmbedding's position and segment tables (HFTA's examples/bert).
-inline constexpr int64_t kBertMaxPositions = 512;
-inline constexpr int64_t kBertSegments = 3;
-
-// One window of masked examples, every view [S, T] (S <= streams, T = bptt), shared by all models.
-struct MlmBatch {
-  IndexView tokens;     // ids in [0, V), masked positions mostly the mask token
-  IndexView positions;  // in [0, kBertMaxPositions)
-  IndexView segments;   // in [0, kBertSegments)
-  IndexView targets;    // the original id at predicted positions, kIgnoreTarget elsewhere
-};
 
 // The shared inputs a definition reads.
 struct MlmInputs {

@@ -9,7 +9,7 @@
 //             process, sharing the minibatch
 //   threads:C the same, each thread running its models C at a time depth-first (threads:1: a
 //             model's working set per thread, as B processes have)
-//   auto      chosen per model and machine by timing a few steps (workflows/plan_choice.h)
+//   auto      chosen per model and machine by timing a few steps (run/plan_choice.h)
 //
 // chunk:C/K, threads/K and threads:C/K visit each group for K steps in a row, on K minibatches,
 // before the next group (each model still sees the batches in order): a group's parameters,

@@ -14,7 +14,7 @@
 namespace hfta {
 
 // One model's hyperparameters for a refilled slot (Optimizer::reset_slot). A value left empty
-// keeps the slot's current one. Names are the optimizers' hyper fields and workflows/hyper.h's
+// keeps the slot's current one. Names are the optimizers' hyper fields and run/hyper.h's
 // rows; giving one the optimizer does not read is an error (a search space that names beta1 for
 // SGD is wrong, not ignorable).
 struct SlotHyper {

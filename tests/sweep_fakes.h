@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "workflows/sweep.h"
+#include "sweep/sweep.h"
 
 namespace hfta::test {
 

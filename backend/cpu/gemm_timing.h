@@ -2,7 +2,7 @@
 // timed on the GEMMs the fused layers run. Neither wins everywhere: on AVX-512 Xeons and Zen 5
 // oneDNN's small per-model GEMMs were up to several times faster, on an AVX2-only Zen 3 OpenBLAS's
 // weight gradients (TN) were up to 2x faster (docs/benchmarks.md, "Which sgemm library").
-// workflows/plan_choice.h remembers the choice per machine.
+// run/plan_choice.h remembers the choice per machine.
 #pragma once
 
 #include <cstddef>

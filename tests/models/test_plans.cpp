@@ -87,7 +87,7 @@ TEST_P(PlanEquivalence, TrainsTheSameModelsAsFused) {
     if (!loader.next(batch_data)) loader.next(batch_data);
     fused->train_step(batch_data.images(), batch_data.labels());
     // The planned array updates each block right after its backward, on its worker, as
-    // workflows/train_loop.cpp's array_step does.
+    // tasks/classifier/train_loop.cpp's array_step does.
     float* planned_params = reinterpret_cast<float*>(planned->param_arena().data());
     const float* planned_grads = reinterpret_cast<const float*>(planned->grad_arena().data());
     std::vector<int64_t> updates(static_cast<size_t>(c.B), 0);

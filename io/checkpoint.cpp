@@ -1,0 +1,442 @@
+#include "io/checkpoint.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+
+namespace hfta {
+
+namespace {
+
+constexpr char kMagic[8] = {'H', 'F', 'T', 'A', 'C', 'K', 'P', 'T'};
+constexpr uint32_t kVersion = 2;
+
+// zlib's crc32 takes 32-bit lengths: longer spans go in pieces.
+uint32_t crc_update(uint32_t crc, const float* data, size_t count) {
+  uLong c = crc;
+  const auto* bytes = reinterpret_cast<const Bytef*>(data);
+  size_t left = count * sizeof(float);
+  while (left > 0) {
+    uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+    c = crc32(c, bytes, chunk);
+    bytes += chunk;
+    left -= chunk;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+uint32_t crc_of(const std::vector<float>& data) {
+  return crc_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), data.data(), data.size());
+}
+
+// A file written with plain POSIX calls, so that it can be fsync'ed before the rename.
+class RawFile {
+ public:
+  explicit RawFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    HFTA_CHECK(fd_ >= 0, "cannot write checkpoint {}: {}", path, std::strerror(errno));
+  }
+  ~RawFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawFile(const RawFile&) = delete;
+  RawFile& operator=(const RawFile&) = delete;
+  void write(const void* data, size_t bytes) {
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+      const ssize_t n = ::write(fd_, p, bytes);
+      if (n < 0 && errno == EINTR) continue;
+      HFTA_CHECK(n > 0, "cannot write checkpoint {}: {}{}", path_, std::strerror(errno),
+                 errno == ENOSPC ? " (free some space or choose another --out)" : "");
+      p += n;
+      bytes -= static_cast<size_t>(n);
+    }
+  }
+  // Flushes the data to the disk and closes the file.
+  void sync_and_close() {
+    HFTA_CHECK(::fsync(fd_) == 0, "cannot write checkpoint {}: fsync failed: {}", path_,
+               std::strerror(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    HFTA_CHECK(::close(fd) == 0, "cannot write checkpoint {}: {}", path_, std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Makes a rename inside `dir` durable. Best effort: some file systems refuse fsync on a
+// directory, and the checkpoint is already complete under its new name.
+void sync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::vector<int64_t> dims(const Shape& s) { return {s.begin(), s.end()}; }
+
+Shape shape_of(const std::vector<int64_t>& d, const std::string& path, const std::string& name) {
+  HFTA_CHECK(d.size() >= 1 && d.size() <= static_cast<size_t>(kMaxRank),
+             "{}: tensor {} has rank {}, expected 1 to {}", path, name, d.size(), kMaxRank);
+  Shape s;
+  for (int64_t v : d) {
+    HFTA_CHECK(v >= 1, "{}: tensor {} has a dimension {}", path, name, v);
+    s.push_back(v);
+  }
+  return s;
+}
+
+// The float offset of a parameter inside its arena (state buffers mirror the arena).
+int64_t arena_offset(const Net& net, const Param& p) {
+  return p.value.data - reinterpret_cast<const float*>(net.param_arena().data());
+}
+
+std::string state_name(const std::string& param, int i) {
+  return fmt::format("{}#state{}", param, i);
+}
+
+// Parameter names are per layer ("weight", "bias"); the checkpoint numbers them in order.
+std::vector<std::string> param_names(const Net& net) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < net.params().size(); ++i)
+    names.push_back(fmt::format("{}.{}", i, net.params()[i].name));
+  return names;
+}
+
+nlohmann::json lm_json(const LmCheckpointInfo& l) {
+  return {{"vocab", l.vocab},       {"vocab_hash", l.vocab_hash},
+          {"emsize", l.emsize},     {"nhid", l.nhid},
+          {"nlayers", l.nlayers},   {"nhead", l.nhead},
+          {"bptt", l.bptt},         {"dropout", l.dropout},
+          {"dataset", l.dataset},   {"text_files", l.text_files},
+          {"data_dir", l.data_dir}, {"corpus", l.corpus}};
+}
+
+LmCheckpointInfo lm_from_json(const nlohmann::json& j) {
+  return {.vocab = j.at("vocab").get<int64_t>(),
+          .vocab_hash = j.at("vocab_hash").get<uint64_t>(),
+          .emsize = j.at("emsize").get<int64_t>(),
+          .nhid = j.at("nhid").get<int64_t>(),
+          .nlayers = j.at("nlayers").get<int64_t>(),
+          .nhead = j.at("nhead").get<int64_t>(),
+          .bptt = j.at("bptt").get<int64_t>(),
+          .dropout = j.at("dropout").get<double>(),
+          .dataset = j.at("dataset").get<std::string>(),
+          .text_files = j.at("text_files").get<std::string>(),
+          .data_dir = j.at("data_dir").get<std::string>(),
+          .corpus = j.at("corpus").get<std::string>()};
+}
+
+}  // namespace
+
+void Checkpoint::check() const {
+  HFTA_CHECK(B >= 1, "checkpoint of {} models", B);
+  auto per_model = [&](size_t size, const char* what) {
+    HFTA_CHECK(size == static_cast<size_t>(B), "checkpoint: {} has {} values for {} models", what,
+               size, B);
+  };
+  per_model(model_ids.size(), "model_ids");
+  per_model(epoch_loss_sum.size(), "epoch_loss_sum");
+  per_model(last_train_loss.size(), "last_train_loss");
+  per_model(optimizer_steps.size(), "optimizer_steps");
+  per_model(skipped_steps.size(), "skipped_steps");
+  for (const auto& [name, values] : hyper) per_model(values.size(), name.c_str());
+  if (!forward_origins.empty()) per_model(forward_origins.size(), "forward_origins");
+  for (const CheckpointTensor& t : tensors) {
+    HFTA_CHECK(t.shape.rank() >= 1 && t.shape[0] == B,
+               "checkpoint: tensor {} has shape {}, expected [{}, ...]", t.name, t.shape.str(), B);
+    HFTA_CHECK(static_cast<int64_t>(t.values.size()) == t.shape.numel(),
+               "checkpoint: tensor {} has {} values for shape {}", t.name, t.values.size(),
+               t.shape.str());
+  }
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  c.check();
+  nlohmann::json header = {
+      {"model", c.model},
+      {"sample_shape", c.sample_shape},
+      {"num_classes", c.num_classes},
+      {"dropout", c.dropout},
+      {"no_decay_norm_bias", c.no_decay_norm_bias},
+      {"B", c.B},
+      {"seed", c.seed},
+      {"batch_size", c.batch_size},
+      {"model_ids", c.model_ids},
+      {"optimizer", c.optimizer},
+      {"hyper", c.hyper},
+      {"epoch", c.epoch},
+      {"batch_in_epoch", c.batch_in_epoch},
+      {"step", c.step},
+      {"epoch_loss_sum", c.epoch_loss_sum},
+      {"last_train_loss", c.last_train_loss},
+      {"optimizer_steps", c.optimizer_steps},
+      {"skipped_steps", c.skipped_steps},
+  };
+  // The tensors are written one after another straight from the checkpoint (no copy of all
+  // values in one buffer): the writer of periodic checkpoints holds one snapshot, not two.
+  uint64_t floats = 0;
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const CheckpointTensor& t : c.tensors) {
+    tensors.push_back({{"name", t.name}, {"shape", dims(t.shape)}, {"offset", floats}});
+    floats += t.values.size();
+  }
+  header["tensors"] = tensors;
+  // Only when a slot was refilled: other files stay as they were.
+  if (std::any_of(c.forward_origins.begin(), c.forward_origins.end(),
+                  [](int64_t o) { return o != 0; }))
+    header["forward_origins"] = c.forward_origins;
+  if (c.lm) header["language_model"] = lm_json(*c.lm);
+  if (!c.dataset.empty())
+    header["dataset"] = {{"name", c.dataset},
+                         {"data_dir", c.data_dir},
+                         {"synthetic_test_size", c.synthetic_test_size}};
+  header["data_floats"] = floats;
+  const std::string text = header.dump();
+  const uint64_t header_bytes = text.size();
+
+  const std::string tmp = path + ".tmp";
+  {
+    RawFile out(tmp);
+    out.write(kMagic, sizeof kMagic);
+    out.write(&kVersion, sizeof kVersion);
+    out.write(&header_bytes, sizeof header_bytes);
+    out.write(text.data(), text.size());
+    uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+    for (const CheckpointTensor& t : c.tensors) {
+      out.write(t.values.data(), t.values.size() * sizeof(float));
+      crc = crc_update(crc, t.values.data(), t.values.size());
+    }
+    out.write(&crc, sizeof crc);
+    out.sync_and_close();
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  HFTA_CHECK(!ec, "cannot move checkpoint {} to {}: {}", tmp, path, ec.message());
+  sync_directory(std::filesystem::path(path).parent_path());
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  HFTA_CHECK(in.good(), "cannot read checkpoint {}: {}", path, std::strerror(errno));
+  char magic[sizeof kMagic] = {};
+  uint32_t version = 0;
+  uint64_t header_bytes = 0;
+  in.read(magic, sizeof magic);
+  HFTA_CHECK(in.good() && std::memcmp(magic, kMagic, sizeof kMagic) == 0,
+             "{} is not an hfta checkpoint (it does not start with HFTACKPT)", path);
+  in.read(reinterpret_cast<char*>(&version), sizeof version);
+  in.read(reinterpret_cast<char*>(&header_bytes), sizeof header_bytes);
+  HFTA_CHECK(in.good(), "{} is truncated: it ends inside its header", path);
+  HFTA_CHECK(version == kVersion, "{} is a version {} checkpoint; this hfta reads version {}", path,
+             version, kVersion);
+  const auto file_size = std::filesystem::file_size(path);
+  HFTA_CHECK(header_bytes < file_size,
+             "{} is truncated or corrupt: header of {} bytes in a file "
+             "of {}",
+             path, header_bytes, file_size);
+  std::string text(header_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_bytes));
+  HFTA_CHECK(in.good(), "{} is truncated: it ends inside its header", path);
+
+  Checkpoint c;
+  nlohmann::json h;
+  std::vector<float> data;
+  try {
+    h = nlohmann::json::parse(text);
+    c.model = h.at("model").get<std::string>();
+    c.sample_shape = h.at("sample_shape").get<std::vector<int64_t>>();
+    c.num_classes = h.at("num_classes").get<int64_t>();
+    c.dropout = h.at("dropout").get<double>();
+    c.no_decay_norm_bias = h.at("no_decay_norm_bias").get<bool>();
+    c.B = h.at("B").get<int64_t>();
+    c.seed = h.at("seed").get<uint64_t>();
+    c.batch_size = h.at("batch_size").get<int64_t>();
+    c.model_ids = h.at("model_ids").get<std::vector<int64_t>>();
+    c.optimizer = h.at("optimizer").get<std::string>();
+    c.hyper = h.at("hyper").get<std::map<std::string, std::vector<double>>>();
+    c.epoch = h.at("epoch").get<int64_t>();
+    c.batch_in_epoch = h.at("batch_in_epoch").get<int64_t>();
+    c.step = h.at("step").get<int64_t>();
+    c.epoch_loss_sum = h.at("epoch_loss_sum").get<std::vector<double>>();
+    c.last_train_loss = h.at("last_train_loss").get<std::vector<double>>();
+    c.optimizer_steps = h.at("optimizer_steps").get<std::vector<int64_t>>();
+    c.skipped_steps = h.at("skipped_steps").get<std::vector<int64_t>>();
+    const auto floats = h.at("data_floats").get<uint64_t>();
+    const uint64_t expected_size = sizeof kMagic + sizeof version + sizeof header_bytes +
+                                   header_bytes + floats * sizeof(float) + sizeof(uint32_t);
+    HFTA_CHECK(file_size == expected_size,
+               "{} is {} bytes but its header describes {} bytes: the file is truncated or "
+               "corrupt",
+               path, file_size, expected_size);
+    data.resize(floats);
+    in.read(reinterpret_cast<char*>(data.data()),
+            static_cast<std::streamsize>(floats * sizeof(float)));
+    uint32_t crc = 0;
+    in.read(reinterpret_cast<char*>(&crc), sizeof crc);
+    HFTA_CHECK(in.good(), "{} is truncated: it ends inside its data", path);
+    HFTA_CHECK(crc == crc_of(data), "{} is corrupt: the checksum of its data does not match", path);
+    if (h.contains("forward_origins"))
+      c.forward_origins = h.at("forward_origins").get<std::vector<int64_t>>();
+    if (h.contains("language_model")) c.lm = lm_from_json(h.at("language_model"));
+    if (h.contains("dataset")) {
+      c.dataset = h.at("dataset").at("name").get<std::string>();
+      c.data_dir = h.at("dataset").at("data_dir").get<std::string>();
+      c.synthetic_test_size = h.at("dataset").value("synthetic_test_size", int64_t{0});
+    }
+    for (const auto& t : h.at("tensors")) {
+      CheckpointTensor tensor;
+      tensor.name = t.at("name").get<std::string>();
+      tensor.shape = shape_of(t.at("shape").get<std::vector<int64_t>>(), path, tensor.name);
+      const auto offset = t.at("offset").get<uint64_t>();
+      const auto n = static_cast<uint64_t>(tensor.shape.numel());
+      HFTA_CHECK(offset + n <= data.size(), "{}: tensor {} lies outside the data", path,
+                 tensor.name);
+      tensor.values.assign(data.begin() + static_cast<int64_t>(offset),
+                           data.begin() + static_cast<int64_t>(offset + n));
+      c.tensors.push_back(std::move(tensor));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} has a malformed header: {}", path, e.what());
+  }
+  try {
+    c.check();
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+  return c;
+}
+
+Checkpoint extract_model(const Checkpoint& c, int64_t b) {
+  HFTA_CHECK(b >= 0 && b < c.B, "no model {} in a checkpoint of {} models (0 to {})", b, c.B,
+             c.B - 1);
+  // The meta data whole, the tensors sliced: copying all B models' values to keep one made
+  // saving every model of an array (hfta tune) quadratic in B.
+  Checkpoint one;
+  static_cast<CheckpointMeta&>(one) = c;
+  one.B = 1;
+  one.model_ids = {c.model_ids[b]};
+  for (auto& [name, values] : one.hyper) values = {values[b]};
+  one.epoch_loss_sum = {c.epoch_loss_sum[b]};
+  one.last_train_loss = {c.last_train_loss[b]};
+  one.optimizer_steps = {c.optimizer_steps[b]};
+  one.skipped_steps = {c.skipped_steps[b]};
+  if (!c.forward_origins.empty()) one.forward_origins = {c.forward_origins[b]};
+  one.tensors.reserve(c.tensors.size());
+  for (const CheckpointTensor& all : c.tensors) {
+    CheckpointTensor& t = one.tensors.emplace_back();
+    t.name = all.name;
+    t.shape = all.shape;
+    const int64_t n = t.shape.numel_from(1);
+    t.values.assign(all.values.begin() + b * n, all.values.begin() + (b + 1) * n);
+    t.shape[0] = 1;
+  }
+  return one;
+}
+
+ModelSpec model_spec(const Checkpoint& c, int64_t batch_size) {
+  Shape sample;
+  for (int64_t d : c.sample_shape) sample.push_back(d);
+  ModelSpec spec{.B = c.B,
+                 .batch_size = batch_size,
+                 .seed = c.seed,
+                 .model_ids = c.model_ids,
+                 .sample_shape = sample,
+                 .num_classes = c.num_classes};
+  if (c.dropout >= 0) spec.dropout = static_cast<float>(c.dropout);
+  return spec;
+}
+
+void capture_tensors(const Net& model, const Optimizer* optimizer,
+                     std::vector<CheckpointTensor>& out, bool values) {
+  size_t next = 0;
+  auto put = [&](const std::string& name, const Shape& shape, const float* first) {
+    if (next == out.size()) out.emplace_back();
+    CheckpointTensor& t = out[next++];
+    if (t.name != name) t.name = name;
+    t.shape = shape;
+    // Same size as last time: no reallocation, only the copy.
+    t.values.resize(static_cast<size_t>(shape.numel()));
+    if (values) std::copy(first, first + shape.numel(), t.values.data());
+  };
+  const auto names = param_names(model);
+  for (size_t i = 0; i < model.params().size(); ++i)
+    put(names[i], model.params()[i].value.shape, model.params()[i].value.data);
+  for (const ModelBuffer& b : model.buffers()) put(b.name, b.value.shape, b.value.data);
+  if (optimizer != nullptr) {
+    for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
+      const float* base = optimizer->state_buffer(s);
+      for (size_t i = 0; i < model.params().size(); ++i) {
+        const Param& p = model.params()[i];
+        put(state_name(names[i], s), p.value.shape, base + arena_offset(model, p));
+      }
+    }
+  }
+  out.resize(next);
+}
+
+void capture_tensors(const Model& model, const Optimizer* optimizer,
+                     std::vector<CheckpointTensor>& out, bool values) {
+  capture_tensors(model.net(), optimizer, out, values);
+}
+
+std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {
+  std::vector<CheckpointTensor> out;
+  capture_tensors(model, optimizer, out);
+  return out;
+}
+
+void restore_tensors(const Checkpoint& c, Model& model, Optimizer* optimizer) {
+  HFTA_CHECK(c.model == model.name() && c.B == model.B(),
+             "the checkpoint holds {} {} models, the run builds {} {} models", c.B, c.model,
+             model.B(), model.name());
+  restore_tensors(c, model.net(), optimizer);
+}
+
+void restore_tensors(const Checkpoint& c, Net& model, Optimizer* optimizer) {
+  std::vector<CheckpointTensor> live;
+  capture_tensors(model, optimizer, live, /*values=*/false);
+  const size_t P = model.params().size(), Q = model.buffers().size();
+  const size_t wanted = optimizer ? live.size() : P + Q;
+  HFTA_CHECK(c.tensors.size() >= wanted, "the checkpoint has {} tensors, the run needs {}{}",
+             c.tensors.size(), wanted, optimizer ? " (is it from another optimizer?)" : "");
+  for (size_t i = 0; i < wanted; ++i)
+    HFTA_CHECK(c.tensors[i].name == live[i].name && c.tensors[i].shape == live[i].shape,
+               "checkpoint tensor {} {} does not match the model's {} {}", c.tensors[i].name,
+               c.tensors[i].shape.str(), live[i].name, live[i].shape.str());
+  for (size_t i = 0; i < P; ++i)
+    std::copy(c.tensors[i].values.begin(), c.tensors[i].values.end(), model.params()[i].value.data);
+  for (size_t i = 0; i < Q; ++i)
+    std::copy(c.tensors[P + i].values.begin(), c.tensors[P + i].values.end(),
+              model.buffers()[i].value.data);
+  // Dropout masks depend on the count of training forwards: one per optimizer step.
+  model.set_training_forwards(c.step);
+  // A refilled slot counts its dropout draws from its origin; older files hold none (all zeros).
+  model.set_forward_origins(c.forward_origins.empty()
+                                ? std::vector<int64_t>(static_cast<size_t>(c.B), 0)
+                                : c.forward_origins);
+  if (optimizer == nullptr) return;
+  for (int s = 0; s < optimizer->num_state_buffers(); ++s)
+    for (size_t i = 0; i < P; ++i) {
+      const auto& values = c.tensors[P + Q + P * static_cast<size_t>(s) + i].values;
+      std::copy(values.begin(), values.end(),
+                optimizer->state_buffer(s) + arena_offset(model, model.params()[i]));
+    }
+  optimizer->set_steps(c.optimizer_steps);
+}
+
+}  // namespace hfta

@@ -1,0 +1,423 @@
+#include "run/plan_choice.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "backend/cpu/gemm_timing.h"
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "io/process_stats.h"
+#include "run/hyper.h"
+
+namespace hfta {
+
+namespace fs = std::filesystem;
+
+std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads) {
+  std::vector<ExecutionPlan> plans = {ExecutionPlan::fused()};
+  if (B <= 1) return plans;
+  for (int64_t c = 1; c < B; c *= 2) plans.push_back(ExecutionPlan::chunks(c));
+  if (threads > 1) {
+    plans.push_back(ExecutionPlan::threads());
+    // Blocks of several models per thread: also one model at a time (B processes' working set).
+    if (B > threads) plans.push_back(ExecutionPlan::threads(1));
+  }
+  return plans;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(colon + 1);
+        name.erase(0, name.find_first_not_of(" \t"));
+        return name;
+      }
+    }
+  return "unknown cpu";
+}
+
+std::string plan_cache_path() {
+  if (const char* p = std::getenv("HFTA_PLAN_CACHE"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return (fs::path(x) / "hfta" / "plans.json").string();
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return (fs::path(h) / ".cache" / "hfta" / "plans.json").string();
+  return (fs::temp_directory_path() / "hfta-plans.json").string();
+}
+
+namespace {
+
+// Which build measured an entry: the executable's size and modification time. A rebuilt hfta
+// (other kernels, other plans) measures again instead of trusting its predecessor's choice.
+std::string build_stamp() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "unknown build";
+  const auto size = fs::file_size(exe, ec);
+  const auto mtime = fs::last_write_time(exe, ec);
+  if (ec) return "unknown build";
+  const uint64_t stamp = static_cast<uint64_t>(size) * 1000003u ^
+                         static_cast<uint64_t>(mtime.time_since_epoch().count());
+  return fmt::format("build {:016x}", stamp);
+}
+
+std::string cache_key(const std::string& configuration) {
+  return fmt::format("{} | {} threads | {} | {}", cpu_model_name(), num_threads(), configuration,
+                     build_stamp());
+}
+
+// The cache's contents; an unreadable or malformed file counts as empty (it is only a cache).
+nlohmann::json read_cache(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nlohmann::json::object();
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (j.is_object()) return j;
+  } catch (const std::exception&) {
+  }
+  return nlohmann::json::object();
+}
+
+// Best effort: a read-only home directory must not stop a training run.
+// The file is read again just before the rename and only `key` is set: another process (a
+// sweep's trials, tests running side by side) may have added entries since this one read it,
+// and writing the stale copy would drop them, so a later run would time its plan again and
+// might pick another one (plans agree only to rounding).
+void write_cache(const std::string& path, const std::string& key, const nlohmann::json& entry,
+                 const std::function<void(const std::string&)>& log) {
+  nlohmann::json j = read_cache(path);
+  j[key] = entry;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string tmp = fmt::format("{}.tmp{}", path, getpid());
+  {
+    std::ofstream out(tmp);
+    if (out) out << j.dump(2) << "\n";
+    if (!out) {
+      log(fmt::format("could not write the plan cache {} (measuring again next time)", path));
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+}
+
+// One candidate under test: its step and what was measured.
+struct Candidate {
+  PlanTiming timing;
+  std::function<void()> step;  // empty when over the budget
+  int64_t steps_per_call = 1;
+  std::vector<double> ms;              // timed steps (a call's time over its steps), load removed
+  std::vector<double> foreign_shares;  // per burst (0 where too short to measure)
+};
+
+// Builds `plan`'s array and, unless its arenas exceed the budget, runs its warm-up step.
+Candidate build_candidate(const ExecutionPlan& plan, const PlanTrialBuilder& build,
+                          int64_t memory_budget_bytes) {
+  PlanTrialRun run;
+  try {
+    run = build(plan);
+  } catch (const OutOfMemory& e) {  // refused before its arenas were zeroed
+    return Candidate{.timing = {.plan = plan,
+                                .arena_bytes = static_cast<double>(e.needed_bytes()),
+                                .over_budget = true,
+                                .over_available = true}};
+  }
+  Candidate k{.timing = {.plan = plan, .arena_bytes = run.arena_bytes}};
+  if (memory_budget_bytes > 0 && run.arena_bytes > static_cast<double>(memory_budget_bytes)) {
+    k.timing.over_budget = true;
+    return k;
+  }
+  k.step = std::move(run.step);
+  k.steps_per_call = std::max<int64_t>(1, run.steps_per_call);
+  k.step();  // warm-up: primitives, caches, pages
+  return k;
+}
+
+// A burst of calls of one candidate: one untimed (its data back in the caches after another
+// candidate's burst), then `calls` timed, each with the burst's foreign load removed when the
+// burst is long enough to measure it (kLoadCorrectedBurstMs). Returns the milliseconds timed
+// (as measured).
+double burst(Candidate& k, int calls) {
+  k.step();
+  const ForeignLoadMeter meter;
+  const size_t first = k.ms.size();
+  double total = 0.0;
+  for (int i = 0; i < calls; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    k.step();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    k.ms.push_back(ms / static_cast<double>(k.steps_per_call));
+    total += ms;
+  }
+  double share = 0.0;
+  if (total >= kLoadCorrectedBurstMs && meter.readable()) {
+    // /proc/stat counts every online CPU, so the share is of all of them.
+    share = foreign_share(total, meter.foreign_cpu_seconds(),
+                          static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    for (size_t i = first; i < k.ms.size(); ++i) k.ms[i] *= 1.0 - share;
+  }
+  k.foreign_shares.push_back(share);
+  return total;
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// The second round of `visits` (resolve_plan): when a visit of threads:1 is cheap, times
+// threads:1/kVisitSteps against the fastest plan of the first round, interleaved, and appends
+// both timings as round 2 (the choice is then made between these two alone: timed side by side).
+void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBuilder& build,
+                 int64_t memory_budget_bytes, double interleave_bytes) {
+  if (B <= num_threads() || num_threads() < 2) return;
+  PlanTiming* best = nullptr;
+  const PlanTiming* one = nullptr;
+  for (PlanTiming& t : timings) {
+    if (t.over_budget) continue;
+    if (best == nullptr || t.step_ms < best->step_ms) best = &t;
+    if (t.plan == ExecutionPlan::threads(1)) one = &t;
+  }
+  if (best == nullptr || one == nullptr ||
+      one->step_ms * static_cast<double>(kVisitSteps) > kCheapVisitMs)
+    return;
+  const std::vector<PlanTiming> again =
+      time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps)}, build, memory_budget_bytes,
+                 interleave_bytes);
+  const size_t first = timings.size();
+  timings.insert(timings.end(), again.begin(), again.end());
+  for (size_t i = first; i < timings.size(); ++i) timings[i].round = 2;
+}
+
+}  // namespace
+
+double foreign_share(double wall_ms, double foreign_cpu_seconds, int cpus) {
+  return std::clamp(ForeignLoadMeter::share_of(foreign_cpu_seconds, wall_ms * 1e-3, cpus), 0.0,
+                    kMaxForeignShare);
+}
+
+// Interleaved bursts (plan_choice.h): a neighbour's load on a shared machine then slows every
+// candidate alike instead of the ones timed while it ran.
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                                   double interleave_bytes) {
+  std::vector<PlanTiming> timings;
+  // At least 3 bursts of at least 2 calls (steps, or visits of K steps) per candidate, ~20 ms a
+  // burst and ~0.3 s a candidate.
+  auto finish = [&](Candidate& k) {
+    if (!k.timing.over_budget) {
+      k.timing.step_ms = median(k.ms);
+      k.timing.foreign_share =
+          std::accumulate(k.foreign_shares.begin(), k.foreign_shares.end(), 0.0) /
+          static_cast<double>(k.foreign_shares.size());
+    }
+    timings.push_back(k.timing);
+  };
+  auto burst_calls = [](const Candidate& k) {  // calls of ~20 ms in all
+    const double call_ms = k.ms.front() * static_cast<double>(k.steps_per_call);
+    return static_cast<int>(std::clamp(20.0 / std::max(call_ms, 1e-3), 2.0, 10.0));
+  };
+  std::vector<Candidate> all;
+  double bytes = 0.0;
+  bool interleave = true;
+  for (const ExecutionPlan& plan : plans) {
+    all.push_back(build_candidate(plan, build, memory_budget_bytes));
+    bytes += all.back().timing.arena_bytes;
+    if (bytes > interleave_bytes) {
+      interleave = false;
+      break;
+    }
+  }
+  if (!interleave) {
+    all.clear();
+    for (const ExecutionPlan& plan : plans) {
+      Candidate k = build_candidate(plan, build, memory_budget_bytes);
+      double total = 0.0;
+      for (int round = 0; !k.timing.over_budget && (round < 3 || (total < 300.0 && round < 15));
+           ++round)
+        total += burst(k, round == 0 ? 2 : burst_calls(k));
+      finish(k);
+    }
+    return timings;
+  }
+  std::vector<Candidate*> live;
+  for (Candidate& k : all)
+    if (!k.timing.over_budget) live.push_back(&k);
+  std::vector<double> total(live.size(), 0.0);
+  for (size_t round = 0; !live.empty(); ++round) {
+    bool more = false;
+    for (size_t i = 0; i < live.size(); ++i) {
+      const size_t j = (i + round) % live.size();
+      Candidate& k = *live[j];
+      total[j] += burst(k, round == 0 ? 2 : burst_calls(k));
+      more = more || round < 2 || (total[j] < 300.0 && round < 14);
+    }
+    if (!more) break;
+  }
+  for (Candidate& k : all) finish(k);
+  return timings;
+}
+
+PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
+                        std::string_view model, const PlanTrialBuilder& build,
+                        int64_t memory_budget_bytes,
+                        const std::function<void(const std::string&)>& log, bool visits) {
+  PlanChoice choice{.plan = asked};
+  if (asked.kind != ExecutionPlan::Kind::kAuto) return choice;
+  const std::vector<ExecutionPlan> candidates = plan_candidates(B, num_threads());
+  if (candidates.size() == 1) {
+    choice.plan = candidates.front();
+    // Nothing to time, but the budget still holds: built once for its size, never stepped.
+    if (memory_budget_bytes > 0) {
+      const double bytes = build(choice.plan).arena_bytes;
+      HFTA_CHECK(bytes <= static_cast<double>(memory_budget_bytes),
+                 "{} model{} of {} need {:.1f} MiB of parameters, gradients, buffers and "
+                 "activations, over the memory budget of {:.1f} MiB: raise --memory-budget or "
+                 "use a smaller --batch-size",
+                 B, B == 1 ? "" : "s", model, bytes / (1 << 20),
+                 static_cast<double>(memory_budget_bytes) / (1 << 20));
+    }
+    return choice;
+  }
+  choice.cache_path = plan_cache_path();
+  const std::string key = cache_key(configuration);
+  nlohmann::json cache = read_cache(choice.cache_path);
+  if (cache.contains(key) && cache[key].contains("plan")) {
+    try {
+      choice.plan = ExecutionPlan::parse(cache[key]["plan"].get<std::string>());
+      choice.cached = true;
+      log(fmt::format("plan auto: {} (measured before on this machine; cache {})",
+                      choice.plan.str(), choice.cache_path));
+      return choice;
+    } catch (const std::exception&) {
+      // A stale or hand-edited entry: measure again.
+    }
+  }
+  const PlanTiming* best = nullptr;
+  // Interleaved while the candidates' arrays fit in an eighth of the memory.
+  const double interleave_bytes =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 8;
+  choice.timings = time_plans(candidates, build, memory_budget_bytes, interleave_bytes);
+  if (visits) time_visits(choice.timings, B, build, memory_budget_bytes, interleave_bytes);
+  // The choice is the last round's fastest; the cache keeps each plan's latest timing.
+  const int last_round = choice.timings.empty() ? 1 : choice.timings.back().round;
+  std::vector<std::string> parts;
+  nlohmann::json entry = {{"timings_ms", nlohmann::json::object()}};
+  for (const PlanTiming& t : choice.timings) {
+    const std::string round = t.round > 1 ? fmt::format("round {}: ", t.round) : "";
+    if (t.over_budget) {
+      parts.push_back(fmt::format("{}{} over the {} ({:.0f} MiB)", round, t.plan.str(),
+                                  t.over_available ? "memory available" : "memory budget",
+                                  t.arena_bytes / (1 << 20)));
+      continue;
+    }
+    // Where other load was removed, how much (it says how far apart the raw timings were).
+    const std::string load = t.foreign_share >= 0.005 ? fmt::format(" ({:.1f}% other load removed)",
+                                                                    100.0 * t.foreign_share)
+                                                      : "";
+    parts.push_back(fmt::format("{}{} {:.2f} ms{}", round, t.plan.str(), t.step_ms, load));
+    entry["timings_ms"][t.plan.str()] = t.step_ms;
+    if (t.round == last_round && (best == nullptr || t.step_ms < best->step_ms)) best = &t;
+  }
+  // What ruled the candidates out: the budget, unless the machine's memory ruled out any.
+  const bool budget_bound =
+      memory_budget_bytes > 0 && std::none_of(choice.timings.begin(), choice.timings.end(),
+                                              [](const PlanTiming& t) { return t.over_available; });
+  HFTA_CHECK(best != nullptr, "no plan fits {} for {} models of {}: {}",
+             budget_bound ? fmt::format("the memory budget of {:.0f} MiB",
+                                        static_cast<double>(memory_budget_bytes) / (1 << 20))
+                          : fmt::format("the {:.0f} MiB this machine has available",
+                                        static_cast<double>(available_memory_bytes()) / (1 << 20)),
+             B, model,
+             budget_bound ? "raise the budget or train fewer models"
+                          : "train fewer models or use a smaller --batch-size");
+  choice.plan = best->plan;
+  entry["plan"] = choice.plan.str();
+  log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}", fmt::join(parts, ", "),
+                  key, choice.plan.str()));
+  write_cache(choice.cache_path, key, entry, log);
+  return choice;
+}
+
+cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&)>& log) {
+  static const cpu::GemmRouting chosen = [&] {
+    const char* env = std::getenv("HFTA_GEMM");
+    if (env != nullptr && *env != '\0' && std::string(env) != "auto") {
+      cpu::GemmBackend all;
+      try {
+        all = cpu::parse_gemm_backend(env);
+      } catch (const Error& e) {
+        throw Error(
+            fmt::format("HFTA_GEMM: {} (or auto, the default: the faster one here)", e.what()));
+      }
+      return cpu::GemmRouting{all, all, all, all};
+    }
+    const std::string path = plan_cache_path();
+    // Not the build: hfta and the test programs, and every rebuild, share the measurement, as
+    // long as they time the same shapes the same way.
+    const std::string key =
+        fmt::format("{} | sgemm libraries | {} | {}", cpu_model_name(),
+                    cpu::describe_gemm_libraries(), cpu::describe_gemm_timing());
+    cpu::GemmRouting routing;
+    routing.fill(cpu::GemmBackend::kOneDnn);
+    nlohmann::json cache = read_cache(path);
+    if (cache.contains(key) && cache[key].contains("routing")) {
+      try {
+        for (size_t c : cpu::kTimedGemmCases)
+          routing[c] = cpu::parse_gemm_backend(
+              cache[key]["routing"].at(cpu::gemm_case_name(c)).get<std::string>());
+        return routing;
+      } catch (const std::exception&) {
+        // A stale or hand-edited entry: measure again.
+      }
+    }
+    const std::vector<cpu::GemmCaseTiming> timings = cpu::time_gemm_libraries();
+    routing = cpu::faster_gemm_routing(timings);
+    nlohmann::json entry = {{"routing", nlohmann::json::object()},
+                            {"openblas_time_over_onednn", nlohmann::json::object()},
+                            {"timings_ms", nlohmann::json::object()}};
+    std::vector<std::string> ratios, parts;
+    for (size_t c : cpu::kTimedGemmCases) {
+      const double ratio = cpu::openblas_time_ratio(timings, c);
+      entry["routing"][cpu::gemm_case_name(c)] = cpu::gemm_backend_name(routing[c]);
+      entry["openblas_time_over_onednn"][cpu::gemm_case_name(c)] = ratio;
+      ratios.push_back(fmt::format("{} {:.2f}x", cpu::gemm_case_name(c), ratio));
+    }
+    for (const cpu::GemmCaseTiming& t : timings) {
+      entry["timings_ms"][t.shape] = {{"onednn", t.onednn_ms}, {"openblas", t.openblas_ms}};
+      parts.push_back(fmt::format("{} {:.3f}/{:.3f} ms", t.shape, t.onednn_ms, t.openblas_ms));
+    }
+    log(fmt::format(
+        "sgemm libraries: timed oneDNN/OpenBLAS on one thread ({}): OpenBLAS takes {} of "
+        "oneDNN's time -> {} (cached in {}; HFTA_GEMM=onednn|openblas names one)",
+        fmt::join(parts, ", "), fmt::join(ratios, ", "), cpu::describe_gemm_routing(routing),
+        path));
+    write_cache(path, key, entry, log);
+    return routing;
+  }();
+  cpu::set_gemm_routing(chosen);
+  return chosen;
+}
+
+void prepare_runtime(int threads) {
+  if (threads > 0) cpu::set_num_threads(threads);
+  choose_gemm_library([](const std::string& line) { fmt::print("{}\n", line); });
+}
+
+}  // namespace hfta

@@ -1,0 +1,118 @@
+// `--plan auto`: picks an execution plan (models/plan.h) for one array on this machine by timing
+// a few training steps of each candidate, and remembers the choice per machine and
+// configuration, so later runs (every trial of a sweep) start at once.
+//
+// The cache is a JSON file: $HFTA_PLAN_CACHE, else $XDG_CACHE_HOME/hfta/plans.json, else
+// ~/.cache/hfta/plans.json. Its keys name the CPU, the thread count, the configuration (for a
+// classifier: the architecture, the sample shape, classes, B, the batch size and the optimizer)
+// and the build (a rebuilt hfta measures again); delete the file to measure again.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/runtime.h"
+#include "models/plan.h"
+
+namespace hfta {
+
+// The plans worth timing for B models on `threads` threads: fused; chunks of 1, 2, 4, ... models
+// below B; threads when both B and threads exceed 1, and threads:1 when B exceeds threads.
+std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads);
+
+// Arrays that can visit a group for several steps (classifiers) also get threads:1/K timed when B
+// exceeds the threads and a visit of threads:1 is short (a visit's K steps of a slow model would
+// make the timing long, and its models' state outgrows the caches anyway): K steps per visit,
+// at most kCheapVisitMs a visit.
+inline constexpr int64_t kVisitSteps = 8;
+
+// The RNG stream (with the run's seed) of the random inputs candidates are timed on, where an
+// array has no batch of its own at hand (classifiers, DCGAN): values do not change the time.
+inline constexpr uint64_t kPlanTimingInputs = 0x91a7;
+inline constexpr double kCheapVisitMs = 200.0;
+
+struct PlanTiming {
+  ExecutionPlan plan;
+  // Median time of one optimizer step (forward, backward, update), all B models, with the share
+  // of the machine that other load took while it ran removed (foreign_share, below).
+  double step_ms = 0.0;
+  double foreign_share = 0.0;   // mean share of the CPUs other load took while it was timed
+  double arena_bytes = 0.0;     // parameters, gradients, buffers and activations under the plan
+  bool over_budget = false;     // not run: its arenas exceed the memory budget, or (then
+  bool over_available = false;  // also set) the memory the machine had available (core/arena.h)
+  int round = 1;  // resolve_plan's rounds: 2 for its second (the visits plan against the best)
+};
+
+// Candidates too big to hold together are timed one after another, minutes apart on a slow
+// model, and a hypervisor's steal or a neighbour's process takes a share of the CPUs that changes
+// from minute to minute, by as much as the plans differ (docs/benchmarks.md, tenth session). A
+// burst of at least kLoadCorrectedBurstMs is therefore timed as if the machine had been ours:
+// each of its steps' times times (1 - foreign_share of the burst: the share of the CPUs' time
+// that neither this process nor idleness took). Shorter bursts are left as measured: /proc/stat
+// counts in 10 ms ticks, too coarse for them, and they are interleaved, so load slows every
+// candidate alike.
+inline constexpr double kLoadCorrectedBurstMs = 2000.0;
+inline constexpr double kMaxForeignShare = 0.5;
+// The share of `cpus` CPUs over `wall_ms` that `foreign_cpu_seconds` is, clamped to
+// [0, kMaxForeignShare] (a tick-rounded negative, or a burst that was mostly someone else's).
+double foreign_share(double wall_ms, double foreign_cpu_seconds, int cpus);
+
+// One candidate plan's array, built for timing: its arenas' bytes and one training step
+// (forward, backward and update of all its models) on fixed inputs. Whatever the step needs
+// beyond the arenas (optimizer state) it may make at its first call, so that a candidate over
+// the memory budget, never stepped, allocates only its arenas.
+struct PlanTrialRun {
+  double arena_bytes = 0.0;
+  std::function<void()> step;
+  int64_t steps_per_call = 1;  // steps one call of `step` takes (a plan's /K)
+};
+// Builds the array of one candidate plan (any kind of array: a classifier, a GAN).
+using PlanTrialBuilder = std::function<PlanTrialRun(const ExecutionPlan&)>;
+
+// The median time of a step of each of `plans`, built by `build`, in their order; those whose
+// arenas exceed `memory_budget_bytes` (0 = no limit) are marked over budget and not run. While
+// the candidates' arrays fit in `interleave_bytes` together they are all built and timed in
+// bursts of a few steps, round by round with the order rotating; otherwise each is built and
+// timed alone, one after another.
+std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
+                                   const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                                   double interleave_bytes);
+struct PlanChoice {
+  ExecutionPlan plan;
+  std::vector<PlanTiming> timings;  // empty when the choice came from the cache
+  bool cached = false;
+  std::string cache_path;
+};
+
+// Returns `asked` unless it is auto; then times every candidate for B models on this machine's
+// threads (or reads the cache), each built by `build`, in interleaved bursts of steps (a
+// neighbour's load slows all candidates alike), skipping candidates whose arenas exceed
+// `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
+// With `visits` (the array takes K steps per visit), threads:1/kVisitSteps is then timed against
+// the fastest when a visit is cheap (above). `configuration` names what else decides the timings
+// (architecture, B, batch size, optimizer) in the cache's key; `model` names the array in errors.
+PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
+                        std::string_view model, const PlanTrialBuilder& build,
+                        int64_t memory_budget_bytes,
+                        const std::function<void(const std::string&)>& log, bool visits = false);
+// The processor's name ("AMD EPYC 9B45", from /proc/cpuinfo), or "unknown cpu".
+std::string cpu_model_name();
+// Where the plan cache lives (see the top of the file).
+std::string plan_cache_path();
+
+// The sgemm library of each transposition case for this machine (backend/cpu/gemm_timing.h).
+// HFTA_GEMM=onednn|openblas names one for all; unset or auto, the routing cached for this CPU
+// and these library builds (OpenBLAS's kernel set included) is used, else both libraries are
+// timed once (about half a second, said through `log`) and the routing is cached beside the
+// plans, so that every process of a sweep or a resumed run uses the same one. Measured at most
+// once per process; sets cpu::gemm_routing() on every call and returns it.
+cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&)>& log);
+
+// Start-up of every hfta command that trains or times: the thread count (0 = leave OpenMP's
+// default) and the sgemm library (above), whose measurement, when one runs, is printed.
+void prepare_runtime(int threads);
+
+}  // namespace hfta

@@ -1,0 +1,132 @@
+#include "tasks/classifier/resume.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "core/error.h"
+#include "io/csv.h"
+
+namespace hfta {
+
+Checkpoint make_checkpoint(const TrainOptions& o, const ModelConfig& config,
+                           const HyperValues& values, const ArrayProgress& p,
+                           const ModelArray& array) {
+  Checkpoint c;
+  fill_checkpoint(c, o, config, values, p, array);
+  return c;
+}
+
+void fill_checkpoint(Checkpoint& c, const TrainOptions& o, const ModelConfig& config,
+                     const HyperValues& values, const ArrayProgress& p, const ModelArray& array) {
+  c.model = config.name;
+  c.sample_shape.assign(config.sample_shape.begin(), config.sample_shape.end());
+  c.num_classes = config.num_classes;
+  c.dropout = config.dropout.value_or(-1.0f);
+  c.no_decay_norm_bias = config.no_decay_norm_bias;
+  c.B = static_cast<int64_t>(array.ids.size());
+  c.seed = o.seed;
+  c.batch_size = o.batch_size;
+  c.dataset = o.dataset;
+  c.data_dir = o.data_dir;
+  c.synthetic_test_size = o.synthetic_test_size;
+  c.model_ids = array.ids;
+  c.optimizer = o.optimizer;
+  c.hyper = hyper_record(values);
+  c.epoch = p.epochs_done;
+  c.batch_in_epoch = p.batch_in_epoch;
+  c.step = p.step;
+  c.epoch_loss_sum = p.epoch_loss;
+  c.last_train_loss = p.last_train_loss;
+  auto steps = array.optimizer->steps();
+  c.optimizer_steps.assign(steps.begin(), steps.end());
+  c.skipped_steps = p.skipped;
+  c.forward_origins = array.model->net().forward_origins();
+  capture_tensors(*array.model, array.optimizer.get(), c.tensors);
+}
+
+ArrayProgress restore_checkpoint(const Checkpoint& c, ModelArray& array) {
+  restore_tensors(c, *array.model, array.optimizer.get());
+  return {.step = c.step,
+          .epochs_done = c.epoch,
+          .batch_in_epoch = c.batch_in_epoch,
+          .epoch_loss = c.epoch_loss_sum,
+          .last_train_loss = c.last_train_loss,
+          .skipped = c.skipped_steps};
+}
+
+void check_resumable(const Checkpoint& c, const TrainOptions& o, const ModelConfig& config,
+                     const HyperValues& values, const std::vector<int64_t>& ids,
+                     const std::string& path) {
+  auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
+    fail(
+        "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
+        "the same flags or choose another --out",
+        path, what, was, is);
+  };
+  if (c.model != o.model) differs("--model", c.model, o.model);
+  if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
+  const std::vector<int64_t> sample(config.sample_shape.begin(), config.sample_shape.end());
+  if (c.sample_shape != sample || c.num_classes != config.num_classes)
+    differs(
+        "--dataset",
+        fmt::format("samples [{}] in {} classes", fmt::join(c.sample_shape, ", "), c.num_classes),
+        fmt::format("[{}] in {}", fmt::join(sample, ", "), config.num_classes));
+  if (c.dropout != config.dropout.value_or(-1.0f))
+    differs("--dropout", c.dropout < 0 ? "the model's own" : fmt::format("{:g}", c.dropout),
+            config.dropout ? fmt::format("{:g}", *config.dropout) : "the model's own");
+  if (c.no_decay_norm_bias != config.no_decay_norm_bias)
+    differs("--no-decay-norm-bias", c.no_decay_norm_bias ? "on" : "off",
+            config.no_decay_norm_bias ? "on" : "off");
+  if (c.seed != o.seed) differs("--seed", std::to_string(c.seed), std::to_string(o.seed));
+  if (c.batch_size != o.batch_size)
+    differs("--batch-size", std::to_string(c.batch_size), std::to_string(o.batch_size));
+  if (c.model_ids != ids)
+    differs("models", fmt::format("{}", fmt::join(c.model_ids, ",")),
+            fmt::format("{}", fmt::join(ids, ",")));
+  for (const HyperRow& row : hyper_table()) {
+    auto now = values.find(std::string(row.name));
+    if (now == values.end()) continue;  // the optimizer does not read it
+    const std::vector<double> is(now->second.begin(), now->second.end());
+    auto was = c.hyper.find(std::string(row.name));
+    if (was == c.hyper.end() || was->second != is) {
+      // Recorded as doubles of floats: shown as the floats the user typed.
+      const std::vector<float> was_floats =
+          was == c.hyper.end() ? std::vector<float>{}
+                               : std::vector<float>(was->second.begin(), was->second.end());
+      differs(row.flag(),
+              was == c.hyper.end() ? "nothing" : fmt::format("{}", fmt::join(was_floats, ",")),
+              fmt::format("{}", fmt::join(now->second, ",")));
+    }
+  }
+  if (c.epoch > o.epochs) differs("--epochs", std::to_string(c.epoch), std::to_string(o.epochs));
+}
+
+void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step) {
+  if (!std::filesystem::exists(path)) return;
+  // A run killed while appending a row may leave it without its line break: such a row is past
+  // every checkpoint (rows are written before the step's snapshot), so it goes.
+  const auto size = std::filesystem::file_size(path);
+  if (size > 0) {
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!text.empty() && text.back() != '\n') {
+      const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+      std::filesystem::resize_file(path, keep);
+      if (keep == 0) return;  // not even a whole header: the resumed run writes it again
+    }
+  }
+  CsvTable t = read_csv(path);
+  const size_t model_col = t.column("model"), step_col = t.column("step");
+  CsvWriter rewrite(path, t.header);
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    auto it = resumed_step.find(t.integer(r, model_col));
+    if (it != resumed_step.end() && t.integer(r, step_col) <= it->second) rewrite.row(t.rows[r]);
+  }
+}
+
+}  // namespace hfta

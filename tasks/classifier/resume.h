@@ -1,0 +1,54 @@
+// Checkpoints of a `hfta train` run: where they live, what they hold besides the tensors, the
+// --resume check, the metrics a resumed run keeps, and the models `hfta extract` pulls out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "run/hyper.h"
+#include "run/run_dir.h"
+#include "run/train.h"
+#include "tasks/classifier/train_loop.h"
+
+namespace hfta {
+
+// How far an array is through its run.
+struct ArrayProgress {
+  int64_t step = 0;                     // optimizer steps taken
+  int64_t epochs_done = 0;              // finished epochs
+  int64_t batch_in_epoch = 0;           // batches of the next epoch already taken
+  std::vector<double> epoch_loss;       // per model: sum of this epoch's losses so far
+  std::vector<double> last_train_loss;  // per model: mean loss of the last finished epoch
+  std::vector<int64_t> skipped;         // per model: steps skipped for NaN/Inf gradients
+};
+
+// The array, its optimizer state and its progress, as a checkpoint. `values`: the array's own
+// hyperparameters (pick_models of the run's).
+Checkpoint make_checkpoint(const TrainOptions& options, const ModelConfig& config,
+                           const HyperValues& values, const ArrayProgress& progress,
+                           const ModelArray& array);
+// The same into `checkpoint`, reusing its tensors' vectors: how a periodic snapshot is taken
+// while training waits (one copy of the parameters, buffers and optimizer state; no allocation
+// after the first).
+void fill_checkpoint(Checkpoint& checkpoint, const TrainOptions& options, const ModelConfig& config,
+                     const HyperValues& values, const ArrayProgress& progress,
+                     const ModelArray& array);
+// Copies the checkpoint's tensors and optimizer state into `array`; returns its progress.
+ArrayProgress restore_checkpoint(const Checkpoint& checkpoint, ModelArray& array);
+
+// Throws hfta::Error naming the first flag whose value differs between the checkpoint at `path`
+// and this run (`values`: the array's own hyperparameters).
+void check_resumable(const Checkpoint& checkpoint, const TrainOptions& options,
+                     const ModelConfig& config, const HyperValues& values,
+                     const std::vector<int64_t>& ids, const std::string& path);
+
+// Keeps the rows of <metrics> a resumed run does not redo: those of models resuming from a
+// checkpoint, up to its step (model -> step), which may lie inside an epoch (a periodic
+// checkpoint): the resumed run then writes the epoch's later steps. Rows of models that start
+// over are dropped, and so is a last line cut short by a crash.
+void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step);
+
+}  // namespace hfta

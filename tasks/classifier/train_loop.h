@@ -1,0 +1,97 @@
+// The training loop: one loop of optimizer steps that `hfta train` (epochs, checkpoints,
+// metrics) and `hfta trial` (timed steps for the sweep) both run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "datasets/loader.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "run/data.h"
+#include "run/hyper.h"
+#include "run/train.h"
+
+namespace hfta {
+
+class CsvWriter;
+struct Checkpoint;
+
+// What the models of a run are: the architecture and what the data and flags fix about it.
+struct ModelConfig {
+  std::string name;                 // a name from model_names()
+  Shape sample_shape;               // one sample of the data
+  int64_t num_classes = 10;         // classes of the data
+  std::optional<float> dropout;     // --dropout: overrides the architecture's probabilities
+  bool no_decay_norm_bias = false;  // --no-decay-norm-bias
+  // --plan: the order the models run a step in; auto is resolved by make_array (plan_choice.h),
+  // within plan_memory_budget bytes of arenas (0 = no limit).
+  ExecutionPlan plan = {};
+  int64_t plan_memory_budget = 0;
+  // Added to every model id of spec(): the RNG stream of model `id` is (seed, first_model_id + id).
+  int64_t first_model_id = 0;
+  // The spec of an array of models `ids`.
+  ModelSpec spec(const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed) const;
+};
+// The architecture `name` on `data` (its sample shape and classes). Throws hfta::Error naming an
+// unknown model.
+ModelConfig model_config(const std::string& name, const Data& data,
+                         std::optional<float> dropout = {}, bool no_decay_norm_bias = false);
+
+// Models `ids` of a run (global indices: model b draws the initial weights of stream (seed, b))
+// built as one array, with their optimizer.
+// The arrays a run of B models trains: all B at once ({0, ..., B-1}), or with `serial` each
+// alone ({0}, {1}, ...).
+std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial);
+
+struct ModelArray {
+  std::vector<int64_t> ids;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<StepReport> reports;  // array_steps()'s, kept to step without allocating
+};
+// `all_values`: the resolved hyperparameters of every model of the run (resolve_hyper). A plan
+// of auto is chosen here (timed, or read from the plan cache), and said on stderr.
+ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,
+                      int64_t batch_size, uint64_t seed, std::string_view optimizer,
+                      const HyperValues& all_values);
+
+// Optimizer steps of every model on steps.size() minibatches in order (Model::train_steps):
+// forward, backward and update in the plan's order (under plans with groups, each group updates
+// right after each of its backwards). Returns each step's report, valid until the next call.
+std::span<const StepReport> array_steps(ModelArray& array, std::span<const Model::StepBatch> steps);
+// One such step.
+const StepReport& array_step(ModelArray& array, const TensorView& images, const IndexView& labels);
+
+// What train_steps says of each step it took.
+struct TrainedStep {
+  const StepReport& report;       // the models whose update was skipped (NaN/Inf gradients)
+  std::span<const float> losses;  // each model's training loss on the step's batch
+  // The arrays hold this step's result. Under a plan with K steps per visit the loop runs K
+  // steps before it reports them, so only the last of them may be checkpointed or stopped at.
+  bool arrays_current;
+};
+
+// Runs optimizer steps on the loader's batches: `max_steps` steps (going on into the next epoch
+// when one ends), or with kUntilEpochEnds the rest of the loader's epoch, handing the model as
+// many batches at a time as its plan visits a group for (array_steps). `after_step` (if given)
+// sees each step, in order. Returns the steps taken.
+inline constexpr int64_t kUntilEpochEnds = -1;
+int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
+                    const std::function<void(const TrainedStep&)>& after_step = {});
+
+// `hfta train` for one array: trains models `ids` for the options' epochs, from `resume_from`
+// when given, writing a metrics row per model per step and saving a checkpoint after every epoch
+// and on Ctrl-C (then throws hfta::Error saying how to resume). Fills results[ids[i]].
+void train_array(const TrainOptions& options, const ModelConfig& config,
+                 const HyperValues& all_values, const std::vector<int64_t>& ids, const Data& data,
+                 const Checkpoint* resume_from, CsvWriter& metrics,
+                 std::vector<ModelResult>& results);
+
+}  // namespace hfta

@@ -1,0 +1,414 @@
+#include "tasks/gan/train_gan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <optional>
+
+#include "backend/cpu/runtime.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "datasets/fashion_mnist.h"
+#include "datasets/loader.h"
+#include "io/checkpoint_writer.h"
+#include "io/csv.h"
+#include "io/interrupt.h"
+#include "io/png.h"
+#include "models/gan.h"
+#include "run/data.h"
+#include "run/hyper.h"
+#include "run/plan_choice.h"
+#include "tasks/classifier/resume.h"
+#include "tasks/classifier/train_loop.h"
+#include "tasks/gan/gan_checkpoint.h"
+
+namespace hfta {
+
+namespace {
+
+constexpr int64_t kDefaultImage = 64;  // the example's --imageSize
+
+int64_t image_side(int64_t image_size) {
+  const int64_t side = image_size > 0 ? image_size : kDefaultImage;
+  HFTA_CHECK(side == 8 || side == 16 || side == 32 || side == 64,
+             "--image-size {} cannot be drawn by the DCGAN generator (each layer doubles the "
+             "side from 4): give 8, 16, 32 or 64",
+             side);
+  return side;
+}
+
+}  // namespace
+
+Dataset gan_dataset(const std::string& dataset, const std::string& data_dir, int64_t side,
+                    int64_t synthetic_size, uint64_t seed, Split split) {
+  if (dataset == "synthetic") {
+    Data d = load_data("synthetic", "", Shape{3, side, side}, 1, synthetic_size,
+                       std::max<int64_t>(2, synthetic_size / 4), seed);
+    return split == Split::kTrain ? d.train : d.test;
+  }
+  HFTA_CHECK(dataset == "fashion-mnist",
+             "--model dcgan trains on --dataset fashion-mnist or synthetic, not {}", dataset);
+  Dataset d = load_fashion_mnist(data_dir.empty() ? kFashionMnistDefaultDir : data_dir, split);
+  // Undo the classifier normalization: pixels p in [0, 1], then 2p - 1 (the example's
+  // Normalize(0.5, 0.5)).
+  for (float& x : d.images) x = 2.0f * (x * kFashionMnistStd + kFashionMnistMean) - 1.0f;
+  return resize_images(d, side);
+}
+
+namespace {
+
+void check_enough_images(const Dataset& data, const std::string& dataset,
+                         const std::string& data_dir, int64_t batch) {
+  HFTA_CHECK(data.size >= batch,
+             "--dataset {}{} has {} training images, fewer than --batch-size {}: every step "
+             "takes a full batch; lower --batch-size{}",
+             dataset, data_dir.empty() ? "" : fmt::format(" ({})", data_dir), data.size, batch,
+             dataset == "synthetic" ? " or raise --synthetic-size" : "");
+}
+
+// lr, lr_d, beta1, beta2: B values each.
+HyperValues gan_hyper(const TrainOptions& o) {
+  for (const auto& [name, values] : o.hyper) {
+    std::string flag = "--" + name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    HFTA_CHECK(name == "lr" || name == "beta1" || name == "beta2",
+               "--model dcgan reads --lr, --lr-d, --beta1 and --beta2 only, not {}", flag);
+  }
+  int64_t B = array_size(o.hyper);
+  if (static_cast<int64_t>(o.lr_d.size()) > 1) {
+    HFTA_CHECK(B == 1 || static_cast<int64_t>(o.lr_d.size()) == B,
+               "--lr-d has {} values but the other lists imply {} models: give one value "
+               "(shared) or one per model",
+               o.lr_d.size(), B);
+    B = static_cast<int64_t>(o.lr_d.size());
+  }
+  auto list = [&](const std::string& name, float fallback) {
+    auto it = o.hyper.find(name);
+    if (it == o.hyper.end()) return std::vector<float>(static_cast<size_t>(B), fallback);
+    return expand_per_model(it->second, B, "--" + name);
+  };
+  HyperValues h;
+  h["lr"] = list("lr", 2e-4f);
+  h["lr_d"] = o.lr_d.empty() ? h["lr"] : expand_per_model(o.lr_d, B, "--lr-d");
+  h["beta1"] = list("beta1", 0.5f);
+  h["beta2"] = list("beta2", 0.999f);
+  AdamHyper check{.lr = h["lr"], .beta1 = h["beta1"], .beta2 = h["beta2"]};
+  check.check();
+  check.lr = h["lr_d"];
+  check.check();
+  return h;
+}
+
+GanSpec gan_spec(const HyperValues& all, const std::vector<int64_t>& ids, int64_t nc, int64_t side,
+                 int64_t batch, uint64_t seed) {
+  GanSpec spec{.arch = {.nc = nc, .image = side},
+               .B = static_cast<int64_t>(ids.size()),
+               .batch = batch,
+               .seed = seed,
+               .model_ids = ids};
+  const HyperValues h = pick_models(all, ids);
+  spec.g_adam.lr = h.at("lr");
+  spec.g_adam.beta1 = h.at("beta1");
+  spec.g_adam.beta2 = h.at("beta2");
+  spec.d_adam = spec.g_adam;
+  spec.d_adam.lr = h.at("lr_d");
+  return spec;
+}
+
+// The spec with `asked` resolved for its array: auto times a few GAN steps of every candidate
+// plan on random real images (cached per machine and configuration, as a classifier's).
+GanSpec with_plan(GanSpec spec, const std::string& asked, int64_t memory_budget_bytes) {
+  spec.plan = ExecutionPlan::parse(asked);
+  const DcganArch& a = spec.arch;
+  std::vector<float> images;
+  TensorView real;
+  PlanTrialBuilder build = [&](const ExecutionPlan& plan) {
+    if (images.empty()) {  // made at the first build: a cached choice needs none
+      RngStream rng(spec.seed, kPlanTimingInputs);
+      images.resize(static_cast<size_t>(spec.batch * a.nc * a.image * a.image));
+      for (float& v : images) v = rng.uniform(-1.0f, 1.0f);
+      real = TensorView(images.data(), Shape{spec.batch, a.nc, a.image, a.image});
+    }
+    GanSpec s = spec;
+    s.plan = plan;
+    auto gan = std::make_shared<GanArray>(s);
+    return PlanTrialRun{.arena_bytes = static_cast<double>(gan->arena_bytes()),
+                        .step = [gan, &real] { gan->step(real); }};
+  };
+  const std::string configuration =
+      fmt::format("dcgan nz {} ngf {} ndf {} nc {} image {} | B {} | batch {} | adam", a.nz, a.ngf,
+                  a.ndf, a.nc, a.image, spec.B, spec.batch);
+  spec.plan = resolve_plan(spec.plan, spec.B, configuration, "dcgan", build, memory_budget_bytes,
+                           [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
+                  .plan;
+  return spec;
+}
+
+std::string grid_path(const std::string& out, int64_t model, int64_t epoch) {
+  return fmt::format("{}/samples/model{}_epoch{}.png", out, model, epoch);
+}
+
+// Model k of the array's samples for its fixed noise as one PNG grid per model.
+void write_grids(GanArray& gan, const std::string& out, int64_t epoch) {
+  const TensorView grid = gan.samples();  // [64, B*nc, S, S]
+  const DcganArch& a = gan.spec().arch;
+  const int64_t rows = grid.shape[0], per = a.nc * a.image * a.image, B = gan.B();
+  std::vector<float> one(static_cast<size_t>(rows * per));
+  for (int64_t k = 0; k < B; ++k) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(grid.data + (r * B + k) * per, per, one.data() + r * per);
+    write_png_grid(grid_path(out, gan.spec().model_ids[static_cast<size_t>(k)], epoch),
+                   TensorView(one.data(), Shape{rows, a.nc, a.image, a.image}));
+  }
+}
+
+// Trains models `ids` for the options' epochs, from `resume_from` when given.
+void train_gan_array(const TrainOptions& o, const GanSpec& spec, const HyperValues& all_hyper,
+                     const Dataset& data, const Checkpoint* resume_from, CsvWriter& metrics,
+                     std::vector<ModelResult>& results, int64_t stop_after_step) {
+  const auto start = Clock::now();
+  const std::vector<int64_t>& ids = spec.model_ids;
+  const size_t nB = ids.size();
+  const HyperValues hyper = pick_models(all_hyper, ids);
+  GanArray gan(spec);
+  Loader loader(data,
+                {.batch_size = o.batch_size, .seed = o.seed, .iters_per_epoch = o.iters_per_epoch});
+  Batch batch = loader.make_batch();
+  const std::string who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", nB);
+  ArrayProgress p{.epoch_loss = std::vector<double>(nB, 0.0),
+                  .last_train_loss = std::vector<double>(nB, 0.0),
+                  .skipped = std::vector<int64_t>(nB, 0)};
+  if (resume_from != nullptr) {
+    p = restore_gan_checkpoint(*resume_from, gan);
+    fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, p.step, p.epochs_done + 1,
+               p.batch_in_epoch);
+  }
+  const std::string path = checkpoint_path(o.out, o.serial, ids);
+  PeriodicCheckpoints periodic(
+      path,
+      {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
+       .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
+      [&](Checkpoint& c) {
+        fill_gan_checkpoint(c, gan, hyper, p, o.batch_size);
+        c.dataset = o.dataset;
+        c.data_dir = o.data_dir;
+      },
+      [&](const std::string& line) {
+        fmt::print("{}: {}\n", who, line);
+        std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
+      });
+  periodic.start(p.step);
+  auto save = [&] {
+    if (o.checkpoint) periodic.save_now(p.step);
+  };
+
+  for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {  // epochs count from 0 here
+    loader.start_epoch(epoch);
+    int64_t epoch_steps = 0;
+    if (p.batch_in_epoch > 0) {  // resuming inside this epoch: its first batches are done
+      while (epoch_steps < p.batch_in_epoch && loader.next(batch)) ++epoch_steps;
+    } else {
+      std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
+    }
+    while (loader.next(batch)) {
+      const GanStepStats s = gan.step(batch.images());
+      ++p.step;
+      p.batch_in_epoch = ++epoch_steps;
+      for (size_t k = 0; k < nB; ++k) {
+        metrics.row({std::to_string(ids[k]), std::to_string(epoch), std::to_string(p.step),
+                     fmt::format("{:.6g}", s.loss_d[k]), fmt::format("{:.6g}", s.loss_g[k]),
+                     fmt::format("{:.6g}", s.d_x[k]), fmt::format("{:.6g}", s.d_g_z1[k]),
+                     fmt::format("{:.6g}", s.d_g_z2[k])});
+        p.epoch_loss[k] += s.loss_g[k];
+      }
+      if (p.step % 50 == 0 || epoch_steps == 1) {
+        fmt::print("epoch {} step {} ({}): loss_d {:.4f} loss_g {:.4f} (model {})\n", epoch, p.step,
+                   who, s.loss_d[0], s.loss_g[0], ids[0]);
+        std::fflush(stdout);
+      }
+      periodic.after_step(p.step);  // after the step's metrics rows: a checkpoint has them all
+      if (InterruptGuard::interrupted() || p.step == stop_after_step) {
+        save();
+        fail_interrupted(p.step, o.checkpoint ? path : "");
+      }
+    }
+    write_grids(gan, o.out, epoch);  // G in training mode: its BatchNorm statistics move
+    for (size_t k = 0; k < nB; ++k)
+      p.last_train_loss[k] =
+          p.epoch_loss[k] / static_cast<double>(std::max<int64_t>(1, epoch_steps));
+    std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
+    p.epochs_done = epoch + 1;
+    p.batch_in_epoch = 0;
+    save();
+  }
+  periodic.wait();  // an error of the last background write fails the run
+  const double wall = seconds_since(start);
+  for (size_t k = 0; k < nB; ++k) {
+    ModelResult& r = results[static_cast<size_t>(ids[k])];
+    r.model = ids[k];
+    r.final_train_loss = p.last_train_loss[k];
+    r.wall_seconds = wall;
+  }
+}
+
+// <out>/summary.csv from each model's last metrics row (so a resumed run reports the same) and
+// the end-of-run table.
+void write_gan_summary(const TrainOptions& o, const HyperValues& h,
+                       const std::vector<ModelResult>& results) {
+  const CsvTable m = read_csv(o.out + "/metrics.csv");
+  const size_t model_col = m.column("model");
+  std::map<int64_t, size_t> last;
+  for (size_t r = 0; r < m.rows.size(); ++r) last[m.integer(r, model_col)] = r;
+  CsvWriter summary(o.out + "/summary.csv",
+                    {"model", "lr", "lr_d", "beta1", "beta2", "steps", "loss_d", "loss_g", "d_x",
+                     "d_g_z1", "d_g_z2", "mean_loss_g_last_epoch", "samples", "wall_seconds"});
+  fmt::print("{:>5}  {:<9} {:<9} {:>6} {:>8} {:>8} {:>6} {:>13}  {}\n", "model", "lr", "lr_d",
+             "steps", "loss_d", "loss_g", "D(x)", "D(G(z))", "last samples");
+  for (const ModelResult& res : results) {
+    const size_t b = static_cast<size_t>(res.model);
+    auto it = last.find(res.model);
+    HFTA_CHECK(it != last.end(), "{}/metrics.csv has no row of model {}", o.out, res.model);
+    const std::vector<std::string>& row = m.rows[it->second];
+    auto field = [&](const char* name) { return row[m.column(name)]; };
+    const std::string grid = grid_path(o.out, res.model, o.epochs - 1);
+    summary.row({std::to_string(res.model), fmt::format("{:g}", h.at("lr")[b]),
+                 fmt::format("{:g}", h.at("lr_d")[b]), fmt::format("{:g}", h.at("beta1")[b]),
+                 fmt::format("{:g}", h.at("beta2")[b]), field("step"), field("loss_d"),
+                 field("loss_g"), field("d_x"), field("d_g_z1"), field("d_g_z2"),
+                 fmt::format("{:.6g}", res.final_train_loss), grid,
+                 fmt::format("{:.3f}", res.wall_seconds)});
+    fmt::print("{:>5}  {:<9g} {:<9g} {:>6} {:>8} {:>8} {:>6} {:>6}/{:<6}  {}\n", res.model,
+               h.at("lr")[b], h.at("lr_d")[b], field("step"), field("loss_d"), field("loss_g"),
+               field("d_x"), field("d_g_z1"), field("d_g_z2"), grid);
+  }
+}
+
+}  // namespace
+
+TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
+  const auto start = Clock::now();
+  HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
+  HFTA_CHECK(o.batch_size >= 2, "--batch-size must be at least 2 for a GAN, got {}", o.batch_size);
+  HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
+  HFTA_CHECK(o.optimizer == "adam", "--model dcgan trains with Adam (the example's), not {}",
+             o.optimizer);
+  prepare_runtime(o.threads);
+  const HyperValues h = gan_hyper(o);
+  const int64_t B = static_cast<int64_t>(h.at("lr").size());
+  const int64_t side = image_side(o.image_size);
+
+  const Dataset data = gan_dataset(o.dataset, o.data_dir, side, o.synthetic_train_size, o.seed);
+  check_enough_images(data, o.dataset, o.data_dir, o.batch_size);
+  const int64_t nc = data.sample_shape[0];
+  std::error_code ec;
+  std::filesystem::create_directories(o.out + "/samples", ec);
+  HFTA_CHECK(!ec, "cannot create {}/samples: {}", o.out, ec.message());
+
+  const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
+  std::vector<GanSpec> specs;
+  for (const auto& ids : groups)
+    specs.push_back(
+        with_plan(gan_spec(h, ids, nc, side, o.batch_size, o.seed), o.plan, o.memory_budget_bytes));
+  std::vector<std::optional<Checkpoint>> resume(groups.size());
+  if (o.resume) {
+    std::map<int64_t, int64_t> resumed_step;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
+      if (!std::filesystem::exists(path)) continue;
+      resume[g] = load_checkpoint(path);
+      check_gan_resumable(*resume[g], specs[g], pick_models(h, groups[g]), o.epochs, path);
+      for (int64_t id : groups[g]) resumed_step[id] = resume[g]->step;
+    }
+    HFTA_CHECK(!resumed_step.empty(),
+               "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
+               checkpoint_path(o.out, o.serial, groups[0]));
+    prune_metrics(o.out + "/metrics.csv", resumed_step);
+  }
+
+  fmt::print("{}\n", cpu::describe_runtime());
+  fmt::print(
+      "training {} DCGAN{} ({}) on {}: {} images of {}, batch {}, {} epoch{}{}\n", B,
+      B == 1 ? "" : "s",
+      o.serial ? "serial" : fmt::format("fused, plan {}", specs.front().plan.str()), o.dataset,
+      data.size, data.sample_shape.str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
+      o.iters_per_epoch ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch) : "");
+  std::fflush(stdout);
+
+  TrainResult result;
+  result.B = B;
+  result.models.resize(static_cast<size_t>(B));
+  {
+    CsvWriter metrics(o.out + "/metrics.csv",
+                      {"model", "epoch", "step", "loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2"},
+                      o.resume);
+    InterruptGuard interrupt_guard;
+    for (size_t g = 0; g < groups.size(); ++g)
+      train_gan_array(o, specs[g], h, data, resume[g] ? &*resume[g] : nullptr, metrics,
+                      result.models, stop_after_step);
+  }
+  result.wall_seconds = seconds_since(start);
+  write_gan_summary(o, h, result.models);
+  fmt::print("done in {:.1f} s: {}/summary.csv, {}/metrics.csv and {}/samples/\n",
+             result.wall_seconds, o.out, o.out, o.out);
+  return result;
+}
+
+TrialResult run_gan_trial(const TrialOptions& o) {
+  HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
+  HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
+  HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
+  HFTA_CHECK(o.batch_size >= 2, "--batch-size must be at least 2 for a GAN, got {}", o.batch_size);
+  HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
+  prepare_runtime(o.threads);
+  const int64_t side = image_side(o.image_size);
+
+  // Learning rates log-uniform in [1e-4, 1e-2] per model, as run_trial's; D's equal G's.
+  HyperValues h;
+  for (int64_t b = 0; b < o.B; ++b) {
+    RngStream rng = RngStream::for_model(o.seed, b, kRngHyper);
+    h["lr"].push_back(std::pow(10.0f, rng.uniform(-4.0f, -2.0f)));
+  }
+  h["lr_d"] = h["lr"];
+  h["beta1"].assign(static_cast<size_t>(o.B), 0.5f);
+  h["beta2"].assign(static_cast<size_t>(o.B), 0.999f);
+  // Enough images for a few distinct batches; real data is the full training split.
+  const Dataset data = gan_dataset(o.dataset, o.data_dir, side, 8 * o.batch_size, o.seed);
+  check_enough_images(data, o.dataset, o.data_dir, o.batch_size);
+
+  TrialResult r{};
+  r.flops_per_step = 0.0;
+  for (const auto& ids : array_groups(o.B, o.serial)) {
+    GanArray gan(with_plan(gan_spec(h, ids, data.sample_shape[0], side, o.batch_size, o.seed),
+                           o.plan, /*memory_budget_bytes=*/0));
+    r.plan = gan.spec().plan.str();
+    Loader loader(data, {.batch_size = o.batch_size, .seed = o.seed});
+    Batch batch = loader.make_batch();
+    auto run = [&](int64_t steps) {
+      for (int64_t s = 0; s < steps; ++s) {
+        if (!loader.next(batch)) loader.next(batch);  // an epoch ended: go on into the next
+        gan.step(batch.images());
+      }
+    };
+    run(o.warmup_steps);
+    if (o.before_timed) o.before_timed();
+    gan.reset_profile();
+    const auto start = Clock::now();
+    run(o.steps);
+    r.seconds += seconds_since(start);
+    if (gan.profiling()) fmt::print(stderr, "{}\n", gan.profile_report());
+    r.params_per_model =
+        gan.generator().params_per_model() + gan.discriminator().params_per_model();
+    r.flops_per_step += static_cast<double>(ids.size() * o.batch_size) * gan.train_flops_per_row();
+  }
+  r.samples_per_second = static_cast<double>(o.B * o.steps * o.batch_size) / r.seconds;
+  r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;
+  return r;
+}
+
+}  // namespace hfta

@@ -1,0 +1,585 @@
+#include "tasks/language_model/train_lm.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+
+#include "backend/cpu/runtime.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "datasets/text_corpus.h"
+#include "io/checkpoint.h"
+#include "io/csv.h"
+#include "io/interrupt.h"
+#include "models/language_model.h"
+#include "models/plan.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "run/plan_choice.h"
+#include "tasks/classifier/resume.h"
+#include "tasks/classifier/train_loop.h"
+#include "tasks/language_model/lm_run.h"
+
+namespace hfta {
+
+namespace {
+
+// Streams for an evaluation split: at most --batch-size, and few enough that each stream holds
+// one full window.
+int64_t eval_streams(const std::vector<int32_t>& ids, int64_t batch_size, int64_t bptt,
+                     const std::string& name) {
+  const int64_t most = static_cast<int64_t>(ids.size()) / (bptt + 1);
+  HFTA_CHECK(most >= 1,
+             "the {} split has {} tokens, fewer than one window of --bptt {} + 1: lower --bptt "
+             "or give more text",
+             name, ids.size(), bptt);
+  return std::min(batch_size, most);
+}
+
+std::string num(double v) { return fmt::format("{:.6g}", v); }
+
+}  // namespace
+
+// Shared with BERT's training (tasks/masked_lm/train_bert.cpp), declared in train_lm.h.
+LmCheckpointInfo lm_info(const TrainOptions& o, const LmConfig& config, const TextCorpus& corpus) {
+  return {.vocab = config.vocab,
+          .vocab_hash = vocabulary_hash(corpus.dictionary),
+          .emsize = config.emsize,
+          .nhid = config.nhid,
+          .nlayers = config.nlayers,
+          .nhead = config.nhead,
+          .bptt = config.bptt,
+          .dropout = config.dropout,
+          .dataset = o.dataset,
+          .text_files = o.text_files,
+          .data_dir = o.data_dir,
+          .corpus = corpus.name};
+}
+
+void check_lm_resumable(const Checkpoint& c, const std::string& path, const TrainOptions& o,
+                        const LmCheckpointInfo& now,
+                        const std::map<std::string, std::vector<double>>& hyper,
+                        const std::vector<int64_t>& ids) {
+  auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
+    fail(
+        "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
+        "the same flags or choose another --out",
+        path, what, was, is);
+  };
+  HFTA_CHECK(c.lm.has_value(),
+             "cannot resume from {}: it holds {} models, not a language model; choose another "
+             "--out",
+             path, c.model);
+  const LmCheckpointInfo& was = *c.lm;
+  if (c.model != o.model) differs("--model", c.model, o.model);
+  if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
+  if (c.seed != o.seed) differs("--seed", std::to_string(c.seed), std::to_string(o.seed));
+  if (c.batch_size != o.batch_size)
+    differs("--batch-size", std::to_string(c.batch_size), std::to_string(o.batch_size));
+  if (c.model_ids != ids)
+    differs("models", fmt::format("{}", fmt::join(c.model_ids, ",")),
+            fmt::format("{}", fmt::join(ids, ",")));
+  const std::pair<const char*, std::pair<int64_t, int64_t>> sizes[] = {
+      {"--emsize", {was.emsize, now.emsize}},
+      {"--nhid", {was.nhid, now.nhid}},
+      {"--nlayers", {was.nlayers, now.nlayers}},
+      {"--nhead", {was.nhead, now.nhead}},
+      {"--bptt", {was.bptt, now.bptt}}};
+  for (const auto& [flag, v] : sizes)
+    if (v.first != v.second) differs(flag, std::to_string(v.first), std::to_string(v.second));
+  if (static_cast<float>(was.dropout) != static_cast<float>(now.dropout))
+    differs("--dropout", fmt::format("{:g}", was.dropout), fmt::format("{:g}", now.dropout));
+  if (was.vocab != now.vocab || was.vocab_hash != now.vocab_hash)
+    fail(
+        "cannot resume from {}: it was trained on a vocabulary of {} words (hash {:016x}) from "
+        "{}, but this command's corpus {} has {} words (hash {:016x}): resume with the same "
+        "--dataset, --text-files (or --data-dir) and --seed, or choose another --out",
+        path, was.vocab, was.vocab_hash, was.corpus, now.corpus, now.vocab, now.vocab_hash);
+  for (const auto& [name, values] : hyper) {
+    auto it = c.hyper.find(name);
+    std::string flag = "--" + name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const std::vector<float> is(values.begin(), values.end());
+    if (it == c.hyper.end() || std::vector<float>(it->second.begin(), it->second.end()) != is)
+      differs(
+          flag,
+          it == c.hyper.end()
+              ? "nothing"
+              : fmt::format(
+                    "{}", fmt::join(std::vector<float>(it->second.begin(), it->second.end()), ",")),
+          fmt::format("{}", fmt::join(is, ",")));
+  }
+  for (const auto& [name, values] : c.hyper)
+    if (!hyper.count(name)) {
+      std::string flag = "--" + name;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      differs(flag, fmt::format("{}", fmt::join(values, ",")), "nothing");
+    }
+  if (c.epoch > o.epochs) differs("--epochs", std::to_string(c.epoch), std::to_string(o.epochs));
+}
+
+// Keeps the rows of metrics.csv that a resumed run does not redo: the finished epochs of models
+// resuming from a checkpoint (model -> epochs done). A last line cut short by a crash goes too.
+void prune_lm_metrics(const std::string& path, const std::map<int64_t, int64_t>& epochs_done) {
+  if (!std::filesystem::exists(path)) return;
+  CsvTable t;
+  try {
+    t = read_csv(path);
+  } catch (const Error&) {  // a crash mid-row: start the file again from the checkpoints' rows
+    std::filesystem::remove(path);
+    return;
+  }
+  const size_t model_col = t.column("model"), epoch_col = t.column("epoch");
+  CsvWriter rewrite(path, t.header);
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    auto it = epochs_done.find(t.integer(r, model_col));
+    if (it != epochs_done.end() && t.integer(r, epoch_col) <= it->second) rewrite.row(t.rows[r]);
+  }
+}
+
+namespace {
+
+const std::vector<std::string>& metrics_header() {
+  static const std::vector<std::string> h = {
+      "model", "epoch", "steps", "lr", "train_loss", "valid_loss", "valid_ppl", "tokens_per_s"};
+  return h;
+}
+
+}  // namespace
+
+uint64_t vocabulary_hash(const Dictionary& d) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ull;
+  };
+  for (const std::string& w : d.words()) {
+    for (char c : w) mix(static_cast<unsigned char>(c));
+    mix(0);  // words never hold NUL: "ab","c" and "a","bc" differ
+  }
+  return h;
+}
+
+TextCorpus synthetic_text_corpus(int64_t vocab, int64_t train_tokens, uint64_t seed) {
+  HFTA_CHECK(vocab >= 2, "--vocab must be at least 2 for --dataset synthetic-text, got {}", vocab);
+  HFTA_CHECK(train_tokens >= 2, "synthetic-text needs at least 2 training tokens, got {}",
+             train_tokens);
+  TextCorpus c;
+  c.name = fmt::format("synthetic-text (V {}, seed {})", vocab, seed);
+  c.dictionary.add(kEos);
+  for (int64_t w = 1; w < vocab; ++w) c.dictionary.add(fmt::format("w{}", w));
+  auto draw = [&](uint64_t stream, int64_t n) {
+    RngStream rng = RngStream::for_model(seed, static_cast<int64_t>(stream), kRngData);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+    return ids;
+  };
+  c.train = draw(0, train_tokens);
+  c.valid = draw(1, 16384);
+  c.test = draw(2, 16384);
+  return c;
+}
+
+TextCorpus load_lm_corpus(const LmCorpusSource& s) {
+  if (s.dataset == "wikitext2") {
+    HFTA_CHECK(!s.data_dir.empty(),
+               "--dataset wikitext2 needs --data-dir, the directory of wiki.train.tokens, "
+               "wiki.valid.tokens and wiki.test.tokens");
+    return load_wikitext2(s.data_dir);
+  }
+  if (s.dataset == "synthetic-text" || s.dataset == "synthetic")
+    return synthetic_text_corpus(s.vocab, s.synthetic_tokens, s.seed);
+  HFTA_CHECK(s.dataset == "text",
+             "--dataset {} holds no text: a language model reads --dataset text, wikitext2 or "
+             "synthetic-text",
+             s.dataset);
+  HFTA_CHECK(!s.text_files.empty(),
+             "--dataset text needs --text-files A,B,... (files or directories of plain UTF-8 "
+             "text, e.g. /usr/share/games/fortunes)");
+  return load_text_files(split_paths(s.text_files), {.seed = s.seed});
+}
+
+std::vector<double> evaluate_lm(LanguageModel& m, BpttReader& reader) {
+  std::vector<double> total(static_cast<size_t>(m.B()), 0.0);
+  TokenWindow w = reader.make_window();
+  int64_t tokens = 0;
+  reader.restart();
+  while (reader.next(w)) {
+    m.forward(w.inputs(), w.targets(), false);
+    for (int64_t b = 0; b < m.B(); ++b)
+      total[static_cast<size_t>(b)] +=
+          static_cast<double>(m.losses()[static_cast<size_t>(b)]) * static_cast<double>(w.length);
+    tokens += w.length;
+  }
+  for (double& t : total) t /= static_cast<double>(std::max<int64_t>(1, tokens));
+  return total;
+}
+
+LmConfig lm_config_of(const LmCheckpointInfo& info) {
+  return {.vocab = info.vocab,
+          .emsize = info.emsize,
+          .nhid = info.nhid,
+          .nlayers = info.nlayers,
+          .nhead = info.nhead,
+          .bptt = info.bptt,
+          .dropout = static_cast<float>(info.dropout)};
+}
+
+void check_lm_checkpoint(const Checkpoint& c, const std::string& path) {
+  HFTA_CHECK(c.lm.has_value(), "{} holds {} models, not a language model", path, c.model);
+  for (const CheckpointTensor& t : c.tensors) {
+    if (t.name.find('#') != std::string::npos) continue;  // optimizer state: checked by restore
+    // The embedding (BERT: its token table) is [B, V, D]; the decoder's weight [B, D, V] (rows
+    // layout: in, out) and bias [B, V].
+    int axis = 0;
+    if (t.name.ends_with(".encoder.weight") || t.name.ends_with(".embedding.token.weight"))
+      axis = 1;
+    // BERT's output layer (models/zoo_bert.cpp) is the decoder's counterpart.
+    if (t.name.ends_with(".decoder.weight") || t.name.ends_with(".decoder.bias") ||
+        t.name.ends_with(".output.weight") || t.name.ends_with(".output.bias"))
+      axis = t.shape.rank() - 1;
+    if (axis >= 1 && t.shape[axis] != c.lm->vocab)
+      fail(
+          "token ids out of range in checkpoint {}: its header gives a vocabulary of {} words but "
+          "tensor {} has shape {} ({} where the vocabulary belongs): the file does not match its "
+          "own header (edited, or written by another hfta); use the run's own checkpoint or "
+          "train again",
+          path, c.lm->vocab, t.name, t.shape.str(), t.shape[axis]);
+  }
+}
+
+void fill_lm_checkpoint(Checkpoint& c, const TrainOptions& o, const LmConfig& config,
+                        const std::vector<int64_t>& group,
+                        const std::map<std::string, std::vector<double>>& hyper,
+                        const LmProgress& p, const Net& net, const Optimizer& optimizer,
+                        const LmCheckpointInfo& info) {
+  c.model = o.model;
+  c.sample_shape = {config.bptt};
+  c.num_classes = config.vocab;
+  c.dropout = config.dropout;
+  c.no_decay_norm_bias = o.no_decay_norm_bias;
+  c.B = static_cast<int64_t>(group.size());
+  c.seed = o.seed;
+  c.batch_size = o.batch_size;
+  c.model_ids = group;
+  c.optimizer = o.optimizer;
+  c.hyper = hyper;
+  c.epoch = p.epochs_done;
+  c.batch_in_epoch = p.batch_in_epoch;
+  c.step = p.step;
+  c.epoch_loss_sum = p.epoch_loss;
+  c.last_train_loss = p.last_train_loss;
+  const auto steps = optimizer.steps();
+  c.optimizer_steps.assign(steps.begin(), steps.end());
+  const auto skips = optimizer.skip_counts();
+  c.skipped_steps.assign(skips.begin(), skips.end());
+  c.lm = info;
+  capture_tensors(net, &optimizer, c.tensors);
+}
+
+LmProgress restore_lm_checkpoint(const Checkpoint& c, Net& net, Optimizer& optimizer) {
+  restore_tensors(c, net, &optimizer);
+  return {.step = c.step,
+          .epochs_done = c.epoch,
+          .batch_in_epoch = c.batch_in_epoch,
+          .epoch_loss = c.epoch_loss_sum,
+          .last_train_loss = c.last_train_loss};
+}
+
+const StepReport& lm_array_step(Net& net, bool fused, Optimizer& optimizer,
+                                std::span<const TensorView> grads, std::span<const float> clip,
+                                const LmArrayForwardBackward& run) {
+  float* params = reinterpret_cast<float*>(net.param_arena().data());
+  const float* g = reinterpret_cast<const float*>(net.grad_arena().data());
+  if (fused) {
+    run({});
+    if (!clip.empty()) clip_grad_norm_per_model(grads, net.B(), clip);
+    return optimizer.step(params, g);
+  }
+  run([&](int64_t first, int64_t count) {
+    if (!clip.empty()) clip_grad_norm_models(grads, net.B(), clip, first, count);
+    optimizer.step_models(params, g, first, count);
+  });
+  return optimizer.finish_model_steps();
+}
+
+const StepReport& lm_train_step(LanguageModel& model, Optimizer& optimizer,
+                                std::span<const TensorView> grads, std::span<const float> clip,
+                                TokenWindow& window) {
+  return lm_array_step(model.net(), model.layout().is_fused(), optimizer, grads, clip,
+                       [&](const LanguageModel::AfterBackward& after_backward) {
+                         model.train_step(window.inputs(), window.targets(), after_backward);
+                       });
+}
+
+ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model,
+                              const LanguageModelSpec& spec, const std::string& optimizer,
+                              TokenWindow window, int64_t memory_budget_bytes) {
+  const ExecutionPlan plan = ExecutionPlan::parse(asked);
+  if (plan.kind != ExecutionPlan::Kind::kAuto) return plan;
+  // The window is the candidates' own copy: the caller's reader goes on.
+  auto shared_window = std::make_shared<TokenWindow>(std::move(window));
+  PlanTrialBuilder build = [&](const ExecutionPlan& candidate) {
+    LanguageModelSpec s = spec;
+    s.plan = candidate;
+    auto lm = std::shared_ptr<LanguageModel>(make_language_model(model, s));
+    // A first step records the groups' nets, whose activations are most of a plan's arenas.
+    lm->train_step(shared_window->inputs(), shared_window->targets());
+    struct State {
+      std::unique_ptr<Optimizer> optimizer;
+      std::vector<TensorView> grads;
+      std::vector<float> clip;
+    };
+    auto state = std::make_shared<State>();
+    return PlanTrialRun{
+        .arena_bytes = static_cast<double>(lm->arena_bytes()),
+        .step = [lm, state, shared_window, &optimizer] {
+          Net& net = lm->net();
+          if (!state->optimizer) {  // at the first step: a candidate over the budget makes none
+            state->optimizer =
+                make_optimizer(optimizer, net, resolve_hyper(optimizer, {}, lm->B()));
+            for (const Param& p : net.params()) state->grads.push_back(p.grad);
+            state->clip.assign(static_cast<size_t>(lm->B()), 0.25f);
+          }
+          lm_train_step(*lm, *state->optimizer, state->grads, state->clip, *shared_window);
+        }};
+  };
+  const LmConfig& c = spec.config;
+  const std::string configuration = fmt::format(
+      "{} vocab {} emsize {} nhid {} nlayers {} nhead {} bptt {} dropout {} | B {} | streams {} | "
+      "{}",
+      model, c.vocab, c.emsize, c.nhid, c.nlayers, c.nhead, c.bptt, c.dropout, spec.B, spec.streams,
+      optimizer);
+  return resolve_plan(plan, spec.B, configuration, model, build, memory_budget_bytes,
+                      [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
+      .plan;
+}
+
+TrainResult run_train_lm(const TrainOptions& o) {
+  const auto start = Clock::now();
+  HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
+  HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
+  HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
+  const int64_t B = array_size(o.hyper);
+  const LmRunHyper hyper = lm_run_hyper(o, B);
+  prepare_runtime(o.threads);
+
+  const TextCorpus corpus = load_lm_corpus({.dataset = o.dataset,
+                                            .text_files = o.text_files,
+                                            .data_dir = o.data_dir,
+                                            .seed = o.seed,
+                                            .vocab = o.vocab,
+                                            .synthetic_tokens = o.synthetic_train_size * o.bptt});
+  LmConfig config{.vocab = corpus.vocab_size(),
+                  .emsize = o.emsize,
+                  .nhid = o.nhid,
+                  .nlayers = o.nlayers,
+                  .nhead = o.nhead,
+                  .bptt = o.bptt,
+                  .dropout = o.dropout.value_or(0.2f)};
+  BpttReader train(batchify(corpus.train, o.batch_size, corpus.name + " train"), o.bptt);
+  BpttReader valid(
+      batchify(corpus.valid, eval_streams(corpus.valid, o.batch_size, o.bptt, "validation"),
+               corpus.name + " valid"),
+      o.bptt);
+  BpttReader test(batchify(corpus.test, eval_streams(corpus.test, o.batch_size, o.bptt, "test"),
+                           corpus.name + " test"),
+                  o.bptt);
+  const LmCheckpointInfo info = lm_info(o, config, corpus);
+
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
+
+  const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
+  const std::vector<std::optional<Checkpoint>> resume = load_lm_resume(o, groups, info, hyper);
+  // One plan for every array (serial arrays of one model are fused); auto times the candidates
+  // on the first training window (each epoch seeks its own first window).
+  ExecutionPlan plan = ExecutionPlan::parse(o.plan);
+  if (plan.kind == ExecutionPlan::Kind::kAuto) {
+    TokenWindow first = train.make_window();
+    train.next(first);
+    plan = resolve_lm_plan(o.plan, o.model,
+                           {.B = static_cast<int64_t>(groups[0].size()),
+                            .streams = o.batch_size,
+                            .seed = o.seed,
+                            .model_ids = lm_model_streams(o, groups[0]),
+                            .config = config,
+                            .threads = o.threads},
+                           o.optimizer, std::move(first), o.memory_budget_bytes);
+  }
+  CsvWriter metrics(o.out + "/metrics.csv", metrics_header(),
+                    o.resume && std::filesystem::exists(o.out + "/metrics.csv"));
+
+  // Ctrl-C from here on saves a checkpoint (at the next step) instead of killing the run.
+  InterruptGuard interrupt_guard;
+  const int64_t steps_per_epoch = o.iters_per_epoch > 0
+                                      ? std::min(o.iters_per_epoch, train.windows_per_pass())
+                                      : train.windows_per_pass();
+  fmt::print("{}\n", cpu::describe_runtime());
+  fmt::print(
+      "training {} {} model{} ({}) on {}: vocabulary {}, {} / {} / {} train / valid / test "
+      "tokens, {} streams x bptt {}, {} steps per epoch, {} epoch{}\n",
+      B, o.model, B == 1 ? "" : "s",
+      o.serial ? "serial: one after another" : fmt::format("fused, plan {}", plan.str()),
+      corpus.name, corpus.vocab_size(), corpus.train.size(), corpus.valid.size(),
+      corpus.test.size(), o.batch_size, o.bptt, steps_per_epoch, o.epochs,
+      o.epochs == 1 ? "" : "s");
+  if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0))
+    fmt::print("checkpoints {} in the background, and after every epoch\n",
+               o.checkpoint_every > 0 && o.checkpoint_interval_seconds > 0
+                   ? fmt::format("every {} steps and every {:g} s", o.checkpoint_every,
+                                 o.checkpoint_interval_seconds)
+               : o.checkpoint_every > 0
+                   ? fmt::format("every {} steps", o.checkpoint_every)
+                   : fmt::format("every {:g} s", o.checkpoint_interval_seconds));
+  std::fflush(stdout);
+
+  TrainResult result;
+  result.B = B;
+  result.models.resize(static_cast<size_t>(B));
+  std::vector<double> valid_ppl(static_cast<size_t>(B)), test_ppl(static_cast<size_t>(B));
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const std::vector<int64_t>& group = groups[gi];
+    const auto group_start = Clock::now();
+    const int64_t G = static_cast<int64_t>(group.size());
+    const size_t nG = static_cast<size_t>(G);
+    const std::string who =
+        o.serial ? fmt::format("model {}", group[0]) : fmt::format("{} models", G);
+    auto model = make_language_model(o.model, {.B = G,
+                                               .streams = o.batch_size,
+                                               .seed = o.seed,
+                                               .model_ids = lm_model_streams(o, group),
+                                               .config = config,
+                                               .plan = plan,
+                                               .threads = o.threads});
+    Net& net = model->net();
+    LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
+    LmProgress& p = run.progress();
+
+    TokenWindow w = train.make_window();
+    std::vector<double> vloss;
+    for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
+      run.begin_epoch(epoch, steps_per_epoch);
+      // Resuming inside this epoch: its first windows are done.
+      int64_t steps = p.batch_in_epoch, tokens = 0;
+      const int64_t windows = train.windows_per_pass();
+      train.seek((lm_epoch_first_window(epoch, steps_per_epoch, windows) + steps) % windows);
+      const auto epoch_start = Clock::now();
+      while (steps < steps_per_epoch) {
+        if (!train.next(w)) continue;  // the end of the pass: next() rewound, read window 0
+        run.train_step(*model, w, ++steps);
+        tokens += w.streams * w.length;
+      }
+      const double train_s = seconds_since(epoch_start);
+      const double tokens_per_s = static_cast<double>(tokens * G) / std::max(train_s, 1e-9);
+      vloss = evaluate_lm(*model, valid);
+      const std::vector<double> tl = run.train_losses(steps);
+      for (size_t g = 0; g < nG; ++g) {
+        const int64_t id = group[g];
+        const float lr = run.lr()[g];
+        metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps), num(lr),
+                     num(tl[g]), num(vloss[g]), num(std::exp(vloss[g])), num(tokens_per_s)});
+        fmt::print(
+            "model {} epoch {}: lr {:g}, train loss {:.3f}, valid loss {:.3f}, valid ppl {:.1f}, "
+            "{:.0f} tokens/s (array)\n",
+            id, epoch + 1, lr, tl[g], vloss[g], std::exp(vloss[g]), tokens_per_s);
+      }
+      std::fflush(stdout);
+      run.end_epoch(epoch);
+    }
+    run.wait();           // an error of the last background write fails the run
+    if (vloss.empty()) {  // resumed a finished run: report it again
+      vloss = evaluate_lm(*model, valid);
+      fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
+    }
+    if (model->profiling()) fmt::print(stderr, "{}\n", model->profile_report());
+    const std::vector<double> tloss =
+        o.search_trial ? std::vector<double>(nG, NAN) : evaluate_lm(*model, test);
+    const double wall = seconds_since(group_start);
+    for (size_t g = 0; g < nG; ++g) {
+      const size_t id = static_cast<size_t>(group[g]);
+      ModelResult& r = result.models[id];
+      r.model = group[g];
+      r.final_train_loss = p.last_train_loss[g];
+      r.valid_loss = vloss[g];
+      r.test_loss = tloss[g];
+      r.wall_seconds = wall;
+      valid_ppl[id] = std::exp(vloss[g]);
+      test_ppl[id] = std::exp(tloss[g]);
+    }
+  }
+  result.wall_seconds = seconds_since(start);
+
+  std::vector<std::string> header = hyper.summary_header();
+  for (const char* c : {"train_loss", "valid_ppl", "test_loss", "test_ppl", "wall_s"})
+    header.emplace_back(c);
+  CsvWriter summary(o.out + "/summary.csv", header);
+  for (int64_t b = 0; b < B; ++b) {
+    const size_t i = static_cast<size_t>(b);
+    const ModelResult& r = result.models[i];
+    std::vector<std::string> row = hyper.summary_row(b);
+    row.push_back(num(r.final_train_loss));
+    row.push_back(num(valid_ppl[i]));
+    row.push_back(num(r.test_loss));
+    row.push_back(num(test_ppl[i]));
+    row.push_back(num(r.wall_seconds));
+    summary.row(row);
+  }
+  const auto best = std::min_element(valid_ppl.begin(), valid_ppl.end());
+  fmt::print(
+      "done in {:.1f} s; vocabulary {}; best: model {} with validation perplexity {:.1f}; "
+      "results in {}/summary.csv and {}/metrics.csv\n",
+      result.wall_seconds, corpus.vocab_size(), best - valid_ppl.begin(), *best, o.out, o.out);
+  return result;
+}
+
+LmEvaluation evaluate_lm_checkpoint(const Checkpoint& c, const std::string& path,
+                                    const LmEvalOptions& options) {
+  check_lm_checkpoint(c, path);
+  const LmCheckpointInfo& info = *c.lm;
+  LmCorpusSource source{
+      .dataset = options.dataset.empty() ? info.dataset : options.dataset,
+      .text_files = options.text_files.empty() ? info.text_files : options.text_files,
+      .data_dir = options.data_dir.empty() ? info.data_dir : options.data_dir,
+      .seed = c.seed,
+      .vocab = info.vocab,
+      .synthetic_tokens = 2};  // the test split does not depend on it
+  const TextCorpus corpus = load_lm_corpus(source);
+  const uint64_t hash = vocabulary_hash(corpus.dictionary);
+  HFTA_CHECK(corpus.vocab_size() == info.vocab && hash == info.vocab_hash,
+             "{} was trained on a vocabulary of {} words (hash {:016x}) from {}, but {} has {} "
+             "words (hash {:016x}): evaluate it on the corpus it was trained on (--dataset {}{})",
+             path, info.vocab, info.vocab_hash, info.corpus, corpus.name, corpus.vocab_size(), hash,
+             info.dataset,
+             info.text_files.empty() ? "" : fmt::format(" --text-files {}", info.text_files));
+  const int64_t streams =
+      eval_streams(corpus.test, std::max<int64_t>(1, c.batch_size), info.bptt, "test");
+  const LmConfig config = lm_config_of(info);
+  auto model = make_language_model(
+      c.model,
+      {.B = c.B, .streams = streams, .seed = c.seed, .model_ids = c.model_ids, .config = config});
+  try {
+    restore_tensors(c, model->net(), nullptr);
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+  BpttReader test(batchify(corpus.test, streams, corpus.name + " test"), info.bptt);
+  LmEvaluation e;
+  e.corpus = corpus.name;
+  e.tokens = streams * test.tokens_per_pass();
+  e.loss = evaluate_lm(*model, test);
+  for (double l : e.loss) e.perplexity.push_back(std::exp(l));
+  return e;
+}
+
+}  // namespace hfta

@@ -1,0 +1,408 @@
+#include "tasks/masked_lm/train_bert.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include "backend/cpu/runtime.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "datasets/bert_data.h"
+#include "datasets/text_corpus.h"
+#include "io/checkpoint.h"
+#include "io/csv.h"
+#include "io/interrupt.h"
+#include "models/masked_lm.h"
+#include "optim/optimizer.h"
+#include "run/export.h"
+#include "run/hyper.h"
+#include "run/plan_choice.h"
+#include "tasks/classifier/resume.h"
+#include "tasks/classifier/train_loop.h"
+#include "tasks/language_model/lm_run.h"
+#include "tasks/language_model/train_lm.h"
+#include "tasks/masked_lm/export_bert.h"
+
+namespace hfta {
+
+namespace {
+
+// The validation and test masks: fixed per window, different from every training step's.
+constexpr uint64_t kEvalSeedMix = 0x5EA1ED0000000001ull;
+
+TextCorpus load_bert_corpus(const TrainOptions& o) {
+  if (o.dataset == "wikitext2") {
+    HFTA_CHECK(!o.data_dir.empty(),
+               "--dataset wikitext2 needs --data-dir, the directory of wiki.train.tokens, "
+               "wiki.valid.tokens and wiki.test.tokens");
+    return load_wikitext2(o.data_dir);
+  }
+  HFTA_CHECK(o.dataset == "text", "--model {} reads text: use --dataset text or wikitext2",
+             o.model);
+  HFTA_CHECK(!o.text_files.empty(),
+             "--dataset text needs --text-files A,B,... (files or directories of plain UTF-8 "
+             "text, e.g. /usr/share/games/fortunes)");
+  return load_text_files(split_paths(o.text_files), {.seed = o.seed});
+}
+
+// An evaluation split: at most --batch-size streams, few enough that each holds one window.
+MlmReader eval_reader(const TextCorpus& corpus, const std::string& which, int64_t batch_size,
+                      int64_t bptt, const MlmMasking& masking) {
+  const std::vector<int32_t>& ids = corpus.split(which);
+  const int64_t most = static_cast<int64_t>(ids.size()) / bptt;
+  HFTA_CHECK(most >= 1,
+             "the {} split of {} has {} tokens, fewer than one window of --bptt {}: lower --bptt "
+             "or give more text",
+             which, corpus.name, ids.size(), bptt);
+  return MlmReader(batchify(ids, std::min(batch_size, most), corpus.name + " " + which), bptt,
+                   masking);
+}
+
+struct EvalResult {
+  std::vector<double> loss, accuracy;
+};
+
+// Per model: the mean loss per masked position over the whole split, and the accuracy there.
+EvalResult evaluate(MaskedLm& m, const MlmReader& reader, uint64_t seed) {
+  const size_t B = static_cast<size_t>(m.B());
+  EvalResult r{std::vector<double>(B, 0.0), std::vector<double>(B, 0.0)};
+  MlmWindow w = reader.make_window();
+  int64_t predicted = 0;
+  for (int64_t i = 0; i < reader.windows(); ++i) {
+    reader.fill(i, seed ^ kEvalSeedMix, static_cast<uint64_t>(i), w);
+    m.forward(w.batch(), false);
+    const std::vector<int64_t> correct = m.correct();
+    for (size_t b = 0; b < B; ++b) {
+      r.loss[b] += static_cast<double>(m.losses()[b]) * static_cast<double>(m.predicted());
+      r.accuracy[b] += static_cast<double>(correct[b]);
+    }
+    predicted += m.predicted();
+  }
+  for (size_t b = 0; b < B; ++b) {
+    r.loss[b] /= static_cast<double>(std::max<int64_t>(1, predicted));
+    r.accuracy[b] /= static_cast<double>(std::max<int64_t>(1, predicted));
+  }
+  return r;
+}
+
+std::string num(double v) { return fmt::format("{:.6g}", v); }
+
+}  // namespace
+
+ExecutionPlan resolve_mlm_plan(const std::string& asked, const std::string& model,
+                               const LanguageModelSpec& spec, int64_t predicted_per_stream,
+                               const std::string& optimizer, MlmWindow window,
+                               int64_t memory_budget_bytes) {
+  const ExecutionPlan plan = ExecutionPlan::parse(asked);
+  if (plan.kind != ExecutionPlan::Kind::kAuto) return plan;
+  // The window is the candidates' own copy: the caller's reader goes on.
+  auto shared_window = std::make_shared<MlmWindow>(std::move(window));
+  PlanTrialBuilder build = [&](const ExecutionPlan& candidate) {
+    LanguageModelSpec s = spec;
+    s.plan = candidate;
+    auto mlm = std::shared_ptr<MaskedLm>(make_masked_lm(model, s, predicted_per_stream));
+    // A first step records the groups' nets, whose activations are most of a plan's arenas.
+    mlm->train_step(shared_window->batch());
+    struct State {
+      std::unique_ptr<Optimizer> optimizer;
+      std::vector<TensorView> grads;
+    };
+    auto state = std::make_shared<State>();
+    return PlanTrialRun{
+        .arena_bytes = static_cast<double>(mlm->arena_bytes()),
+        .step = [mlm, state, shared_window, &optimizer] {
+          Net& net = mlm->net();
+          if (!state->optimizer)  // at the first step: a candidate over the budget makes none
+            state->optimizer =
+                make_optimizer(optimizer, net, resolve_hyper(optimizer, {}, mlm->B()));
+          lm_array_step(net, mlm->layout().is_fused(), *state->optimizer, state->grads, {},
+                        [&](const MaskedLm::AfterBackward& after_backward) {
+                          mlm->train_step(shared_window->batch(), after_backward);
+                        });
+        }};
+  };
+  const LmConfig& c = spec.config;
+  const std::string configuration = fmt::format(
+      "{} vocab {} emsize {} nhid {} nlayers {} nhead {} bptt {} dropout {} predicted {} | B {} | "
+      "streams {} | {}",
+      model, c.vocab, c.emsize, c.nhid, c.nlayers, c.nhead, c.bptt, c.dropout, predicted_per_stream,
+      spec.B, spec.streams, optimizer);
+  return resolve_plan(plan, spec.B, configuration, model, build, memory_budget_bytes,
+                      [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
+      .plan;
+}
+
+void apply_bert_defaults(TrainOptions& o, const std::function<bool(const char*)>& given) {
+  if (!given("--emsize")) o.emsize = 512;
+  if (!given("--nhid")) o.nhid = 2048;
+  if (!given("--nlayers")) o.nlayers = 8;
+  if (!given("--nhead")) o.nhead = 8;
+  if (!given("--bptt")) o.bptt = 32;
+  if (!given("--batch-size")) o.batch_size = 32;
+  if (!given("--optimizer")) o.optimizer = "adadelta";
+  if (!given("--clip")) o.clip.clear();
+  if (!given("--lr-step-size")) o.lr_step_size = {3};
+  if (!given("--lr-gamma")) o.lr_gamma = {0.25f};
+}
+
+TrainResult run_train_bert(const TrainOptions& o) {
+  const auto start = Clock::now();
+  HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
+  HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
+  HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
+  const int64_t B = array_size(o.hyper);
+  const LmRunHyper hyper = lm_run_hyper(o, B);
+  HFTA_CHECK(o.bptt >= 1 && o.bptt <= kBertMaxPositions,
+             "--bptt must be in [1, {}] for BERT (its position table), got {}", kBertMaxPositions,
+             o.bptt);
+  prepare_runtime(o.threads);
+
+  const TextCorpus corpus = load_bert_corpus(o);
+  // Masked-only output (models/masked_lm.h): K output rows per stream, and masks capped to fit.
+  const int64_t predicted_per_stream = mlm_predicted_per_stream(o.bptt, o.batch_size);
+  const MlmMasking masking{.words = corpus.vocab_size(),
+                           .eos = corpus.dictionary.find(kEos),
+                           .max_per_stream = predicted_per_stream};
+  const LmConfig config{.vocab = corpus.vocab_size() + 1,  // + the mask token
+                        .emsize = o.emsize,
+                        .nhid = o.nhid,
+                        .nlayers = o.nlayers,
+                        .nhead = o.nhead,
+                        .bptt = o.bptt,
+                        .dropout = o.dropout.value_or(0.1f)};
+  const MlmReader train(batchify(corpus.train, o.batch_size, corpus.name + " train"), o.bptt,
+                        masking);
+  const MlmReader valid = eval_reader(corpus, "valid", o.batch_size, o.bptt, masking);
+  const MlmReader test = eval_reader(corpus, "test", o.batch_size, o.bptt, masking);
+
+  // The checkpoint header of the Transformer LM's (tasks/language_model/train_lm.h): vocab counts
+  // the mask.
+  const LmCheckpointInfo info = lm_info(o, config, corpus);
+
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
+
+  const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
+  const std::vector<std::optional<Checkpoint>> resume = load_lm_resume(o, groups, info, hyper);
+  CsvWriter metrics(o.out + "/metrics.csv",
+                    {"model", "epoch", "steps", "lr", "train_loss", "valid_loss", "valid_accuracy",
+                     "tokens_per_s"},
+                    o.resume && std::filesystem::exists(o.out + "/metrics.csv"));
+  // Ctrl-C from here on saves a checkpoint (at the next step) instead of killing the run.
+  InterruptGuard interrupt_guard;
+  const int64_t steps_per_epoch =
+      o.iters_per_epoch > 0 ? std::min(o.iters_per_epoch, train.windows()) : train.windows();
+  fmt::print("{}\n", cpu::describe_runtime());
+  fmt::print(
+      "training {} {} model{} ({}) on {}: vocabulary {} + [MASK], {} / {} / {} train / valid / "
+      "test tokens, {} streams x bptt {}, {} steps per epoch, {} epoch{}\n",
+      B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused", corpus.name,
+      corpus.vocab_size(), corpus.train.size(), corpus.valid.size(), corpus.test.size(),
+      o.batch_size, o.bptt, steps_per_epoch, o.epochs, o.epochs == 1 ? "" : "s");
+  if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0))
+    fmt::print("checkpoints every {} steps / {:g} s in the background, and after every epoch\n",
+               o.checkpoint_every, o.checkpoint_interval_seconds);
+  std::fflush(stdout);
+
+  TrainResult result;
+  result.B = B;
+  result.models.resize(static_cast<size_t>(B));
+  std::vector<double> valid_loss(static_cast<size_t>(B)), valid_acc(static_cast<size_t>(B));
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const std::vector<int64_t>& group = groups[gi];
+    const auto group_start = Clock::now();
+    const int64_t G = static_cast<int64_t>(group.size());
+    const size_t nG = static_cast<size_t>(G);
+    const std::string who =
+        o.serial ? fmt::format("model {}", group[0]) : fmt::format("{} models", G);
+    LanguageModelSpec spec{.B = G,
+                           .streams = o.batch_size,
+                           .seed = o.seed,
+                           .model_ids = lm_model_streams(o, group),
+                           .config = config};
+    MlmWindow w = train.make_window();
+    train.fill(0, o.seed, 0, w);
+    spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream, o.optimizer, w,
+                                 o.memory_budget_bytes);
+    auto model = make_masked_lm(o.model, spec, predicted_per_stream);
+    if (G > 1) fmt::print("{}: plan {}\n", who, model->plan().str());
+    Net& net = model->net();
+    LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
+    LmProgress& p = run.progress();
+
+    bool trained = false;
+    for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
+      trained = true;
+      run.begin_epoch(epoch, steps_per_epoch);
+      // Resuming inside this epoch: its first windows are done (a window's tokens and mask
+      // follow from (epoch, step) alone, so the rest are those of the uninterrupted run).
+      int64_t tokens = 0;
+      const auto epoch_start = Clock::now();
+      const int64_t first = lm_epoch_first_window(epoch, steps_per_epoch, train.windows());
+      for (int64_t step = p.batch_in_epoch; step < steps_per_epoch; ++step) {
+        // Window `step` of the epoch, masked by the run's global step: a new mask every epoch.
+        train.fill((first + step) % train.windows(), o.seed,
+                   static_cast<uint64_t>(epoch * steps_per_epoch + step), w);
+        run.train_step(*model, w.batch(), step + 1);
+        tokens += w.streams * w.length;
+      }
+      const double train_s = seconds_since(epoch_start);
+      const double tokens_per_s = static_cast<double>(tokens * G) / std::max(train_s, 1e-9);
+      const EvalResult v = evaluate(*model, valid, o.seed);
+      const std::vector<double> tl = run.train_losses(steps_per_epoch);
+      for (size_t g = 0; g < nG; ++g) {
+        const int64_t id = group[g];
+        const float lr = run.lr()[g];
+        metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps_per_epoch),
+                     num(lr), num(tl[g]), num(v.loss[g]), num(v.accuracy[g]), num(tokens_per_s)});
+        fmt::print(
+            "model {} epoch {}: lr {:g}, train loss {:.3f}, valid MLM loss {:.3f}, valid MLM "
+            "accuracy {:.2f}%, {:.0f} tokens/s (array)\n",
+            id, epoch + 1, lr, tl[g], v.loss[g], 100.0 * v.accuracy[g], tokens_per_s);
+        valid_loss[static_cast<size_t>(id)] = v.loss[g];
+        valid_acc[static_cast<size_t>(id)] = v.accuracy[g];
+      }
+      std::fflush(stdout);
+      run.end_epoch(epoch);
+    }
+    run.wait();      // an error of the last background write fails the run
+    if (!trained) {  // resumed a finished run: report it again
+      const EvalResult v = evaluate(*model, valid, o.seed);
+      for (size_t g = 0; g < nG; ++g) {
+        valid_loss[static_cast<size_t>(group[g])] = v.loss[g];
+        valid_acc[static_cast<size_t>(group[g])] = v.accuracy[g];
+      }
+      fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
+    }
+    for (size_t g = 0; g < nG; ++g) {
+      ModelResult& r = result.models[static_cast<size_t>(group[g])];
+      r.model = group[g];
+      r.final_train_loss = p.last_train_loss[g];
+      r.valid_loss = valid_loss[static_cast<size_t>(group[g])];
+      r.valid_accuracy = valid_acc[static_cast<size_t>(group[g])];
+    }
+    const EvalResult t =
+        o.search_trial ? EvalResult{std::vector<double>(nG, NAN), std::vector<double>(nG, NAN)}
+                       : evaluate(*model, test, o.seed);
+    // Each model's trained weights with the example's state_dict names (as `hfta export`).
+    for (int64_t g = 0; g < G && !o.search_trial; ++g) {
+      const int64_t id = group[static_cast<size_t>(g)];
+      write_safetensors(
+          fmt::format("{}/model{}.safetensors", o.out, id), state_dict(net, g),
+          bert_export_metadata(o.model, config,
+                               fmt::format("hfta train, model {}, {} epochs", id, o.epochs)));
+    }
+    const double wall = seconds_since(group_start);
+    for (int64_t g = 0; g < G; ++g) {
+      ModelResult& r = result.models[static_cast<size_t>(group[static_cast<size_t>(g)])];
+      r.test_loss = t.loss[static_cast<size_t>(g)];
+      r.test_accuracy = t.accuracy[static_cast<size_t>(g)];
+      r.wall_seconds = wall;
+    }
+  }
+  result.wall_seconds = seconds_since(start);
+
+  std::vector<std::string> header = hyper.summary_header();
+  for (const char* c :
+       {"train_loss", "valid_loss", "valid_accuracy", "test_loss", "test_accuracy", "wall_s"})
+    header.emplace_back(c);
+  CsvWriter summary(o.out + "/summary.csv", header);
+  for (int64_t b = 0; b < B; ++b) {
+    const size_t i = static_cast<size_t>(b);
+    const ModelResult& r = result.models[i];
+    std::vector<std::string> row = hyper.summary_row(b);
+    row.push_back(num(r.final_train_loss));
+    row.push_back(num(valid_loss[i]));
+    row.push_back(num(valid_acc[i]));
+    row.push_back(num(r.test_loss));
+    row.push_back(num(r.test_accuracy));
+    row.push_back(num(r.wall_seconds));
+    summary.row(row);
+  }
+  const std::string vocab_path = o.out + "/vocab.txt";
+  std::ofstream vocab(vocab_path);
+  for (const std::string& word : corpus.dictionary.words()) vocab << word << "\n";
+  vocab << "[MASK]\n";
+  HFTA_CHECK(vocab.good(), "cannot write the vocabulary to {}", vocab_path);
+  const auto best = std::min_element(valid_loss.begin(), valid_loss.end());
+  fmt::print(
+      "done in {:.1f} s; vocabulary {} + [MASK]; best: model {} with validation MLM loss {:.3f} "
+      "(accuracy {:.2f}%); results in {}/summary.csv and {}/metrics.csv\n",
+      result.wall_seconds, corpus.vocab_size(), best - valid_loss.begin(), *best,
+      100.0 * valid_acc[static_cast<size_t>(best - valid_loss.begin())], o.out, o.out);
+  return result;
+}
+
+namespace {
+
+// The corpus a BERT checkpoint was trained on (or `dataset`, `text_files`, `data_dir` where
+// given), checked against the vocabulary it recorded: its words and the mask token.
+TextCorpus checkpoint_corpus(const Checkpoint& c, const std::string& path,
+                             const LmEvalOptions& options) {
+  check_lm_checkpoint(c, path);
+  const LmCheckpointInfo& info = *c.lm;
+  TrainOptions o;
+  o.model = c.model;
+  o.dataset = options.dataset.empty() ? info.dataset : options.dataset;
+  o.text_files = options.text_files.empty() ? info.text_files : options.text_files;
+  o.data_dir = options.data_dir.empty() ? info.data_dir : options.data_dir;
+  o.seed = c.seed;
+  TextCorpus corpus = load_bert_corpus(o);
+  const uint64_t hash = vocabulary_hash(corpus.dictionary);
+  HFTA_CHECK(corpus.vocab_size() + 1 == info.vocab && hash == info.vocab_hash,
+             "{} was trained on a vocabulary of {} words + [MASK] (hash {:016x}) from {}, but {} "
+             "has {} words (hash {:016x}): use the corpus it was trained on (--dataset {}{})",
+             path, info.vocab - 1, info.vocab_hash, info.corpus, corpus.name, corpus.vocab_size(),
+             hash, info.dataset,
+             info.text_files.empty() ? "" : fmt::format(" --text-files {}", info.text_files));
+  return corpus;
+}
+
+}  // namespace
+
+BertEvaluation evaluate_bert_checkpoint(const Checkpoint& c, const std::string& path,
+                                        const LmEvalOptions& options) {
+  const TextCorpus corpus = checkpoint_corpus(c, path, options);
+  const LmConfig config = lm_config_of(*c.lm);
+  const int64_t streams = std::max<int64_t>(1, c.batch_size);
+  const int64_t predicted_per_stream = mlm_predicted_per_stream(config.bptt, streams);
+  const MlmMasking masking{.words = corpus.vocab_size(),
+                           .eos = corpus.dictionary.find(kEos),
+                           .max_per_stream = predicted_per_stream};
+  const MlmReader test = eval_reader(corpus, "test", streams, config.bptt, masking);
+  auto model = make_masked_lm(
+      c.model,
+      {.B = c.B, .streams = streams, .seed = c.seed, .model_ids = c.model_ids, .config = config},
+      predicted_per_stream);
+  try {
+    restore_tensors(c, model->net(), nullptr);
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+  const EvalResult r = evaluate(*model, test, c.seed);
+  return {.corpus = corpus.name, .windows = test.windows(), .loss = r.loss, .accuracy = r.accuracy};
+}
+
+std::string export_bert_checkpoint(const Checkpoint& one, const std::string& out,
+                                   const std::string& source) {
+  const TextCorpus corpus = checkpoint_corpus(one, source, {});
+  LmConfig config = lm_config_of(*one.lm);
+  auto model = make_masked_lm(
+      one.model,
+      {.B = 1, .streams = 1, .seed = one.seed, .model_ids = one.model_ids, .config = config});
+  restore_tensors(one, model->net(), nullptr);
+  std::vector<std::string> words = corpus.dictionary.words();
+  words.emplace_back("[MASK]");
+  return write_bert_export(one.model, model->net(), config, words, out, source);
+}
+
+}  // namespace hfta

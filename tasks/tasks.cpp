@@ -1,0 +1,43 @@
+#include "tasks/tasks.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "run/train.h"
+#include "run/trial.h"
+
+namespace hfta {
+
+std::span<const Task* const> all_tasks() {
+  static const Task* const tasks[] = {&classifier_task(), &language_model_task(), &masked_lm_task(),
+                                      &gan_task()};
+  return tasks;
+}
+
+const Task& task_for_model(const std::string& model) {
+  for (const Task* t : all_tasks()) {
+    const std::vector<std::string> names = t->model_names();
+    if (std::find(names.begin(), names.end(), model) != names.end()) return *t;
+  }
+  fail("unknown model '{}': choose one of {}", model, fmt::join(task_model_names(), ", "));
+}
+
+std::vector<std::string> task_model_names() {
+  std::vector<std::string> names;
+  for (const Task* t : all_tasks())
+    for (std::string& m : t->model_names()) names.push_back(std::move(m));
+  return names;
+}
+
+TrainResult run_train(const TrainOptions& options) {
+  return task_for_model(options.model).train(options);
+}
+
+TrialResult run_trial(const TrialOptions& options) {
+  return task_for_model(options.model).trial(options);
+}
+
+}  // namespace hfta

@@ -1,0 +1,313 @@
+// Checkpoints: the file format round-trips and rejects damaged files with a clear message; a run
+// stopped (at an epoch boundary or by Ctrl-C mid-epoch) and resumed writes exactly the metrics of
+// an uninterrupted run; one model extracted from an array evaluates as it did inside it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/csv.h"
+#include "models/model.h"
+#include "test_files.h"
+
+namespace hfta {
+namespace {
+
+namespace fs = std::filesystem;
+
+using test::expect_hfta_error;
+using test::read_file;
+using test::run_hfta;
+using test::TempDir;
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+Checkpoint small_checkpoint() {
+  Checkpoint c;
+  c.model = "mlp";
+  c.B = 2;
+  c.seed = 9;
+  c.batch_size = 8;
+  c.model_ids = {0, 1};
+  c.optimizer = "adam";
+  c.hyper = {{"lr", {0.1, 0.2}}};
+  c.epoch = 1;
+  c.batch_in_epoch = 3;
+  c.step = 7;
+  c.epoch_loss_sum = {1.5, 2.5};
+  c.last_train_loss = {0.5, 0.7};
+  c.optimizer_steps = {7, 6};
+  c.skipped_steps = {0, 1};
+  c.tensors = {{"0.weight", Shape{2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+               {"0.bias", Shape{2, 3}, {-1, -2, -3, -4, -5, -6}}};
+  return c;
+}
+
+TEST(CheckpointFile, RoundTripsEveryField) {
+  TempDir tmp("roundtrip");
+  const std::string path = tmp.str() + "/c.bin";
+  Checkpoint c = small_checkpoint();
+  save_checkpoint(path, c);
+  Checkpoint d = load_checkpoint(path);
+  EXPECT_EQ(d.model, c.model);
+  EXPECT_EQ(d.B, c.B);
+  EXPECT_EQ(d.seed, c.seed);
+  EXPECT_EQ(d.model_ids, c.model_ids);
+  EXPECT_EQ(d.hyper, c.hyper);
+  EXPECT_EQ(d.step, c.step);
+  EXPECT_EQ(d.batch_in_epoch, c.batch_in_epoch);
+  EXPECT_EQ(d.epoch_loss_sum, c.epoch_loss_sum);
+  EXPECT_EQ(d.optimizer_steps, c.optimizer_steps);
+  EXPECT_EQ(d.skipped_steps, c.skipped_steps);
+  ASSERT_EQ(d.tensors.size(), 2u);
+  EXPECT_EQ(d.tensors[0].values, c.tensors[0].values);
+  EXPECT_EQ(d.tensors[1].shape, c.tensors[1].shape);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(CheckpointFile, ExtractTakesReplicaBOfEveryTensor) {
+  Checkpoint one = extract_model(small_checkpoint(), 1);
+  EXPECT_EQ(one.B, 1);
+  EXPECT_EQ(one.model_ids, std::vector<int64_t>{1});
+  EXPECT_EQ(one.hyper.at("lr"), std::vector<double>{0.2});
+  EXPECT_EQ(one.optimizer_steps, std::vector<int64_t>{6});
+  EXPECT_EQ(one.tensors[0].shape, (Shape{1, 2, 3}));
+  EXPECT_EQ(one.tensors[0].values, (std::vector<float>{7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(one.tensors[1].values, (std::vector<float>{-4, -5, -6}));
+  EXPECT_THROW(extract_model(small_checkpoint(), 2), Error);
+}
+
+void expect_load_error(const std::string& path, const std::string& fragment) {
+  try {
+    load_checkpoint(path);
+    ADD_FAILURE() << "loading " << path << " should fail with '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointFile, DamagedFilesAreRejectedNamingTheProblem) {
+  TempDir tmp("damaged");
+  const std::string dir = tmp.str();
+  save_checkpoint(dir + "/good.bin", small_checkpoint());
+  const std::string good = read_file(dir + "/good.bin");
+
+  expect_load_error(dir + "/missing.bin", "cannot read");
+  write_file(dir + "/magic.bin", "NOTACKPT" + good.substr(8));
+  expect_load_error(dir + "/magic.bin", "not an hfta checkpoint");
+  write_file(dir + "/short.bin", good.substr(0, good.size() - 10));
+  expect_load_error(dir + "/short.bin", "truncated");
+  std::string flipped = good;
+  flipped[good.size() - 8] ^= 0x40;  // inside the float data
+  write_file(dir + "/flipped.bin", flipped);
+  expect_load_error(dir + "/flipped.bin", "checksum");
+  std::string version = good;
+  version[8] = 7;
+  write_file(dir + "/version.bin", version);
+  expect_load_error(dir + "/version.bin", "version 7");
+  write_file(dir + "/header.bin", good.substr(0, 20) + std::string(good.size() - 20, '{'));
+  expect_load_error(dir + "/header.bin", "malformed header");
+}
+
+// --- through the command line ---------------------------------------------------------------
+
+const std::string kRun =
+    "train --model lenet --dataset synthetic --synthetic-size 2048 --lr 0.001,0.003 --epochs 2 "
+    "--iters-per-epoch 12 --batch-size 32 --seed 3 --no-progress";
+
+std::vector<std::vector<std::string>> metric_rows(const std::string& dir) {
+  return read_csv(dir + "/metrics.csv").rows;
+}
+
+// Runs `hfta <args>`, expecting it to succeed; returns what it printed.
+std::string succeed(const std::string& args) {
+  test::CommandResult r = run_hfta(args);
+  EXPECT_EQ(r.exit_code, 0) << args << " printed: " << r.output();
+  return r.output();
+}
+
+TEST(CheckpointCli, ResumingAfterAnEpochGivesTheUninterruptedMetrics) {
+  TempDir full("full"), split("split");
+  succeed(kRun + " --out " + full.str());
+  std::string once = kRun;
+  once.replace(once.find("--epochs 2"), 10, "--epochs 1");
+  succeed(once + " --out " + split.str());
+  const std::string out = succeed(kRun + " --out " + split.str() + " --resume");
+  EXPECT_NE(out.find("resuming after step 12"), std::string::npos) << out;
+  EXPECT_EQ(metric_rows(split.str()), metric_rows(full.str()));
+}
+
+TEST(CheckpointCli, CtrlCSavesACheckpointAndResumeFinishesIdentically) {
+  TempDir full_tmp("full_c"), cut_tmp("cut");
+  const std::string full = full_tmp.str(), cut = cut_tmp.str();
+  succeed(kRun + " --out " + full);
+
+  // Start the same run and press Ctrl-C once it has written a few steps.
+  const pid_t pid = test::spawn_hfta(kRun + " --out " + cut);
+  ASSERT_GT(pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(cut + "/metrics.csv") && read_file(cut + "/metrics.csv").size() > 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "the run finished before Ctrl-C reached it";
+  ASSERT_TRUE(fs::exists(cut + "/checkpoint.bin"));
+  Checkpoint c = load_checkpoint(cut + "/checkpoint.bin");
+  EXPECT_GT(c.step, 0);
+  EXPECT_LT(c.step, 24);
+
+  succeed(kRun + " --out " + cut + " --resume");
+  EXPECT_EQ(metric_rows(cut), metric_rows(full));
+}
+
+// A periodic checkpoint lies inside an epoch: a run killed (SIGKILL: no Ctrl-C checkpoint) once
+// the log reports one written resumes from it and writes the uninterrupted run's metrics.
+TEST(CheckpointCli, ResumingFromAPeriodicCheckpointMidEpochGivesTheUninterruptedMetrics) {
+  TempDir full_tmp("full_p"), cut_tmp("cut_p");
+  const std::string full = full_tmp.str(), cut = cut_tmp.str();
+  succeed(kRun + " --out " + full);
+  const std::string periodic = kRun + " --checkpoint-every 5";
+  const std::string log = cut + "/log.txt";
+  const pid_t pid = test::spawn_hfta(periodic + " --out " + cut, log);
+  ASSERT_GT(pid, 0);
+  // The first periodic checkpoint (step 5, or later if the writer was still busy).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int status = 0;
+  bool exited = false;
+  while (std::chrono::steady_clock::now() < deadline &&
+         read_file(log).find(" written to ") == std::string::npos) {
+    if ((exited = waitpid(pid, &status, WNOHANG) == pid)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  if (WIFEXITED(status)) GTEST_SKIP() << "the run finished before the kill reached it";
+  const Checkpoint c = load_checkpoint(cut + "/checkpoint.bin");
+  EXPECT_GE(c.step, 5);
+  const std::string out = succeed(periodic + " --out " + cut + " --resume");
+  EXPECT_NE(out.find(fmt::format("resuming after step {} (epoch {}, batch {})", c.step, c.epoch + 1,
+                                 c.batch_in_epoch)),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(metric_rows(cut), metric_rows(full));
+}
+
+TEST(CheckpointCli, ResumeWithOtherFlagsIsRefusedNamingTheFlag) {
+  TempDir dir("mismatch");
+  succeed(kRun + " --out " + dir.str());
+  std::string other = kRun;
+  other.replace(other.find("--lr 0.001,0.003"), 16, "--lr 0.001,0.005");
+  expect_hfta_error(other + " --out " + dir.str() + " --resume",
+                    "it was trained with --lr 0.001,0.003, this command gives 0.001,0.005");
+  TempDir empty("empty");
+  expect_hfta_error(kRun + " --out " + empty.str() + " --resume", "no checkpoint");
+}
+
+TEST(CheckpointCli, MalformedNumbersInTheRunsCsvFilesNameTheFileLineAndColumn) {
+  TempDir dir("malformed");
+  succeed(kRun + " --out " + dir.str());
+  // metrics.csv, read back by --resume: line 3 (the second row), column 2 (step).
+  const std::string metrics = dir.str() + "/metrics.csv";
+  std::string text = read_file(metrics);
+  const size_t second_row = text.find('\n', text.find('\n') + 1) + 1;
+  text.replace(text.find(',', second_row) + 1, 1, "x");
+  write_file(metrics, text);
+  expect_hfta_error(kRun + " --out " + dir.str() + " --resume",
+                    metrics + " line 3, column 2 (step): 'x' is not an integer");
+  // summary.csv, read by extract --best.
+  const std::string summary = dir.str() + "/summary.csv";
+  CsvTable t = read_csv(summary);
+  text = read_file(summary);
+  const std::string accuracy = t.rows[1][t.column("test_accuracy")];
+  text.replace(text.rfind(accuracy), accuracy.size(), "0.5.1");
+  write_file(summary, text);
+  expect_hfta_error("extract --run " + dir.str() + " --best --out " + dir.str() + "/best.bin",
+                    fmt::format("{} line 3, column {} (test_accuracy): '0.5.1' is not a number",
+                                summary, t.column("test_accuracy") + 1));
+}
+
+TEST(CheckpointCli, ExtractedBestModelEvaluatesAsInsideTheArray) {
+  TempDir tmp("extract");
+  const std::string dir = tmp.str();
+  succeed(kRun + " --out " + dir);
+  succeed("extract --run " + dir + " --model 1 --out " + dir + "/m1.bin");
+  Checkpoint one = load_checkpoint(dir + "/m1.bin");
+  EXPECT_EQ(one.B, 1);
+  EXPECT_EQ(one.model_ids, std::vector<int64_t>{1});
+  const std::string out = succeed("eval --dataset synthetic --checkpoint " + dir + "/m1.bin");
+  CsvTable summary = read_csv(dir + "/summary.csv");
+  const double acc = std::stod(summary.rows[1][summary.column("test_accuracy")]);
+  EXPECT_NE(out.find(fmt::format("test acc {:.2f}%", 100.0 * acc)), std::string::npos)
+      << out << " should report the accuracy summary.csv gives model 1: " << acc;
+  succeed("extract --run " + dir + " --best --out " + dir + "/best.bin");
+  expect_hfta_error("extract --run " + dir + " --model 5 --out " + dir + "/x.bin", "model 5");
+}
+
+}  // namespace
+}  // namespace hfta
+
+namespace hfta {
+namespace {
+
+// BatchNorm running statistics are part of a checkpoint: restored into a fresh array they give
+// the same buffers (and so the same eval-mode outputs).
+TEST(CheckpointFile, BatchNormRunningStatisticsRoundTrip) {
+  auto trained = make_model("mobilenetv2", {.B = 2, .batch_size = 4, .seed = 5});
+  std::vector<float> images(4 * 3 * 32 * 32, 0.0f);
+  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 97) / 50.0f - 1;
+  std::vector<int32_t> labels = {1, 2, 3, 4};
+  trained->forward(TensorView(images.data(), {4, 3, 32, 32}), IndexView(labels.data(), {4}), true);
+  Checkpoint c;
+  c.tensors = capture_tensors(*trained, nullptr);
+  auto fresh = make_model("mobilenetv2", {.B = 2, .batch_size = 4, .seed = 6});
+  c.model = "mobilenetv2";
+  c.B = 2;
+  restore_tensors(c, *fresh, nullptr);
+  ASSERT_EQ(fresh->buffers().size(), trained->buffers().size());
+  for (size_t i = 0; i < fresh->buffers().size(); ++i) {
+    const TensorView a = trained->buffers()[i].value, b = fresh->buffers()[i].value;
+    EXPECT_TRUE(std::equal(a.data, a.data + a.numel(), b.data)) << trained->buffers()[i].name;
+  }
+  // The running statistics moved off their initial values, so the check is not vacuous.
+  EXPECT_NE(trained->buffers()[0].value[0], 0.0f);
+  EXPECT_EQ(trained->buffers()[2].value[0], 1.0f) << "num_batches_tracked after one step";
+}
+
+// A model with BatchNorm and dropout (MobileNetV2: dropout 0.2 before its classifier) resumes
+// exactly: running statistics come back from the checkpoint, dropout masks from the step count.
+TEST(CheckpointCli, BatchNormAndDropoutModelResumesExactly) {
+  const std::string run =
+      "train --model mobilenetv2 --dataset synthetic --synthetic-size 64 --lr 0.00001,0.00002 "
+      "--epochs 2 --iters-per-epoch 2 --batch-size 16 --seed 2 --no-progress";
+  TempDir full("mnv2_full"), split("mnv2_split");
+  succeed(run + " --out " + full.str());
+  std::string once = run;
+  once.replace(once.find("--epochs 2"), 10, "--epochs 1");
+  succeed(once + " --out " + split.str());
+  succeed(run + " --out " + split.str() + " --resume");
+  EXPECT_EQ(metric_rows(split.str()), metric_rows(full.str()));
+  CsvTable a = read_csv(full.str() + "/summary.csv"), b = read_csv(split.str() + "/summary.csv");
+  ASSERT_EQ(a.rows.size(), 2u);
+  for (size_t r = 0; r < a.rows.size(); ++r)
+    EXPECT_EQ(a.rows[r][a.column("test_loss")], b.rows[r][b.column("test_loss")]) << "model " << r;
+}
+
+}  // namespace
+}  // namespace hfta

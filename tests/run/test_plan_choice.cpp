@@ -1,0 +1,269 @@
+// `--plan auto` (run/plan_choice.h): every candidate is timed, both ways of timing them
+// (interleaved bursts, and one after another when their arrays are too big to hold together),
+// the memory budget, and the cache: reused by the same build, ignored when another build wrote
+// the entry or the file is malformed; other load removed from slow candidates' timings.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/parallel.h"
+#include "run/plan_choice.h"
+#include "tasks/classifier/classifier_plan.h"
+#include "test_files.h"
+
+namespace hfta {
+namespace {
+
+using test::TempDir;
+
+ModelConfig mlp_config() {
+  return {.name = "mlp",
+          .sample_shape = Shape{1, 28, 28},
+          .num_classes = 10,
+          .plan = ExecutionPlan::parse("auto")};
+}
+
+// Points HFTA_PLAN_CACHE at a file of its own for the test's lifetime.
+struct CacheFile {
+  TempDir dir{"plan_cache"};
+  std::string path = (dir.path / "plans.json").string();
+  std::string before;
+  CacheFile() {
+    if (const char* p = std::getenv("HFTA_PLAN_CACHE")) before = p;
+    setenv("HFTA_PLAN_CACHE", path.c_str(), 1);
+  }
+  ~CacheFile() { setenv("HFTA_PLAN_CACHE", before.c_str(), 1); }
+  nlohmann::json read() const {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+};
+
+PlanChoice choose(const std::vector<int64_t>& ids, int64_t budget = 0) {
+  return resolve_plan(ExecutionPlan::parse("auto"), mlp_config(), ids, 8, 1, "adam", budget,
+                      [](const std::string&) {});
+}
+
+TEST(PlanAuto, TimesEveryCandidateAndPicksTheFastest) {
+  CacheFile cache;
+  const std::vector<int64_t> ids = {0, 1, 2};
+  const PlanChoice c = choose(ids);
+  EXPECT_FALSE(c.cached);
+  const std::vector<ExecutionPlan> candidates = plan_candidates(3, num_threads());
+  ASSERT_GE(c.timings.size(), candidates.size());
+  const PlanTiming* first_round = nullptr;
+  const PlanTiming* one = nullptr;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    EXPECT_EQ(c.timings[i].plan.str(), candidates[i].str());
+    EXPECT_GT(c.timings[i].step_ms, 0.0) << c.timings[i].plan.str();
+    EXPECT_GT(c.timings[i].arena_bytes, 0.0);
+    if (first_round == nullptr || c.timings[i].step_ms < first_round->step_ms)
+      first_round = &c.timings[i];
+    if (candidates[i] == ExecutionPlan::threads(1)) one = &c.timings[i];
+  }
+  // A classifier's short threads:1 visits: threads:1/K timed against the first round's fastest
+  // (3 models on 2 threads of this machine; a machine of 1 thread has no threads plans).
+  size_t entries = candidates.size();
+  if (one != nullptr && one->step_ms * kVisitSteps <= kCheapVisitMs) {
+    ASSERT_EQ(c.timings.size(), candidates.size() + 2);
+    const PlanTiming &again = c.timings[candidates.size()], &visits = c.timings.back();
+    EXPECT_EQ(first_round->round, 1);
+    EXPECT_EQ(again.plan, first_round->plan);
+    EXPECT_EQ(again.round, 2);
+    EXPECT_EQ(visits.round, 2);
+    EXPECT_EQ(visits.plan, ExecutionPlan::threads(1, kVisitSteps));
+    // Per step, not per visit of kVisitSteps steps: the same work as threads:1's step.
+    EXPECT_GT(visits.step_ms, 0.0);
+    EXPECT_LT(visits.step_ms, 3.0 * one->step_ms);
+    EXPECT_EQ(c.plan, again.step_ms <= visits.step_ms ? again.plan : visits.plan);
+    entries = candidates.size() + 1;  // and threads:1/K
+  } else {
+    ASSERT_EQ(c.timings.size(), candidates.size());
+    EXPECT_EQ(c.plan.str(), first_round->plan.str());
+  }
+  // The cache names the choice and every timing (a plan timed twice, its later one).
+  const nlohmann::json j = cache.read();
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j.begin().value()["plan"], c.plan.str());
+  EXPECT_EQ(j.begin().value()["timings_ms"].size(), entries);
+  EXPECT_NE(j.begin().key().find("build "), std::string::npos) << j.begin().key();
+}
+
+TEST(PlanAuto, TheSameBuildReadsItsCacheAnotherBuildsEntryIsMeasuredAgain) {
+  CacheFile cache;
+  const std::vector<int64_t> ids = {0, 1};
+  const PlanChoice first = choose(ids);
+  const PlanChoice again = choose(ids);
+  EXPECT_TRUE(again.cached);
+  EXPECT_TRUE(again.timings.empty());
+  EXPECT_EQ(again.plan.str(), first.plan.str());
+
+  // The same entry written by another build: ignored, measured again, both kept.
+  nlohmann::json j = cache.read();
+  const std::string key = j.begin().key();
+  const std::string other = key.substr(0, key.rfind("build ")) + "build 0000000000000000";
+  j = nlohmann::json::object({{other, {{"plan", "chunk:1"}, {"timings_ms", {}}}}});
+  std::ofstream(cache.path) << j.dump();
+  const PlanChoice fresh = choose(ids);
+  EXPECT_FALSE(fresh.cached);
+  EXPECT_EQ(fresh.timings.size(), plan_candidates(2, num_threads()).size());  // B <= threads
+  EXPECT_EQ(cache.read().size(), 2u);
+
+  // A malformed file is an empty cache: measured, then rewritten whole.
+  std::ofstream(cache.path) << "{ not json";
+  EXPECT_FALSE(choose(ids).cached);
+  EXPECT_EQ(cache.read().size(), 1u);
+}
+
+TEST(PlanAuto, CandidatesOverTheMemoryBudgetAreNotRun) {
+  CacheFile cache;
+  const std::vector<int64_t> ids = {0, 1, 2, 3};
+  const PlanChoice all = choose(ids);
+  double smallest = 1e300, largest = 0;
+  for (const PlanTiming& t : all.timings) {
+    smallest = std::min(smallest, t.arena_bytes);
+    largest = std::max(largest, t.arena_bytes);
+  }
+  ASSERT_LT(smallest, largest) << "the plans' arenas must differ for this test";
+  std::filesystem::remove(cache.path);
+  const PlanChoice within = choose(ids, static_cast<int64_t>(smallest));
+  int run = 0;
+  for (const PlanTiming& t : within.timings) {
+    EXPECT_EQ(t.over_budget, t.arena_bytes > smallest) << t.plan.str();
+    EXPECT_EQ(t.step_ms > 0.0, !t.over_budget) << t.plan.str();
+    run += t.over_budget ? 0 : 1;
+  }
+  EXPECT_GE(run, 1);
+  EXPECT_LE(within.timings.size() - static_cast<size_t>(run), within.timings.size() - 1);
+  // Too small for any plan: a clear error.
+  std::filesystem::remove(cache.path);
+  try {
+    choose(ids, 1);
+    ADD_FAILURE() << "expected an error for a 1-byte budget";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no plan fits the memory budget"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A candidate whose arrays the machine cannot hold is refused before its arenas are zeroed
+// (OutOfMemory, core/arena.h): auto rules it out as it does one over the budget, says so in the
+// log, and names the machine's memory when no plan fits.
+TEST(PlanAuto, CandidatesTheMachineCannotHoldAreRuledOut) {
+  CacheFile cache;
+  const int64_t B = 4;
+  const std::vector<ExecutionPlan> candidates = plan_candidates(B, num_threads());
+  ASSERT_GE(candidates.size(), 3u);
+  const std::string fits = candidates.back().str();
+  const PlanTrialBuilder build = [&](const ExecutionPlan& plan) {
+    if (plan.str() != fits) throw OutOfMemory("too big", size_t{40} << 30);
+    return PlanTrialRun{.arena_bytes = 1.0, .step = [] {}};
+  };
+  std::vector<std::string> log;
+  const auto say = [&](const std::string& line) { log.push_back(line); };
+  const PlanChoice c = resolve_plan(ExecutionPlan::parse("auto"), B, "oom", "fake", build, 0, say);
+  EXPECT_EQ(c.plan.str(), fits);
+  for (const PlanTiming& t : c.timings) {
+    const bool refused = t.plan.str() != fits;
+    EXPECT_EQ(t.over_budget, refused) << t.plan.str();
+    EXPECT_EQ(t.over_available, refused) << t.plan.str();
+    if (refused) {
+      EXPECT_EQ(t.arena_bytes, static_cast<double>(size_t{40} << 30));
+    }
+  }
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log.back().find("fused over the memory available (40960 MiB)"), std::string::npos)
+      << log.back();
+
+  const PlanTrialBuilder nothing_fits = [](const ExecutionPlan&) -> PlanTrialRun {
+    throw OutOfMemory("too big", size_t{40} << 30);
+  };
+  try {
+    resolve_plan(ExecutionPlan::parse("auto"), B, "oom2", "fake", nothing_fits, 0, say);
+    ADD_FAILURE() << "expected an error when no plan fits";
+  } catch (const OutOfMemory&) {
+    ADD_FAILURE() << "a candidate's OutOfMemory must not escape auto";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("this machine has available for 4 models of fake: train "
+                                         "fewer models"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PlanAuto, InterleavedAndOneAfterAnotherTimeEveryPlan) {
+  const std::vector<ExecutionPlan> plans = plan_candidates(4, num_threads());
+  for (const double interleave_bytes : {0.0, 1e12}) {
+    SCOPED_TRACE(interleave_bytes == 0 ? "one after another" : "interleaved");
+    const std::vector<PlanTiming> t =
+        time_plans(plans, mlp_config(), {0, 1, 2, 3}, 8, 1, "adam", 0, interleave_bytes);
+    ASSERT_EQ(t.size(), plans.size());
+    for (size_t i = 0; i < plans.size(); ++i) {
+      EXPECT_EQ(t[i].plan.str(), plans[i].str());
+      EXPECT_FALSE(t[i].over_budget);
+      EXPECT_GT(t[i].step_ms, 0.0) << plans[i].str();
+      // Bursts this short are timed as measured (/proc/stat's ticks are too coarse for them).
+      EXPECT_EQ(t[i].foreign_share, 0.0) << plans[i].str();
+    }
+  }
+}
+
+TEST(PlanAuto, OtherLoadIsRemovedAsTheShareOfTheCpusItTook) {
+  // 2 CPUs for 2 s: 4 CPU-seconds, of which others took 0.2 (5%).
+  EXPECT_DOUBLE_EQ(foreign_share(2000.0, 0.2, 2), 0.05);
+  EXPECT_DOUBLE_EQ(foreign_share(2000.0, 0.0, 2), 0.0);
+  EXPECT_DOUBLE_EQ(foreign_share(2000.0, 0.2, 4), 0.025);
+  // Tick rounding can make the foreign time negative: nothing is removed.
+  EXPECT_DOUBLE_EQ(foreign_share(2000.0, -0.02, 2), 0.0);
+  // A burst that was mostly someone else's counts as at most half theirs.
+  EXPECT_DOUBLE_EQ(foreign_share(1000.0, 5.0, 2), kMaxForeignShare);
+  EXPECT_DOUBLE_EQ(foreign_share(0.0, 1.0, 2), 0.0);
+  EXPECT_DOUBLE_EQ(foreign_share(1000.0, 1.0, 0), 0.0);
+}
+
+TEST(PlanAuto, SlowStepsAreTimedWithOtherLoadRemoved) {
+  // A step of 1.05 s in which this process waits while another (a child, whose CPU time is not
+  // this process's) spins on one CPU: bursts of 2 steps exceed kLoadCorrectedBurstMs, so the
+  // timing removes that CPU's share, 1 / cpus (at most kMaxForeignShare), and more where other
+  // load (tests beside this one) ran too.
+  constexpr double kStepMs = 1050.0;
+  ASSERT_GE(2 * kStepMs, kLoadCorrectedBurstMs);
+  const PlanTrialBuilder spin_elsewhere = [&](const ExecutionPlan&) {
+    return PlanTrialRun{.arena_bytes = 1.0, .step = [&] {
+                          const auto end = std::chrono::steady_clock::now() +
+                                           std::chrono::duration<double, std::milli>(kStepMs);
+                          const pid_t child = fork();
+                          if (child == 0) {
+                            while (std::chrono::steady_clock::now() < end) {
+                            }
+                            _exit(0);
+                          }
+                          ASSERT_GT(child, 0);
+                          waitpid(child, nullptr, 0);
+                        }};
+  };
+  const std::vector<PlanTiming> t = time_plans({ExecutionPlan::fused()}, spin_elsewhere, 0, 0.0);
+  ASSERT_EQ(t.size(), 1u);
+  const double cpus = static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  const double spun = std::min(kMaxForeignShare, 1.0 / cpus);
+  // /proc/stat's ticks (10 ms on 2.1 s bursts) and the child's start-up blur the share a little.
+  EXPECT_GE(t[0].foreign_share, 0.9 * spun);
+  EXPECT_LE(t[0].foreign_share, kMaxForeignShare);
+  // The step lasts at least kStepMs and overruns by little; the load removed is the bursts'.
+  EXPECT_LE(t[0].step_ms, kStepMs * 1.1 * (1.0 - 0.9 * spun));
+  EXPECT_GE(t[0].step_ms, kStepMs * (1.0 - kMaxForeignShare));
+}
+
+}  // namespace
+}  // namespace hfta

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/csv.h"
+#include "run/resume_check.h"
 
 namespace hfta {
 
@@ -62,48 +63,29 @@ ArrayProgress restore_checkpoint(const Checkpoint& c, ModelArray& array) {
 void check_resumable(const Checkpoint& c, const TrainOptions& o, const ModelConfig& config,
                      const HyperValues& values, const std::vector<int64_t>& ids,
                      const std::string& path) {
-  auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
-    fail(
-        "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
-        "the same flags or choose another --out",
-        path, what, was, is);
-  };
-  if (c.model != o.model) differs("--model", c.model, o.model);
-  if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
   const std::vector<int64_t> sample(config.sample_shape.begin(), config.sample_shape.end());
-  if (c.sample_shape != sample || c.num_classes != config.num_classes)
-    differs(
-        "--dataset",
-        fmt::format("samples [{}] in {} classes", fmt::join(c.sample_shape, ", "), c.num_classes),
-        fmt::format("[{}] in {}", fmt::join(sample, ", "), config.num_classes));
-  if (c.dropout != config.dropout.value_or(-1.0f))
-    differs("--dropout", c.dropout < 0 ? "the model's own" : fmt::format("{:g}", c.dropout),
-            config.dropout ? fmt::format("{:g}", *config.dropout) : "the model's own");
-  if (c.no_decay_norm_bias != config.no_decay_norm_bias)
-    differs("--no-decay-norm-bias", c.no_decay_norm_bias ? "on" : "off",
-            config.no_decay_norm_bias ? "on" : "off");
-  if (c.seed != o.seed) differs("--seed", std::to_string(c.seed), std::to_string(o.seed));
-  if (c.batch_size != o.batch_size)
-    differs("--batch-size", std::to_string(c.batch_size), std::to_string(o.batch_size));
-  if (c.model_ids != ids)
-    differs("models", fmt::format("{}", fmt::join(c.model_ids, ",")),
-            fmt::format("{}", fmt::join(ids, ",")));
-  for (const HyperRow& row : hyper_table()) {
-    auto now = values.find(std::string(row.name));
-    if (now == values.end()) continue;  // the optimizer does not read it
-    const std::vector<double> is(now->second.begin(), now->second.end());
-    auto was = c.hyper.find(std::string(row.name));
-    if (was == c.hyper.end() || was->second != is) {
-      // Recorded as doubles of floats: shown as the floats the user typed.
-      const std::vector<float> was_floats =
-          was == c.hyper.end() ? std::vector<float>{}
-                               : std::vector<float>(was->second.begin(), was->second.end());
-      differs(row.flag(),
-              was == c.hyper.end() ? "nothing" : fmt::format("{}", fmt::join(was_floats, ",")),
-              fmt::format("{}", fmt::join(now->second, ",")));
-    }
-  }
-  if (c.epoch > o.epochs) differs("--epochs", std::to_string(c.epoch), std::to_string(o.epochs));
+  ResumeExpectation now{.model = o.model,
+                        .optimizer = o.optimizer,
+                        .seed = o.seed,
+                        .batch_size = o.batch_size,
+                        .model_ids = ids,
+                        .epochs = o.epochs};
+  now.settings = {
+      {"--dataset",
+       fmt::format("samples [{}] in {} classes", fmt::join(c.sample_shape, ", "), c.num_classes),
+       c.sample_shape == sample && c.num_classes == config.num_classes
+           ? fmt::format("samples [{}] in {} classes", fmt::join(c.sample_shape, ", "),
+                         c.num_classes)
+           : fmt::format("[{}] in {}", fmt::join(sample, ", "), config.num_classes)},
+      {"--dropout", c.dropout < 0 ? "the model's own" : fmt::format("{:g}", c.dropout),
+       config.dropout ? fmt::format("{:g}", *config.dropout) : "the model's own"},
+      {"--no-decay-norm-bias", c.no_decay_norm_bias ? "on" : "off",
+       config.no_decay_norm_bias ? "on" : "off"}};
+  // The rows of the hyperparameter table this optimizer reads.
+  for (const HyperRow& row : hyper_table())
+    if (auto it = values.find(std::string(row.name)); it != values.end())
+      now.hyper[it->first] = it->second;
+  check_resumable(c, path, now);
 }
 
 void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step) {

@@ -29,6 +29,9 @@ TrainResult run_train_classifier(const TrainOptions& options) {
     o.model = feature_transform_variant(o.model);
     o.feature_transform = false;
   }
+  // The command line refuses them by name (run/task.h); a caller of the library too.
+  HFTA_CHECK(o.lr_d.empty() && o.image_size == 0,
+             "--lr-d and --image-size are DCGAN flags: --model {} does not read them", o.model);
   const auto start = std::chrono::steady_clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
   HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);

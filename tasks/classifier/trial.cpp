@@ -1,36 +1,55 @@
+// `hfta trial` of a classifier: the arrays of run/trial_loop.h, trained by the loop of
+// train_loop.h (the step `hfta train` runs) with Adam.
 #include <fmt/format.h>
 
-#include <chrono>
-#include <cmath>
-#include <numeric>
-
-#include "backend/cpu/runtime.h"
-#include "core/clock.h"
 #include "core/error.h"
-#include "core/rng.h"
 #include "run/data.h"
 #include "run/plan_choice.h"
+#include "run/trial_loop.h"
 #include "tasks/classifier/classifier.h"
 #include "tasks/classifier/train_loop.h"
 
 namespace hfta {
 
-TrialResult run_trial_classifier(const TrialOptions& o) {
-  HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
-  HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
-  HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
-  HFTA_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
-  HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
-  prepare_runtime(o.threads);
+namespace {
 
-  // Learning rates log-uniform in [1e-4, 1e-2], drawn per model from the hyperparameter stream;
-  // Adam's defaults for the rest.
-  std::vector<float> lr;
-  for (int64_t b = 0; b < o.B; ++b) {
-    RngStream rng = RngStream::for_model(o.seed, b, kRngHyper);
-    lr.push_back(std::pow(10.0f, rng.uniform(-4.0f, -2.0f)));
+class ClassifierTrialArray final : public TrialArray {
+ public:
+  ClassifierTrialArray(ModelArray array, const Dataset& train, int64_t batch_size, uint64_t seed)
+      : array_(std::move(array)),
+        loader_(train, {.batch_size = batch_size, .seed = seed}),
+        batch_(loader_.make_batch()),
+        batch_size_(batch_size) {}
+
+  double steps(int64_t n) override {
+    train_steps(array_, loader_, batch_, n);
+    return static_cast<double>(n * batch_size_);
   }
-  const HyperValues h = resolve_hyper("adam", {{"lr", lr}}, o.B);
+  void reset_profile() override { array_.model->reset_profile(); }
+  void print_profile(double) const override {
+    if (array_.model->profiling()) fmt::print(stderr, "{}\n", array_.model->profile_report());
+  }
+  int64_t params_per_model() const override { return array_.model->params_per_model(); }
+  std::string plan() const override { return array_.model->plan().str(); }
+  double flops_per_step() const override {
+    return static_cast<double>(array_.model->B() * batch_size_) *
+           array_.model->train_flops_per_sample();
+  }
+
+ private:
+  ModelArray array_;
+  Loader loader_;
+  Batch batch_;
+  int64_t batch_size_;
+};
+
+}  // namespace
+
+TrialResult run_trial_classifier(const TrialOptions& o) {
+  check_trial_options(o);
+  prepare_runtime(o.threads);
+  // Learning rates log-uniform in [1e-4, 1e-2]; Adam's defaults for the rest.
+  const HyperValues h = resolve_hyper("adam", {{"lr", trial_learning_rates(o, -4.0f, -2.0f)}}, o.B);
 
   const ModelInfo& info = model_info(o.model);
   // Enough samples for a few distinct batches; real data is the full training split.
@@ -40,32 +59,15 @@ TrialResult run_trial_classifier(const TrialOptions& o) {
     HFTA_CHECK(sample_shape.rank() == 2, "--npoints: {} does not take point clouds", o.model);
     sample_shape[0] = o.npoints;
   }
-  Data data = load_data(o.dataset, o.data_dir, sample_shape, info.default_num_classes,
-                        8 * o.batch_size, o.batch_size, o.seed, info.task == ModelTask::kSegment);
+  const Data data =
+      load_data(o.dataset, o.data_dir, sample_shape, info.default_num_classes, 8 * o.batch_size,
+                o.batch_size, o.seed, info.task == ModelTask::kSegment);
   ModelConfig config = model_config(o.model, data);
   config.plan = ExecutionPlan::parse(o.plan);
-  const std::vector<std::vector<int64_t>> groups = array_groups(o.B, o.serial);
-
-  TrialResult r{};
-  for (const auto& ids : groups) {
-    ModelArray array = make_array(config, ids, o.batch_size, o.seed, "adam", h);
-    Loader loader(data.train, {.batch_size = o.batch_size, .seed = o.seed});
-    Batch batch = loader.make_batch();
-    train_steps(array, loader, batch, o.warmup_steps);
-    if (o.before_timed) o.before_timed();
-    array.model->reset_profile();
-    const auto start = std::chrono::steady_clock::now();
-    train_steps(array, loader, batch, o.steps);
-    r.seconds += seconds_since(start);
-    if (array.model->profiling()) fmt::print(stderr, "{}\n", array.model->profile_report());
-    r.params_per_model = array.model->params_per_model();
-    r.plan = array.model->plan().str();
-    r.flops_per_step +=
-        static_cast<double>(ids.size() * o.batch_size) * array.model->train_flops_per_sample();
-  }
-  r.samples_per_second = static_cast<double>(o.B * o.steps * o.batch_size) / r.seconds;
-  r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;
-  return r;
+  return run_timed_trial(o, [&](const std::vector<int64_t>& ids) {
+    return std::make_unique<ClassifierTrialArray>(
+        make_array(config, ids, o.batch_size, o.seed, "adam", h), data.train, o.batch_size, o.seed);
+  });
 }
 
 }  // namespace hfta

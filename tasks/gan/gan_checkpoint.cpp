@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "datasets/loader.h"
+#include "run/resume_check.h"
 
 namespace hfta {
 
@@ -127,38 +128,19 @@ ArrayProgress restore_gan_checkpoint(const Checkpoint& c, GanArray& gan) {
 
 void check_gan_resumable(const Checkpoint& c, const GanSpec& spec, const HyperValues& hyper,
                          int64_t epochs, const std::string& path) {
-  auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
-    fail(
-        "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
-        "the same flags or choose another --out",
-        path, what, was, is);
-  };
-  if (c.model != "dcgan") differs("--model", c.model, "dcgan");
   const std::vector<int64_t> sample = {spec.arch.nc, spec.arch.image, spec.arch.image};
-  if (c.sample_shape != sample)
-    differs("--dataset / --image-size", fmt::format("images [{}]", fmt::join(c.sample_shape, ", ")),
-            fmt::format("[{}]", fmt::join(sample, ", ")));
-  if (c.seed != spec.seed) differs("--seed", std::to_string(c.seed), std::to_string(spec.seed));
-  if (c.batch_size != spec.batch)
-    differs("--batch-size", std::to_string(c.batch_size), std::to_string(spec.batch));
-  if (c.model_ids != spec.model_ids)
-    differs("models", fmt::format("{}", fmt::join(c.model_ids, ",")),
-            fmt::format("{}", fmt::join(spec.model_ids, ",")));
-  for (const auto& [name, values] : hyper) {
-    const std::vector<double> is(values.begin(), values.end());
-    auto was = c.hyper.find(name);
-    if (was == c.hyper.end() || was->second != is) {
-      std::string flag = "--" + name;
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      const std::vector<float> was_floats =
-          was == c.hyper.end() ? std::vector<float>{}
-                               : std::vector<float>(was->second.begin(), was->second.end());
-      differs(flag,
-              was == c.hyper.end() ? "nothing" : fmt::format("{}", fmt::join(was_floats, ",")),
-              fmt::format("{}", fmt::join(values, ",")));
-    }
-  }
-  if (c.epoch > epochs) differs("--epochs", std::to_string(c.epoch), std::to_string(epochs));
+  const std::string was = fmt::format("images [{}]", fmt::join(c.sample_shape, ", "));
+  check_resumable(
+      c, path,
+      {.model = "dcgan",
+       .seed = spec.seed,
+       .batch_size = spec.batch,
+       .model_ids = spec.model_ids,
+       .epochs = epochs,
+       .settings = {{"--dataset / --image-size", was,
+                     c.sample_shape == sample ? was
+                                              : fmt::format("[{}]", fmt::join(sample, ", "))}},
+       .hyper = {hyper.begin(), hyper.end()}});
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #include "run/data.h"
 #include "run/hyper.h"
 #include "run/plan_choice.h"
+#include "run/trial_loop.h"
 #include "tasks/classifier/resume.h"
 #include "tasks/classifier/train_loop.h"
 #include "tasks/gan/gan_checkpoint.h"
@@ -359,56 +360,65 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   return result;
 }
 
+namespace {
+
+class GanTrialArray final : public TrialArray {
+ public:
+  GanTrialArray(GanSpec spec, const Dataset& data, int64_t batch_size, uint64_t seed)
+      : gan_(std::move(spec)),
+        loader_(data, {.batch_size = batch_size, .seed = seed}),
+        batch_(loader_.make_batch()),
+        batch_size_(batch_size) {}
+
+  double steps(int64_t n) override {
+    for (int64_t s = 0; s < n; ++s) {
+      if (!loader_.next(batch_)) loader_.next(batch_);  // an epoch ended: go on into the next
+      gan_.step(batch_.images());
+    }
+    return static_cast<double>(n * batch_size_);
+  }
+  void reset_profile() override { gan_.reset_profile(); }
+  void print_profile(double) const override {
+    if (gan_.profiling()) fmt::print(stderr, "{}\n", gan_.profile_report());
+  }
+  int64_t params_per_model() const override {
+    return gan_.generator().params_per_model() + gan_.discriminator().params_per_model();
+  }
+  std::string plan() const override { return gan_.spec().plan.str(); }
+  double flops_per_step() const override {
+    return static_cast<double>(gan_.B() * batch_size_) * gan_.train_flops_per_row();
+  }
+
+ private:
+  GanArray gan_;
+  Loader loader_;
+  Batch batch_;
+  int64_t batch_size_;
+};
+
+}  // namespace
+
 TrialResult run_gan_trial(const TrialOptions& o) {
-  HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
-  HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
-  HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
-  HFTA_CHECK(o.batch_size >= 2, "--batch-size must be at least 2 for a GAN, got {}", o.batch_size);
-  HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
+  check_trial_options(o, 2, "a GAN's rows");
   prepare_runtime(o.threads);
   const int64_t side = image_side(o.image_size);
 
-  // Learning rates log-uniform in [1e-4, 1e-2] per model, as run_trial's; D's equal G's.
+  // Learning rates log-uniform in [1e-4, 1e-2] per model, as the classifiers' trials; D's equal
+  // G's.
   HyperValues h;
-  for (int64_t b = 0; b < o.B; ++b) {
-    RngStream rng = RngStream::for_model(o.seed, b, kRngHyper);
-    h["lr"].push_back(std::pow(10.0f, rng.uniform(-4.0f, -2.0f)));
-  }
+  h["lr"] = trial_learning_rates(o, -4.0f, -2.0f);
   h["lr_d"] = h["lr"];
   h["beta1"].assign(static_cast<size_t>(o.B), 0.5f);
   h["beta2"].assign(static_cast<size_t>(o.B), 0.999f);
   // Enough images for a few distinct batches; real data is the full training split.
   const Dataset data = gan_dataset(o.dataset, o.data_dir, side, 8 * o.batch_size, o.seed);
   check_enough_images(data, o.dataset, o.data_dir, o.batch_size);
-
-  TrialResult r{};
-  r.flops_per_step = 0.0;
-  for (const auto& ids : array_groups(o.B, o.serial)) {
-    GanArray gan(with_plan(gan_spec(h, ids, data.sample_shape[0], side, o.batch_size, o.seed),
-                           o.plan, /*memory_budget_bytes=*/0));
-    r.plan = gan.spec().plan.str();
-    Loader loader(data, {.batch_size = o.batch_size, .seed = o.seed});
-    Batch batch = loader.make_batch();
-    auto run = [&](int64_t steps) {
-      for (int64_t s = 0; s < steps; ++s) {
-        if (!loader.next(batch)) loader.next(batch);  // an epoch ended: go on into the next
-        gan.step(batch.images());
-      }
-    };
-    run(o.warmup_steps);
-    if (o.before_timed) o.before_timed();
-    gan.reset_profile();
-    const auto start = Clock::now();
-    run(o.steps);
-    r.seconds += seconds_since(start);
-    if (gan.profiling()) fmt::print(stderr, "{}\n", gan.profile_report());
-    r.params_per_model =
-        gan.generator().params_per_model() + gan.discriminator().params_per_model();
-    r.flops_per_step += static_cast<double>(ids.size() * o.batch_size) * gan.train_flops_per_row();
-  }
-  r.samples_per_second = static_cast<double>(o.B * o.steps * o.batch_size) / r.seconds;
-  r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;
-  return r;
+  return run_timed_trial(o, [&](const std::vector<int64_t>& ids) {
+    return std::make_unique<GanTrialArray>(
+        with_plan(gan_spec(h, ids, data.sample_shape[0], side, o.batch_size, o.seed), o.plan,
+                  /*memory_budget_bytes=*/0),
+        data, o.batch_size, o.seed);
+  });
 }
 
 }  // namespace hfta

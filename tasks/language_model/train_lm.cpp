@@ -25,6 +25,7 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "run/plan_choice.h"
+#include "run/resume_check.h"
 #include "tasks/classifier/resume.h"
 #include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/lm_run.h"
@@ -69,62 +70,35 @@ void check_lm_resumable(const Checkpoint& c, const std::string& path, const Trai
                         const LmCheckpointInfo& now,
                         const std::map<std::string, std::vector<double>>& hyper,
                         const std::vector<int64_t>& ids) {
-  auto differs = [&](const std::string& what, const std::string& was, const std::string& is) {
-    fail(
-        "cannot resume from {}: it was trained with {} {}, this command gives {}; resume with "
-        "the same flags or choose another --out",
-        path, what, was, is);
-  };
   HFTA_CHECK(c.lm.has_value(),
              "cannot resume from {}: it holds {} models, not a language model; choose another "
              "--out",
              path, c.model);
   const LmCheckpointInfo& was = *c.lm;
-  if (c.model != o.model) differs("--model", c.model, o.model);
-  if (c.optimizer != o.optimizer) differs("--optimizer", c.optimizer, o.optimizer);
-  if (c.seed != o.seed) differs("--seed", std::to_string(c.seed), std::to_string(o.seed));
-  if (c.batch_size != o.batch_size)
-    differs("--batch-size", std::to_string(c.batch_size), std::to_string(o.batch_size));
-  if (c.model_ids != ids)
-    differs("models", fmt::format("{}", fmt::join(c.model_ids, ",")),
-            fmt::format("{}", fmt::join(ids, ",")));
-  const std::pair<const char*, std::pair<int64_t, int64_t>> sizes[] = {
-      {"--emsize", {was.emsize, now.emsize}},
-      {"--nhid", {was.nhid, now.nhid}},
-      {"--nlayers", {was.nlayers, now.nlayers}},
-      {"--nhead", {was.nhead, now.nhead}},
-      {"--bptt", {was.bptt, now.bptt}}};
-  for (const auto& [flag, v] : sizes)
-    if (v.first != v.second) differs(flag, std::to_string(v.first), std::to_string(v.second));
-  if (static_cast<float>(was.dropout) != static_cast<float>(now.dropout))
-    differs("--dropout", fmt::format("{:g}", was.dropout), fmt::format("{:g}", now.dropout));
-  if (was.vocab != now.vocab || was.vocab_hash != now.vocab_hash)
+  if (c.model == o.model && (was.vocab != now.vocab || was.vocab_hash != now.vocab_hash))
     fail(
         "cannot resume from {}: it was trained on a vocabulary of {} words (hash {:016x}) from "
         "{}, but this command's corpus {} has {} words (hash {:016x}): resume with the same "
         "--dataset, --text-files (or --data-dir) and --seed, or choose another --out",
         path, was.vocab, was.vocab_hash, was.corpus, now.corpus, now.vocab, now.vocab_hash);
-  for (const auto& [name, values] : hyper) {
-    auto it = c.hyper.find(name);
-    std::string flag = "--" + name;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    const std::vector<float> is(values.begin(), values.end());
-    if (it == c.hyper.end() || std::vector<float>(it->second.begin(), it->second.end()) != is)
-      differs(
-          flag,
-          it == c.hyper.end()
-              ? "nothing"
-              : fmt::format(
-                    "{}", fmt::join(std::vector<float>(it->second.begin(), it->second.end()), ",")),
-          fmt::format("{}", fmt::join(is, ",")));
-  }
-  for (const auto& [name, values] : c.hyper)
-    if (!hyper.count(name)) {
-      std::string flag = "--" + name;
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      differs(flag, fmt::format("{}", fmt::join(values, ",")), "nothing");
-    }
-  if (c.epoch > o.epochs) differs("--epochs", std::to_string(c.epoch), std::to_string(o.epochs));
+  ResumeExpectation expect{.model = o.model,
+                           .optimizer = o.optimizer,
+                           .seed = o.seed,
+                           .batch_size = o.batch_size,
+                           .model_ids = ids,
+                           .epochs = o.epochs,
+                           .hyper_exactly = true};
+  for (const auto& [flag, sizes] : {std::pair{"--emsize", std::pair{was.emsize, now.emsize}},
+                                    std::pair{"--nhid", std::pair{was.nhid, now.nhid}},
+                                    std::pair{"--nlayers", std::pair{was.nlayers, now.nlayers}},
+                                    std::pair{"--nhead", std::pair{was.nhead, now.nhead}},
+                                    std::pair{"--bptt", std::pair{was.bptt, now.bptt}}})
+    expect.settings.push_back({flag, std::to_string(sizes.first), std::to_string(sizes.second)});
+  expect.settings.push_back({"--dropout", fmt::format("{:g}", static_cast<float>(was.dropout)),
+                             fmt::format("{:g}", static_cast<float>(now.dropout))});
+  for (const auto& [name, values] : hyper)
+    expect.hyper[name] = std::vector<float>(values.begin(), values.end());
+  check_resumable(c, path, expect);
 }
 
 // Keeps the rows of metrics.csv that a resumed run does not redo: the finished epochs of models

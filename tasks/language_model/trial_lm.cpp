@@ -16,6 +16,7 @@
 #include "optim/optimizer.h"
 #include "run/hyper.h"
 #include "run/plan_choice.h"
+#include "run/trial_loop.h"
 #include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/train_lm.h"
 
@@ -30,14 +31,56 @@ void print_attention_profile(const std::string& report, const AttentionShare& sh
              step_ms);
 }
 
+namespace {
+
+class LmTrialArray final : public TrialArray {
+ public:
+  LmTrialArray(std::unique_ptr<LanguageModel> model, std::unique_ptr<Optimizer> optimizer,
+               BpttReader& reader)
+      : model_(std::move(model)),
+        optimizer_(std::move(optimizer)),
+        reader_(reader),
+        window_(reader.make_window()) {
+    for (const Param& p : model_->net().params()) grads_.push_back(p.grad);
+    clip_.assign(static_cast<size_t>(model_->B()), 0.25f);
+    reader_.restart();
+  }
+
+  double steps(int64_t n) override {
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!reader_.next(window_)) reader_.next(window_);  // the pass ended: start the next one
+      lm_train_step(*model_, *optimizer_, grads_, clip_, window_);
+      tokens += window_.streams * window_.length;
+    }
+    return static_cast<double>(tokens);
+  }
+  void reset_profile() override { model_->reset_profile(); }
+  void print_profile(double step_ms) const override {
+    if (model_->profiling())
+      print_attention_profile(model_->profile_report(), model_->attention_profile(), step_ms);
+  }
+  int64_t params_per_model() const override { return model_->params_per_model(); }
+  std::string plan() const override { return model_->plan().str(); }
+  double flops_per_step() const override {
+    return static_cast<double>(model_->B() * model_->spec().streams) *
+           model_->train_flops_per_sample();
+  }
+
+ private:
+  std::unique_ptr<LanguageModel> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  BpttReader& reader_;
+  std::vector<TensorView> grads_;
+  std::vector<float> clip_;
+  TokenWindow window_;
+};
+
+}  // namespace
+
 TrialResult run_trial_lm(const TrialOptions& o) {
-  HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
-  HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
-  HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
-  HFTA_CHECK(o.batch_size >= 1, "--batch-size (token streams) must be at least 1, got {}",
-             o.batch_size);
-  HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
-  ExecutionPlan plan = ExecutionPlan::parse(o.plan);
+  check_trial_options(o, 1, "token streams");
+  const ExecutionPlan plan = ExecutionPlan::parse(o.plan);
   prepare_runtime(o.threads);
 
   // HFTA's examples/transformer sizes (LmConfig's defaults); Adadelta with learning rates
@@ -52,20 +95,11 @@ TrialResult run_trial_lm(const TrialOptions& o) {
                       .vocab = o.vocab,
                       .synthetic_tokens = o.batch_size * (8 * config.bptt + 1)});
   config.vocab = corpus.vocab_size();
-  std::vector<float> lr;
-  for (int64_t b = 0; b < o.B; ++b) {
-    RngStream rng = RngStream::for_model(o.seed, b, kRngHyper);
-    lr.push_back(std::pow(10.0f, rng.uniform(-1.0f, 1.0f)));
-  }
-  const HyperValues h = resolve_hyper("adadelta", {{"lr", lr}}, o.B);
+  const HyperValues h =
+      resolve_hyper("adadelta", {{"lr", trial_learning_rates(o, -1.0f, 1.0f)}}, o.B);
   BpttReader reader(batchify(corpus.train, o.batch_size, corpus.name + " train"), config.bptt);
-
-  const std::vector<std::vector<int64_t>> groups = array_groups(o.B, o.serial);
-  TrialResult r{};
-  double tokens = 0.0;  // summed over models
-  for (const auto& ids : groups) {
-    const int64_t G = static_cast<int64_t>(ids.size());
-    LanguageModelSpec spec{.B = G,
+  return run_timed_trial(o, [&](const std::vector<int64_t>& ids) {
+    LanguageModelSpec spec{.B = static_cast<int64_t>(ids.size()),
                            .streams = o.batch_size,
                            .seed = o.seed,
                            .model_ids = ids,
@@ -79,40 +113,9 @@ TrialResult run_trial_lm(const TrialOptions& o) {
       spec.plan = resolve_lm_plan(o.plan, o.model, spec, "adadelta", std::move(first), 0);
     }
     auto model = make_language_model(o.model, spec);
-    Net& net = model->net();
-    auto optimizer = make_optimizer("adadelta", net, pick_models(h, ids));
-    std::vector<TensorView> grads;
-    for (const Param& p : net.params()) grads.push_back(p.grad);
-    const std::vector<float> clip(static_cast<size_t>(G), 0.25f);
-    TokenWindow w = reader.make_window();
-    reader.restart();
-    int64_t step_tokens = 0;
-    auto steps = [&](int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
-        if (!reader.next(w)) reader.next(w);  // the pass ended: start the next one
-        lm_train_step(*model, *optimizer, grads, clip, w);
-        step_tokens += w.streams * w.length;
-      }
-    };
-    steps(o.warmup_steps);
-    if (o.before_timed) o.before_timed();
-    model->reset_profile();
-    step_tokens = 0;
-    const auto start = std::chrono::steady_clock::now();
-    steps(o.steps);
-    const double seconds = seconds_since(start);
-    r.seconds += seconds;
-    tokens += static_cast<double>(G * step_tokens);
-    if (model->profiling())
-      print_attention_profile(model->profile_report(), model->attention_profile(),
-                              seconds / static_cast<double>(o.steps) * 1000.0);
-    r.params_per_model = model->params_per_model();
-    r.plan = model->plan().str();
-    r.flops_per_step += static_cast<double>(G * o.batch_size) * model->train_flops_per_sample();
-  }
-  r.samples_per_second = tokens / r.seconds;
-  r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;
-  return r;
+    auto optimizer = make_optimizer("adadelta", model->net(), pick_models(h, ids));
+    return std::make_unique<LmTrialArray>(std::move(model), std::move(optimizer), reader);
+  });
 }
 
 }  // namespace hfta

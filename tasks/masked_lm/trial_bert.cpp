@@ -15,19 +15,65 @@
 #include "optim/optimizer.h"
 #include "run/hyper.h"
 #include "run/plan_choice.h"
+#include "run/trial_loop.h"
 #include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/train_lm.h"
 #include "tasks/masked_lm/train_bert.h"
 
 namespace hfta {
 
+namespace {
+
+class BertTrialArray final : public TrialArray {
+ public:
+  BertTrialArray(std::unique_ptr<MaskedLm> model, std::unique_ptr<Optimizer> optimizer,
+                 const MlmReader& reader, uint64_t seed)
+      : model_(std::move(model)),
+        optimizer_(std::move(optimizer)),
+        reader_(reader),
+        window_(reader.make_window()),
+        seed_(seed) {}
+
+  double steps(int64_t n) override {
+    Net& net = model_->net();
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < n; ++i, ++step_) {
+      reader_.fill(step_ % reader_.windows(), seed_, static_cast<uint64_t>(step_), window_);
+      lm_array_step(net, model_->layout().is_fused(), *optimizer_, {}, {},
+                    [&](const MaskedLm::AfterBackward& after_backward) {
+                      model_->train_step(window_.batch(), after_backward);
+                    });
+      tokens += window_.streams * window_.length;
+    }
+    return static_cast<double>(tokens);
+  }
+  void reset_profile() override { model_->net().reset_profile(); }
+  void print_profile(double step_ms) const override {
+    const Net& net = model_->net();
+    if (net.profiling() && model_->layout().is_fused())  // under a plan `net` holds only state
+      print_attention_profile(attention_profile_report(model_->name(), net), attention_share(net),
+                              step_ms);
+  }
+  int64_t params_per_model() const override { return model_->params_per_model(); }
+  std::string plan() const override { return model_->plan().str(); }
+  double flops_per_step() const override {
+    return static_cast<double>(model_->B() * model_->spec().streams) *
+           model_->train_flops_per_sample();
+  }
+
+ private:
+  std::unique_ptr<MaskedLm> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  const MlmReader& reader_;
+  MlmWindow window_;
+  uint64_t seed_;
+  int64_t step_ = 0;
+};
+
+}  // namespace
+
 TrialResult run_trial_bert(const TrialOptions& o) {
-  HFTA_CHECK(o.B >= 1, "--B must be at least 1, got {}", o.B);
-  HFTA_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
-  HFTA_CHECK(o.warmup_steps >= 0, "--warmup must be >= 0, got {}", o.warmup_steps);
-  HFTA_CHECK(o.batch_size >= 1, "--batch-size (token streams) must be at least 1, got {}",
-             o.batch_size);
-  HFTA_CHECK(o.threads >= 0, "--threads must be 0 or more, got {}", o.threads);
+  check_trial_options(o, 1, "token streams");
   const ExecutionPlan plan = ExecutionPlan::parse(o.plan);  // a bad --plan fails before loading
   prepare_runtime(o.threads);
 
@@ -56,63 +102,25 @@ TrialResult run_trial_bert(const TrialOptions& o) {
                         .dropout = 0.1f};
   const MlmReader reader(batchify(corpus.train, o.batch_size, corpus.name + " train"), config.bptt,
                          masking);
-  std::vector<float> lr;
-  for (int64_t b = 0; b < o.B; ++b) {
-    RngStream rng = RngStream::for_model(o.seed, b, kRngHyper);
-    lr.push_back(std::pow(10.0f, rng.uniform(-1.0f, 1.0f)));
-  }
-  const HyperValues h = resolve_hyper("adadelta", {{"lr", lr}}, o.B);
-
-  const std::vector<std::vector<int64_t>> groups = array_groups(o.B, o.serial);
-  TrialResult r{};
-  double tokens = 0.0;  // summed over models
-  for (const auto& ids : groups) {
-    const int64_t G = static_cast<int64_t>(ids.size());
-    LanguageModelSpec spec{.B = G,
+  const HyperValues h =
+      resolve_hyper("adadelta", {{"lr", trial_learning_rates(o, -1.0f, 1.0f)}}, o.B);
+  return run_timed_trial(o, [&](const std::vector<int64_t>& ids) {
+    LanguageModelSpec spec{.B = static_cast<int64_t>(ids.size()),
                            .streams = o.batch_size,
                            .seed = o.seed,
                            .model_ids = ids,
                            .config = config,
                            .plan = plan,
                            .threads = o.threads};
-    MlmWindow w = reader.make_window();
     if (plan.kind == ExecutionPlan::Kind::kAuto) {  // timed on the first window
+      MlmWindow w = reader.make_window();
       reader.fill(0, o.seed, 0, w);
       spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream, "adadelta", w, 0);
     }
     auto model = make_masked_lm(o.model, spec, predicted_per_stream);
-    Net& net = model->net();
-    auto optimizer = make_optimizer("adadelta", net, pick_models(h, ids));
-    int64_t step = 0, step_tokens = 0;
-    auto steps = [&](int64_t n) {
-      for (int64_t i = 0; i < n; ++i, ++step) {
-        reader.fill(step % reader.windows(), o.seed, static_cast<uint64_t>(step), w);
-        lm_array_step(net, model->layout().is_fused(), *optimizer, {}, {},
-                      [&](const MaskedLm::AfterBackward& after_backward) {
-                        model->train_step(w.batch(), after_backward);
-                      });
-        step_tokens += w.streams * w.length;
-      }
-    };
-    steps(o.warmup_steps);
-    if (o.before_timed) o.before_timed();
-    net.reset_profile();
-    step_tokens = 0;
-    const auto start = std::chrono::steady_clock::now();
-    steps(o.steps);
-    const double seconds = seconds_since(start);
-    r.seconds += seconds;
-    if (net.profiling() && model->layout().is_fused())  // under a plan `net` holds only state
-      print_attention_profile(attention_profile_report(o.model, net), attention_share(net),
-                              seconds / static_cast<double>(o.steps) * 1000.0);
-    tokens += static_cast<double>(G * step_tokens);
-    r.params_per_model = model->params_per_model();
-    r.plan = model->plan().str();
-    r.flops_per_step += static_cast<double>(G * o.batch_size) * model->train_flops_per_sample();
-  }
-  r.samples_per_second = tokens / r.seconds;
-  r.step_ms = r.seconds / static_cast<double>(o.steps) * 1000.0;
-  return r;
+    auto optimizer = make_optimizer("adadelta", model->net(), pick_models(h, ids));
+    return std::make_unique<BertTrialArray>(std::move(model), std::move(optimizer), reader, o.seed);
+  });
 }
 
 }  // namespace hfta

@@ -9,21 +9,12 @@
 
 #include "io/checkpoint.h"
 #include "run/hyper.h"
+#include "run/epoch_loop.h"
 #include "run/run_dir.h"
 #include "run/train.h"
 #include "tasks/classifier/train_loop.h"
 
 namespace hfta {
-
-// How far an array is through its run.
-struct ArrayProgress {
-  int64_t step = 0;                     // optimizer steps taken
-  int64_t epochs_done = 0;              // finished epochs
-  int64_t batch_in_epoch = 0;           // batches of the next epoch already taken
-  std::vector<double> epoch_loss;       // per model: sum of this epoch's losses so far
-  std::vector<double> last_train_loss;  // per model: mean loss of the last finished epoch
-  std::vector<int64_t> skipped;         // per model: steps skipped for NaN/Inf gradients
-};
 
 // The array, its optimizer state and its progress, as a checkpoint. `values`: the array's own
 // hyperparameters (pick_models of the run's).

@@ -146,140 +146,130 @@ int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max
   return steps;
 }
 
-void train_array(const TrainOptions& o, const ModelConfig& config, const HyperValues& all_values,
-                 const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
-                 CsvWriter& metrics, std::vector<ModelResult>& results) {
-  const auto start = Clock::now();
-  const int64_t B = static_cast<int64_t>(ids.size());
-  const size_t nB = static_cast<size_t>(B);
-  const HyperValues values = pick_models(all_values, ids);
-  ModelArray array = make_array(config, ids, o.batch_size, o.seed, o.optimizer, all_values);
-  Model& model = *array.model;
-  Loader loader(data.train, {.batch_size = o.batch_size,
+namespace {
+
+// A classifier array of a `hfta train` run: the loader's epochs, a metrics row per model and
+// step, the test evaluation after every epoch.
+class ClassifierRun final : public RunArray {
+ public:
+  ClassifierRun(const TrainOptions& o, const ModelConfig& config, const HyperValues& all_values,
+                const std::vector<int64_t>& ids, const Data& data, CsvWriter& metrics)
+      : o_(o),
+        config_(config),
+        values_(pick_models(all_values, ids)),
+        ids_(ids),
+        data_(data),
+        metrics_(metrics),
+        array_(make_array(config, ids, o.batch_size, o.seed, o.optimizer, all_values)),
+        loader_(data.train, {.batch_size = o.batch_size,
                              .shuffle = true,
                              .seed = o.seed,
                              .drop_last = true,
-                             .iters_per_epoch = o.iters_per_epoch});
-  Batch batch = loader.make_batch();
-  const std::string who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", B);
+                             .iters_per_epoch = o.iters_per_epoch}),
+        batch_(loader_.make_batch()),
+        who_(o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", ids.size())) {}
+
+  const std::string& who() const { return who_; }
+  const Model& model() const { return *array_.model; }
+
+  int64_t models() const override { return static_cast<int64_t>(ids_.size()); }
+  int64_t steps_per_epoch() const override { return loader_.batches_per_epoch(); }
+
+  void begin_epoch(int64_t epoch, int64_t done) override {
+    epoch_ = epoch;
+    loader_.start_epoch(o_.first_epoch + epoch);
+    for (int64_t k = 0; k < done && loader_.next(batch_); ++k) {
+    }
+  }
+
+  void train_epoch(const std::function<void(const TrainedStepView&)>& after_step) override {
+    train_steps(array_, loader_, batch_, kUntilEpochEnds, [&](const TrainedStep& step) {
+      after_step({.losses = step.losses,
+                  .skipped = step.report.any_skipped()
+                                 ? std::span<const uint8_t>(step.report.skipped)
+                                 : std::span<const uint8_t>(),
+                  .current = step.arrays_current,
+                  .write_rows = [&](int64_t global_step) {
+                    for (size_t b = 0; b < ids_.size(); ++b)
+                      metrics_.row(metrics_row(ids_[b], global_step, epoch_ + 1,
+                                               array_.optimizer->lr()[b], step.losses[b]));
+                  }});
+    });
+  }
+
+  void end_epoch(int64_t epoch, const ArrayProgress& p, int64_t steps, double seconds) override {
+    eval_ = evaluate(*array_.model, data_.test, &data_.parts);
+    const double samples_per_s =
+        static_cast<double>(models() * steps * o_.batch_size) / std::max(seconds, 1e-9);
+    fmt::print("epoch {}/{} ({}): {:.1f} s, {:.0f} samples/s over all models\n", epoch + 1,
+               o_.epochs, who_, seconds, samples_per_s);
+    for (size_t b = 0; b < ids_.size(); ++b)
+      fmt::print(
+          "  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}{}\n",
+          ids_[b], values_.at("lr")[b], p.last_train_loss[b], eval_.loss[b],
+          100.0 * eval_.accuracy[b],
+          eval_.miou.empty() ? "" : fmt::format(" of points  mIoU {:.4f}", eval_.miou[b]),
+          p.skipped[b] ? fmt::format("  ({} steps skipped: NaN/Inf gradients)", p.skipped[b]) : "");
+  }
+
+  void finish(const ArrayProgress& p, bool trained, double wall,
+              std::vector<ModelResult>& results) override {
+    if (!trained) eval_ = evaluate(*array_.model, data_.test, &data_.parts);
+    for (size_t b = 0; b < ids_.size(); ++b) {
+      ModelResult& r = results[static_cast<size_t>(ids_[b])];
+      r.model = ids_[b];
+      r.final_train_loss = p.last_train_loss[b];
+      r.test_loss = eval_.loss[b];
+      r.test_accuracy = eval_.accuracy[b];
+      if (!eval_.miou.empty()) r.test_miou = eval_.miou[b];
+      r.skipped_steps = p.skipped[b];
+      r.wall_seconds = wall;
+    }
+  }
+
+  void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override {
+    hfta::fill_checkpoint(c, o_, config_, values_, p, array_);
+  }
+  void reserve_checkpoint(Checkpoint& c) override {
+    // On the writer thread: shapes only, never the training's values.
+    capture_tensors(*array_.model, array_.optimizer.get(), c.tensors, /*values=*/false);
+  }
+  ArrayProgress restore(const Checkpoint& c) override { return restore_checkpoint(c, array_); }
+
+ private:
+  const TrainOptions& o_;
+  const ModelConfig& config_;
+  HyperValues values_;
+  std::vector<int64_t> ids_;
+  const Data& data_;
+  CsvWriter& metrics_;
+  ModelArray array_;
+  Loader loader_;
+  Batch batch_;
+  std::string who_;
+  int64_t epoch_ = 0;
+  Evaluation eval_;
+};
+
+}  // namespace
+
+void train_array(const TrainOptions& o, const ModelConfig& config, const HyperValues& all_values,
+                 const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
+                 CsvWriter& metrics, std::vector<ModelResult>& results) {
+  ClassifierRun run(o, config, all_values, ids, data, metrics);
   if (ids.front() == 0)  // once per run
     fmt::print(
         "{}: {} parameters per model; {:.1f} MiB of parameters, gradients, buffers and "
         "activations per model at batch {}\n",
-        config.name, model.params_per_model(),
-        static_cast<double>(model.arena_bytes()) / static_cast<double>(B) / (1 << 20),
+        config.name, run.model().params_per_model(),
+        static_cast<double>(run.model().arena_bytes()) / static_cast<double>(ids.size()) /
+            (1 << 20),
         o.batch_size);
-
-  ArrayProgress p{.epoch_loss = std::vector<double>(nB, 0.0),
-                  .last_train_loss = std::vector<double>(nB, 0.0),
-                  .skipped = std::vector<int64_t>(nB, 0)};
-  if (resume_from != nullptr) {
-    p = restore_checkpoint(*resume_from, array);
-    fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, p.step, p.epochs_done + 1,
-               p.batch_in_epoch);
-  }
-  const std::string path = checkpoint_path(o.out, o.serial, ids);
-  // Mid-epoch lines must not land inside a progress bar: the bar in use is cleared first.
-  ProgressBar* current_bar = nullptr;
-  PeriodicCheckpoints periodic(
-      path,
-      {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
-       .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
-      [&](Checkpoint& c) { fill_checkpoint(c, o, config, values, p, array); },
-      [&](const std::string& line) {
-        if (current_bar != nullptr) current_bar->finish();
-        fmt::print("{}: {}\n", who, line);
-        std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
-      },
-      [&](Checkpoint& c) {  // on the writer thread: shapes only, never the training's values
-        capture_tensors(*array.model, array.optimizer.get(), c.tensors, /*values=*/false);
-      });
-  periodic.start(p.step);
-  if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0) &&
-      ids.front() == 0)
-    fmt::print("checkpoints {} in the background, and after every epoch\n",
-               o.checkpoint_every > 0 && o.checkpoint_interval_seconds > 0
-                   ? fmt::format("every {} steps and every {:g} s", o.checkpoint_every,
-                                 o.checkpoint_interval_seconds)
-               : o.checkpoint_every > 0
-                   ? fmt::format("every {} steps", o.checkpoint_every)
-                   : fmt::format("every {:g} s", o.checkpoint_interval_seconds));
-  auto save = [&] {
-    if (o.checkpoint) periodic.save_now(p.step);
-  };
-
-  Evaluation eval;
-  const int64_t first_epoch = p.epochs_done + 1;
-  for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
-    loader.start_epoch(o.first_epoch + epoch - 1);  // the loader counts epochs from 0
-    int64_t epoch_steps = 0;
-    if (p.batch_in_epoch > 0) {  // resuming inside this epoch: its first batches are done
-      for (; epoch_steps < p.batch_in_epoch && loader.next(batch);) ++epoch_steps;
-    } else {
-      std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
-    }
-    ProgressBar bar(fmt::format("epoch {}/{} {}", epoch, o.epochs, who), loader.batches_per_epoch(),
-                    o.progress && stdout_is_terminal());
-    current_bar = &bar;
-    const int64_t resumed_steps = epoch_steps;
-    const auto epoch_start = Clock::now();
-    train_steps(array, loader, batch, kUntilEpochEnds, [&](const TrainedStep& step) {
-      ++p.step;
-      p.batch_in_epoch = ++epoch_steps;
-      for (int64_t b = 0; b < B; ++b) {
-        const float loss = step.losses[static_cast<size_t>(b)];
-        p.epoch_loss[b] += loss;
-        if (step.report.any_skipped() && step.report.skipped[b]) ++p.skipped[b];
-        metrics.row(metrics_row(ids[b], p.step, epoch, array.optimizer->lr()[b], loss));
-      }
-      bar.update(epoch_steps, format_losses(step.losses));
-      if (!step.arrays_current) return;  // the models are steps ahead: no checkpoint here
-      periodic.after_step(p.step);       // after the step's metrics rows: a checkpoint has them all
-      if (InterruptGuard::interrupted()) {
-        bar.finish();
-        save();
-        fail_interrupted(p.step, o.checkpoint ? path : "");
-      }
-    });
-    bar.finish();
-    current_bar = nullptr;
-    const double train_seconds = seconds_since(epoch_start);
-    eval = evaluate(model, data.test, &data.parts);
-    const double samples_per_s =
-        static_cast<double>(B * (epoch_steps - resumed_steps) * o.batch_size) / train_seconds;
-    fmt::print("epoch {}/{} ({}): {:.1f} s, {:.0f} samples/s over all models\n", epoch, o.epochs,
-               who, train_seconds, samples_per_s);
-    for (int64_t b = 0; b < B; ++b) {
-      p.last_train_loss[b] =
-          p.epoch_loss[b] / static_cast<double>(std::max<int64_t>(1, epoch_steps));
-      fmt::print(
-          "  model {:>2}  lr {:<8g} train loss {:.4f}  test loss {:.4f}  test acc {:.2f}%{}{}\n",
-          ids[b], values.at("lr")[b], p.last_train_loss[b], eval.loss[b], 100.0 * eval.accuracy[b],
-          eval.miou.empty() ? "" : fmt::format(" of points  mIoU {:.4f}", eval.miou[b]),
-          p.skipped[b] ? fmt::format("  ({} steps skipped: NaN/Inf gradients)", p.skipped[b]) : "");
-    }
-    std::fflush(stdout);
-    std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
-    p.epochs_done = epoch;
-    p.batch_in_epoch = 0;
-    save();
-  }
-  periodic.wait();               // an error of the last background write fails the run
-  if (first_epoch > o.epochs) {  // resumed a finished run: just report it again
-    eval = evaluate(model, data.test, &data.parts);
-    fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
-  }
-  const double wall = seconds_since(start);
-  for (int64_t b = 0; b < B; ++b) {
-    ModelResult& r = results[static_cast<size_t>(ids[b])];
-    r.model = ids[b];
-    r.final_train_loss = p.last_train_loss[b];
-    r.test_loss = eval.loss[b];
-    r.test_accuracy = eval.accuracy[b];
-    if (!eval.miou.empty()) r.test_miou = eval.miou[b];
-    r.skipped_steps = p.skipped[b];
-    r.wall_seconds = wall;
-  }
+  run_epochs(run, o,
+             {.who = run.who(),
+              .checkpoint_path = checkpoint_path(o.out, o.serial, ids),
+              .announce_checkpoints = ids.front() == 0},
+             resume_from, results);
 }
 
 }  // namespace hfta

@@ -22,6 +22,7 @@
 #include "io/png.h"
 #include "models/gan.h"
 #include "run/data.h"
+#include "run/epoch_loop.h"
 #include "run/hyper.h"
 #include "run/plan_choice.h"
 #include "run/trial_loop.h"
@@ -169,94 +170,86 @@ void write_grids(GanArray& gan, const std::string& out, int64_t epoch) {
   }
 }
 
-// Trains models `ids` for the options' epochs, from `resume_from` when given.
-void train_gan_array(const TrainOptions& o, const GanSpec& spec, const HyperValues& all_hyper,
-                     const Dataset& data, const Checkpoint* resume_from, CsvWriter& metrics,
-                     std::vector<ModelResult>& results, int64_t stop_after_step) {
-  const auto start = Clock::now();
-  const std::vector<int64_t>& ids = spec.model_ids;
-  const size_t nB = ids.size();
-  const HyperValues hyper = pick_models(all_hyper, ids);
-  GanArray gan(spec);
-  Loader loader(data,
-                {.batch_size = o.batch_size, .seed = o.seed, .iters_per_epoch = o.iters_per_epoch});
-  Batch batch = loader.make_batch();
-  const std::string who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", nB);
-  ArrayProgress p{.epoch_loss = std::vector<double>(nB, 0.0),
-                  .last_train_loss = std::vector<double>(nB, 0.0),
-                  .skipped = std::vector<int64_t>(nB, 0)};
-  if (resume_from != nullptr) {
-    p = restore_gan_checkpoint(*resume_from, gan);
-    fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who, p.step, p.epochs_done + 1,
-               p.batch_in_epoch);
-  }
-  const std::string path = checkpoint_path(o.out, o.serial, ids);
-  PeriodicCheckpoints periodic(
-      path,
-      {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
-       .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
-      [&](Checkpoint& c) {
-        fill_gan_checkpoint(c, gan, hyper, p, o.batch_size);
-        c.dataset = o.dataset;
-        c.data_dir = o.data_dir;
-      },
-      [&](const std::string& line) {
-        fmt::print("{}: {}\n", who, line);
-        std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
-      });
-  periodic.start(p.step);
-  auto save = [&] {
-    if (o.checkpoint) periodic.save_now(p.step);
-  };
+// A DCGAN array of a `hfta train` run: the loader's epochs, a metrics row per model and step
+// (the example's statistics), each model's sample grid after every epoch.
+class GanRun final : public RunArray {
+ public:
+  GanRun(const TrainOptions& o, const GanSpec& spec, const HyperValues& all_hyper,
+         const Dataset& data, CsvWriter& metrics)
+      : o_(o),
+        ids_(spec.model_ids),
+        hyper_(pick_models(all_hyper, ids_)),
+        gan_(spec),
+        loader_(data,
+                {.batch_size = o.batch_size, .seed = o.seed, .iters_per_epoch = o.iters_per_epoch}),
+        batch_(loader_.make_batch()),
+        metrics_(metrics) {}
 
-  for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {  // epochs count from 0 here
-    loader.start_epoch(epoch);
-    int64_t epoch_steps = 0;
-    if (p.batch_in_epoch > 0) {  // resuming inside this epoch: its first batches are done
-      while (epoch_steps < p.batch_in_epoch && loader.next(batch)) ++epoch_steps;
-    } else {
-      std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
-    }
-    while (loader.next(batch)) {
-      const GanStepStats s = gan.step(batch.images());
-      ++p.step;
-      p.batch_in_epoch = ++epoch_steps;
-      for (size_t k = 0; k < nB; ++k) {
-        metrics.row({std::to_string(ids[k]), std::to_string(epoch), std::to_string(p.step),
-                     fmt::format("{:.6g}", s.loss_d[k]), fmt::format("{:.6g}", s.loss_g[k]),
-                     fmt::format("{:.6g}", s.d_x[k]), fmt::format("{:.6g}", s.d_g_z1[k]),
-                     fmt::format("{:.6g}", s.d_g_z2[k])});
-        p.epoch_loss[k] += s.loss_g[k];
-      }
-      if (p.step % 50 == 0 || epoch_steps == 1) {
-        fmt::print("epoch {} step {} ({}): loss_d {:.4f} loss_g {:.4f} (model {})\n", epoch, p.step,
-                   who, s.loss_d[0], s.loss_g[0], ids[0]);
-        std::fflush(stdout);
-      }
-      periodic.after_step(p.step);  // after the step's metrics rows: a checkpoint has them all
-      if (InterruptGuard::interrupted() || p.step == stop_after_step) {
-        save();
-        fail_interrupted(p.step, o.checkpoint ? path : "");
-      }
-    }
-    write_grids(gan, o.out, epoch);  // G in training mode: its BatchNorm statistics move
-    for (size_t k = 0; k < nB; ++k)
-      p.last_train_loss[k] =
-          p.epoch_loss[k] / static_cast<double>(std::max<int64_t>(1, epoch_steps));
-    std::fill(p.epoch_loss.begin(), p.epoch_loss.end(), 0.0);
-    p.epochs_done = epoch + 1;
-    p.batch_in_epoch = 0;
-    save();
+  int64_t models() const override { return static_cast<int64_t>(ids_.size()); }
+  int64_t steps_per_epoch() const override { return loader_.batches_per_epoch(); }
+
+  void begin_epoch(int64_t epoch, int64_t done) override {
+    epoch_ = epoch;
+    epoch_steps_ = 0;
+    loader_.start_epoch(epoch);
+    while (epoch_steps_ < done && loader_.next(batch_)) ++epoch_steps_;
   }
-  periodic.wait();  // an error of the last background write fails the run
-  const double wall = seconds_since(start);
-  for (size_t k = 0; k < nB; ++k) {
-    ModelResult& r = results[static_cast<size_t>(ids[k])];
-    r.model = ids[k];
-    r.final_train_loss = p.last_train_loss[k];
-    r.wall_seconds = wall;
+
+  void train_epoch(const std::function<void(const TrainedStepView&)>& after_step) override {
+    while (loader_.next(batch_)) {
+      const GanStepStats s = gan_.step(batch_.images());
+      ++epoch_steps_;
+      after_step({.losses = s.loss_g, .write_rows = [&](int64_t step) {
+                    for (size_t k = 0; k < ids_.size(); ++k)
+                      metrics_.row(
+                          {std::to_string(ids_[k]), std::to_string(epoch_), std::to_string(step),
+                           fmt::format("{:.6g}", s.loss_d[k]), fmt::format("{:.6g}", s.loss_g[k]),
+                           fmt::format("{:.6g}", s.d_x[k]), fmt::format("{:.6g}", s.d_g_z1[k]),
+                           fmt::format("{:.6g}", s.d_g_z2[k])});
+                    if (step % 50 == 0 || epoch_steps_ == 1) {
+                      fmt::print("epoch {} step {} ({}): loss_d {:.4f} loss_g {:.4f} (model {})\n",
+                                 epoch_, step, who(), s.loss_d[0], s.loss_g[0], ids_[0]);
+                      std::fflush(stdout);
+                    }
+                  }});
+    }
   }
-}
+
+  void end_epoch(int64_t epoch, const ArrayProgress&, int64_t, double) override {
+    write_grids(gan_, o_.out, epoch);  // G in training mode: its BatchNorm statistics move
+  }
+
+  void finish(const ArrayProgress& p, bool, double wall,
+              std::vector<ModelResult>& results) override {
+    for (size_t k = 0; k < ids_.size(); ++k) {
+      ModelResult& r = results[static_cast<size_t>(ids_[k])];
+      r.model = ids_[k];
+      r.final_train_loss = p.last_train_loss[k];
+      r.wall_seconds = wall;
+    }
+  }
+
+  void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override {
+    fill_gan_checkpoint(c, gan_, hyper_, p, o_.batch_size);
+    c.dataset = o_.dataset;
+    c.data_dir = o_.data_dir;
+  }
+  ArrayProgress restore(const Checkpoint& c) override { return restore_gan_checkpoint(c, gan_); }
+
+  std::string who() const {
+    return o_.serial ? fmt::format("model {}", ids_[0]) : fmt::format("{} models", ids_.size());
+  }
+
+ private:
+  const TrainOptions& o_;
+  std::vector<int64_t> ids_;
+  HyperValues hyper_;
+  GanArray gan_;
+  Loader loader_;
+  Batch batch_;
+  CsvWriter& metrics_;
+  int64_t epoch_ = 0, epoch_steps_ = 0;
+};
 
 // <out>/summary.csv from each model's last metrics row (so a resumed run reports the same) and
 // the end-of-run table.
@@ -349,9 +342,14 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
                       {"model", "epoch", "step", "loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2"},
                       o.resume);
     InterruptGuard interrupt_guard;
-    for (size_t g = 0; g < groups.size(); ++g)
-      train_gan_array(o, specs[g], h, data, resume[g] ? &*resume[g] : nullptr, metrics,
-                      result.models, stop_after_step);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      GanRun run(o, specs[g], h, data, metrics);
+      run_epochs(run, o,
+                 {.who = run.who(),
+                  .checkpoint_path = checkpoint_path(o.out, o.serial, groups[g]),
+                  .stop_after_step = stop_after_step},
+                 resume[g] ? &*resume[g] : nullptr, result.models);
+    }
   }
   result.wall_seconds = seconds_since(start);
   write_gan_summary(o, h, result.models);

@@ -109,10 +109,8 @@ std::vector<std::optional<Checkpoint>> load_lm_resume(
   return resume;
 }
 
-LmArrayRun::LmArrayRun(const TrainOptions& o, Net& net, const std::vector<int64_t>& group,
-                       const LmRunHyper& hyper, const LmConfig& config,
-                       const LmCheckpointInfo& info, const std::optional<Checkpoint>& resume,
-                       std::string who)
+LmRun::LmRun(const TrainOptions& o, Net& net, const std::vector<int64_t>& group,
+             const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info)
     : o_(o),
       net_(net),
       group_(group),
@@ -122,93 +120,49 @@ LmArrayRun::LmArrayRun(const TrainOptions& o, Net& net, const std::vector<int64_
       record_(hyper.record(group)),
       optimizer_(make_optimizer(o.optimizer, net, pick_models(hyper.optimizer, group),
                                 o.no_decay_norm_bias)),
-      lr_(group.size()),
-      progress_{.epoch_loss = std::vector<double>(group.size(), 0.0),
-                .last_train_loss = std::vector<double>(group.size(), 0.0)},
-      path_(checkpoint_path(o.out, o.serial, group)),
-      who_(std::move(who)),
-      periodic_(
-          path_,
-          {.every_steps = o.checkpoint ? o.checkpoint_every : 0,
-           .interval_seconds = o.checkpoint ? o.checkpoint_interval_seconds : 0.0},
-          [this](Checkpoint& c) {
-            fill_lm_checkpoint(c, o_, config_, group_, record_, progress_, net_, *optimizer_,
-                               info_);
-          },
-          [this](const std::string& line) {
-            if (bar_) bar_->finish();  // a mid-epoch line must not land inside the bar
-            fmt::print("{}: {}\n", who_, line);
-            std::fflush(stdout);  // a killed run's log shows every checkpoint it wrote
-          },
-          [this](Checkpoint& c) {  // on the writer thread: shapes only, never the training's values
-            capture_tensors(net_, optimizer_.get(), c.tensors, /*values=*/false);
-          }) {
+      lr_(group.size()) {
   for (const Param& p : net.params()) grads_.push_back(p.grad);
   if (!hyper.clip.empty())
     for (int64_t id : group) clip_.push_back(hyper.clip[static_cast<size_t>(id)]);
-  if (resume) {
-    progress_ = restore_lm_checkpoint(*resume, net, *optimizer_);
-    fmt::print("{}: resuming after step {} (epoch {}, batch {})\n", who_, progress_.step,
-               progress_.epochs_done + 1, progress_.batch_in_epoch);
-  }
-  periodic_.start(progress_.step);
 }
 
-void LmArrayRun::begin_epoch(int64_t epoch, int64_t windows) {
+std::string LmRun::who() const {
+  return o_.serial ? fmt::format("model {}", group_[0]) : fmt::format("{} models", group_.size());
+}
+
+void LmRun::fill_checkpoint(Checkpoint& c, const ArrayProgress& p) {
+  fill_lm_checkpoint(c, o_, config_, group_, record_, p, net_, *optimizer_, info_);
+}
+
+void LmRun::reserve_checkpoint(Checkpoint& c) {
+  // On the writer thread: shapes only, never the training's values.
+  capture_tensors(net_, optimizer_.get(), c.tensors, /*values=*/false);
+}
+
+ArrayProgress LmRun::restore(const Checkpoint& c) {
+  return restore_lm_checkpoint(c, net_, *optimizer_);
+}
+
+void LmRun::set_epoch_lr(int64_t epoch) {
   for (size_t g = 0; g < group_.size(); ++g) {
     const size_t id = static_cast<size_t>(group_[g]);
     lr_[g] = static_cast<float>(LrSchedule::step_decay(hyper_.step_size[id], hyper_.gamma[id])
                                     .lr_at(hyper_.optimizer.at("lr")[id], epoch));
   }
   optimizer_->set_lr(lr_);
-  if (progress_.batch_in_epoch == 0)
-    std::fill(progress_.epoch_loss.begin(), progress_.epoch_loss.end(), 0.0);
-  bar_.emplace(fmt::format("epoch {}/{} {}", epoch + 1, o_.epochs, who_), windows,
-               o_.progress && stdout_is_terminal());
 }
 
-void LmArrayRun::train_step(LanguageModel& model, TokenWindow& window, int64_t windows_done) {
+const std::vector<float>& LmRun::step(LanguageModel& model, TokenWindow& window) {
   lm_train_step(model, *optimizer_, grads_, clip_, window);
-  count_step(model.losses(), windows_done);
+  return model.losses();
 }
 
-void LmArrayRun::train_step(MaskedLm& model, const MlmBatch& batch, int64_t windows_done) {
+const std::vector<float>& LmRun::step(MaskedLm& model, const MlmBatch& batch) {
   lm_array_step(model.net(), model.layout().is_fused(), *optimizer_, grads_, clip_,
                 [&](const MaskedLm::AfterBackward& after_backward) {
                   model.train_step(batch, after_backward);
                 });
-  count_step(model.losses(), windows_done);
-}
-
-void LmArrayRun::count_step(const std::vector<float>& losses, int64_t windows_done) {
-  for (size_t g = 0; g < group_.size(); ++g) progress_.epoch_loss[g] += losses[g];
-  ++progress_.step;
-  progress_.batch_in_epoch = windows_done;
-  if (bar_) bar_->update(windows_done, format_losses(losses));
-  periodic_.after_step(progress_.step);
-  if (InterruptGuard::interrupted()) {
-    save();
-    fail_interrupted(progress_.step, o_.checkpoint ? path_ : "");
-  }
-}
-
-std::vector<double> LmArrayRun::train_losses(int64_t windows) {
-  if (bar_) bar_->finish();
-  for (size_t g = 0; g < group_.size(); ++g)
-    progress_.last_train_loss[g] =
-        progress_.epoch_loss[g] / static_cast<double>(std::max<int64_t>(1, windows));
-  return progress_.last_train_loss;
-}
-
-void LmArrayRun::end_epoch(int64_t epoch) {
-  std::fill(progress_.epoch_loss.begin(), progress_.epoch_loss.end(), 0.0);
-  progress_.epochs_done = epoch + 1;
-  progress_.batch_in_epoch = 0;
-  save();
-}
-
-void LmArrayRun::save() {
-  if (o_.checkpoint) periodic_.save_now(progress_.step);
+  return model.losses();
 }
 
 }  // namespace hfta

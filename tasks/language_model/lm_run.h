@@ -1,7 +1,7 @@
 // What the two language-model runs (`hfta train --model transformer`: train_lm.cpp; `--model
 // bert`: train_bert.cpp) do alike around their models' own steps: the per-model clip and StepLR
-// values, --resume's checkpoints, and per array the optimizer, clipping, learning rates, progress
-// and checkpoints of an epoch loop. Internal to those two runs.
+// values, --resume's checkpoints, and per array (LmRun, driven by run/epoch_loop.h) the optimizer,
+// clipping, learning rates and checkpoints. Internal to those two runs.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,6 @@
 #include <vector>
 
 #include "io/checkpoint.h"
-#include "io/checkpoint_writer.h"
-#include "io/progress.h"
 #include "models/masked_lm.h"
 #include "models/net.h"
 #include "optim/optimizer.h"
@@ -59,58 +57,38 @@ std::vector<std::optional<Checkpoint>> load_lm_resume(
     const TrainOptions& options, const std::vector<std::vector<int64_t>>& groups,
     const LmCheckpointInfo& info, const LmRunHyper& hyper);
 
-// One array of a language-model run: its optimizer, each model's gradient clipping and StepLR,
-// its progress through the epochs, and its checkpoints (after every epoch, on Ctrl-C, and
-// periodically in the background). The run's loop:
-//
-//   LmArrayRun run(o, net, group, hyper, config, info, resume[g], who);
-//   for (epoch = run.progress().epochs_done; epoch < o.epochs; ++epoch) {
-//     run.begin_epoch(epoch, windows);
-//     for (each window after the progress' batch_in_epoch) {
-//       run.train_step(model, window, windows done in this epoch);
-//     }
-//     train_loss = run.train_losses(windows); ... metrics ...; run.end_epoch(epoch);
-//   }
-//   run.wait();
-class LmArrayRun {
+// One array of a language-model run (the Transformer's, train_lm.cpp, or BERT's,
+// train_bert.cpp) as the epoch loop (run/epoch_loop.h) drives it: its optimizer, each model's
+// gradient clipping and StepLR, and its checkpoints. The two runs add their data, steps and
+// evaluation.
+class LmRun : public RunArray {
  public:
-  // Restores `resume` into `net` and the optimizer when given. `who` names the array in logs.
-  LmArrayRun(const TrainOptions& options, Net& net, const std::vector<int64_t>& group,
-             const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info,
-             const std::optional<Checkpoint>& resume, std::string who);
-  LmArrayRun(const LmArrayRun&) = delete;
-  LmArrayRun& operator=(const LmArrayRun&) = delete;
+  LmRun(const TrainOptions& options, Net& net, const std::vector<int64_t>& group,
+        const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info);
 
-  LmProgress& progress() { return progress_; }
+  int64_t models() const override { return static_cast<int64_t>(group_.size()); }
+  // "3 models", or "model 2" of a serial run.
+  std::string who() const;
+  void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override;
+  void reserve_checkpoint(Checkpoint& c) override;
+  ArrayProgress restore(const Checkpoint& c) override;
+
+ protected:
+  // Sets epoch `epoch`'s learning rates (each model's StepLR).
+  void set_epoch_lr(int64_t epoch);
   const std::vector<float>& lr() const { return lr_; }
-  // Sets epoch `epoch`'s learning rates (each model's StepLR), zeroes the loss sums unless the
-  // run resumes inside this epoch, and starts its progress bar over `windows` steps (on a
-  // terminal, unless --no-progress).
-  void begin_epoch(int64_t epoch, int64_t windows);
   // The whole step of a Transformer array on `window` (lm_train_step: forward and backward in
   // the plan's order, each model's gradient clipped and its optimizer step, under a plan each
-  // group's right after its backward); then adds the models' losses, counts the step
-  // (`windows_done` of this epoch so far), takes a periodic checkpoint when one is due, and on
-  // Ctrl-C saves one and throws.
-  void train_step(LanguageModel& model, TokenWindow& window, int64_t windows_done);
+  // group's right after its backward); returns the models' losses.
+  const std::vector<float>& step(LanguageModel& model, TokenWindow& window);
   // The same for a BERT array on `batch`.
-  void train_step(MaskedLm& model, const MlmBatch& batch, int64_t windows_done);
-  // Each model's mean training loss over the epoch's `windows`, kept as its last; clears the
-  // progress bar for the epoch's lines.
-  std::vector<double> train_losses(int64_t windows);
-  // Epoch `epoch` is finished: a checkpoint of it.
-  void end_epoch(int64_t epoch);
-  // Waits for the background write in flight (an error of it fails the run).
-  void wait() { periodic_.wait(); }
-
- private:
-  void save();
-  // train_step()'s part after the update.
-  void count_step(const std::vector<float>& losses, int64_t windows_done);
+  const std::vector<float>& step(MaskedLm& model, const MlmBatch& batch);
 
   const TrainOptions& o_;
   Net& net_;
   std::vector<int64_t> group_;
+
+ private:
   const LmRunHyper& hyper_;
   const LmConfig& config_;
   const LmCheckpointInfo& info_;
@@ -118,10 +96,6 @@ class LmArrayRun {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<TensorView> grads_;
   std::vector<float> clip_, lr_;  // this array's
-  LmProgress progress_;
-  std::string path_, who_;
-  std::optional<ProgressBar> bar_;  // the epoch's
-  PeriodicCheckpoints periodic_;
 };
 
 }  // namespace hfta

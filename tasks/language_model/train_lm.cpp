@@ -24,6 +24,7 @@
 #include "models/plan.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
+#include "run/epoch_loop.h"
 #include "run/plan_choice.h"
 #include "run/resume_check.h"
 #include "tasks/classifier/resume.h"
@@ -338,6 +339,90 @@ ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model
       .plan;
 }
 
+namespace {
+
+// A Transformer array of a `hfta train` run: epochs of --iters-per-epoch windows (each epoch
+// reads on where the last stopped, around the pass), a metrics row per model and epoch with the
+// validation loss, the test loss at the end.
+class TransformerRun final : public LmRun {
+ public:
+  TransformerRun(const TrainOptions& o, LanguageModel& model, const std::vector<int64_t>& group,
+                 const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info,
+                 BpttReader& train, BpttReader& valid, BpttReader& test, int64_t steps_per_epoch,
+                 CsvWriter& metrics)
+      : LmRun(o, model.net(), group, hyper, config, info),
+        model_(model),
+        train_(train),
+        valid_(valid),
+        test_(test),
+        steps_per_epoch_(steps_per_epoch),
+        metrics_(metrics),
+        window_(train.make_window()) {}
+
+  int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+
+  void begin_epoch(int64_t epoch, int64_t done) override {
+    set_epoch_lr(epoch);
+    done_ = done;
+    tokens_ = 0;
+    const int64_t windows = train_.windows_per_pass();
+    train_.seek((lm_epoch_first_window(epoch, steps_per_epoch_, windows) + done) % windows);
+  }
+
+  void train_epoch(const std::function<void(const TrainedStepView&)>& after_step) override {
+    while (done_ < steps_per_epoch_) {
+      if (!train_.next(window_)) continue;  // the end of the pass: next() rewound, read window 0
+      const std::vector<float>& losses = step(model_, window_);
+      ++done_;
+      tokens_ += window_.streams * window_.length;
+      after_step({.losses = losses});
+    }
+  }
+
+  void end_epoch(int64_t epoch, const ArrayProgress& p, int64_t, double seconds) override {
+    const double tokens_per_s = static_cast<double>(tokens_ * models()) / std::max(seconds, 1e-9);
+    valid_loss_ = evaluate_lm(model_, valid_);
+    for (size_t g = 0; g < group_.size(); ++g) {
+      const int64_t id = group_[g];
+      const float lr = this->lr()[g];
+      const double tl = p.last_train_loss[g], vl = valid_loss_[g];
+      metrics_.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(done_), num(lr),
+                    num(tl), num(vl), num(std::exp(vl)), num(tokens_per_s)});
+      fmt::print(
+          "model {} epoch {}: lr {:g}, train loss {:.3f}, valid loss {:.3f}, valid ppl {:.1f}, "
+          "{:.0f} tokens/s (array)\n",
+          id, epoch + 1, lr, tl, vl, std::exp(vl), tokens_per_s);
+    }
+  }
+
+  void finish(const ArrayProgress& p, bool trained, double wall,
+              std::vector<ModelResult>& results) override {
+    if (!trained) valid_loss_ = evaluate_lm(model_, valid_);  // a finished run resumed
+    if (model_.profiling()) fmt::print(stderr, "{}\n", model_.profile_report());
+    const std::vector<double> test_loss =
+        o_.search_trial ? std::vector<double>(group_.size(), NAN) : evaluate_lm(model_, test_);
+    for (size_t g = 0; g < group_.size(); ++g) {
+      ModelResult& r = results[static_cast<size_t>(group_[g])];
+      r.model = group_[g];
+      r.final_train_loss = p.last_train_loss[g];
+      r.valid_loss = valid_loss_[g];
+      r.test_loss = test_loss[g];
+      r.wall_seconds = wall;
+    }
+  }
+
+ private:
+  LanguageModel& model_;
+  BpttReader &train_, &valid_, &test_;
+  int64_t steps_per_epoch_;
+  CsvWriter& metrics_;
+  TokenWindow window_;
+  int64_t done_ = 0, tokens_ = 0;
+  std::vector<double> valid_loss_;
+};
+
+}  // namespace
+
 TrainResult run_train_lm(const TrainOptions& o) {
   const auto start = Clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
@@ -421,76 +506,20 @@ TrainResult run_train_lm(const TrainOptions& o) {
   TrainResult result;
   result.B = B;
   result.models.resize(static_cast<size_t>(B));
-  std::vector<double> valid_ppl(static_cast<size_t>(B)), test_ppl(static_cast<size_t>(B));
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const std::vector<int64_t>& group = groups[gi];
-    const auto group_start = Clock::now();
-    const int64_t G = static_cast<int64_t>(group.size());
-    const size_t nG = static_cast<size_t>(G);
-    const std::string who =
-        o.serial ? fmt::format("model {}", group[0]) : fmt::format("{} models", G);
-    auto model = make_language_model(o.model, {.B = G,
+    auto model = make_language_model(o.model, {.B = static_cast<int64_t>(group.size()),
                                                .streams = o.batch_size,
                                                .seed = o.seed,
                                                .model_ids = lm_model_streams(o, group),
                                                .config = config,
                                                .plan = plan,
                                                .threads = o.threads});
-    Net& net = model->net();
-    LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
-    LmProgress& p = run.progress();
-
-    TokenWindow w = train.make_window();
-    std::vector<double> vloss;
-    for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
-      run.begin_epoch(epoch, steps_per_epoch);
-      // Resuming inside this epoch: its first windows are done.
-      int64_t steps = p.batch_in_epoch, tokens = 0;
-      const int64_t windows = train.windows_per_pass();
-      train.seek((lm_epoch_first_window(epoch, steps_per_epoch, windows) + steps) % windows);
-      const auto epoch_start = Clock::now();
-      while (steps < steps_per_epoch) {
-        if (!train.next(w)) continue;  // the end of the pass: next() rewound, read window 0
-        run.train_step(*model, w, ++steps);
-        tokens += w.streams * w.length;
-      }
-      const double train_s = seconds_since(epoch_start);
-      const double tokens_per_s = static_cast<double>(tokens * G) / std::max(train_s, 1e-9);
-      vloss = evaluate_lm(*model, valid);
-      const std::vector<double> tl = run.train_losses(steps);
-      for (size_t g = 0; g < nG; ++g) {
-        const int64_t id = group[g];
-        const float lr = run.lr()[g];
-        metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps), num(lr),
-                     num(tl[g]), num(vloss[g]), num(std::exp(vloss[g])), num(tokens_per_s)});
-        fmt::print(
-            "model {} epoch {}: lr {:g}, train loss {:.3f}, valid loss {:.3f}, valid ppl {:.1f}, "
-            "{:.0f} tokens/s (array)\n",
-            id, epoch + 1, lr, tl[g], vloss[g], std::exp(vloss[g]), tokens_per_s);
-      }
-      std::fflush(stdout);
-      run.end_epoch(epoch);
-    }
-    run.wait();           // an error of the last background write fails the run
-    if (vloss.empty()) {  // resumed a finished run: report it again
-      vloss = evaluate_lm(*model, valid);
-      fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
-    }
-    if (model->profiling()) fmt::print(stderr, "{}\n", model->profile_report());
-    const std::vector<double> tloss =
-        o.search_trial ? std::vector<double>(nG, NAN) : evaluate_lm(*model, test);
-    const double wall = seconds_since(group_start);
-    for (size_t g = 0; g < nG; ++g) {
-      const size_t id = static_cast<size_t>(group[g]);
-      ModelResult& r = result.models[id];
-      r.model = group[g];
-      r.final_train_loss = p.last_train_loss[g];
-      r.valid_loss = vloss[g];
-      r.test_loss = tloss[g];
-      r.wall_seconds = wall;
-      valid_ppl[id] = std::exp(vloss[g]);
-      test_ppl[id] = std::exp(tloss[g]);
-    }
+    TransformerRun run(o, *model, group, hyper, config, info, train, valid, test, steps_per_epoch,
+                       metrics);
+    run_epochs(run, o,
+               {.who = run.who(), .checkpoint_path = checkpoint_path(o.out, o.serial, group)},
+               resume[gi] ? &*resume[gi] : nullptr, result.models);
   }
   result.wall_seconds = seconds_since(start);
 
@@ -503,12 +532,14 @@ TrainResult run_train_lm(const TrainOptions& o) {
     const ModelResult& r = result.models[i];
     std::vector<std::string> row = hyper.summary_row(b);
     row.push_back(num(r.final_train_loss));
-    row.push_back(num(valid_ppl[i]));
+    row.push_back(num(std::exp(r.valid_loss)));
     row.push_back(num(r.test_loss));
-    row.push_back(num(test_ppl[i]));
+    row.push_back(num(std::exp(r.test_loss)));
     row.push_back(num(r.wall_seconds));
     summary.row(row);
   }
+  std::vector<double> valid_ppl;
+  for (const ModelResult& r : result.models) valid_ppl.push_back(std::exp(r.valid_loss));
   const auto best = std::min_element(valid_ppl.begin(), valid_ppl.end());
   fmt::print(
       "done in {:.1f} s; vocabulary {}; best: model {} with validation perplexity {:.1f}; "

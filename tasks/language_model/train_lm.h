@@ -29,6 +29,7 @@
 #include "io/checkpoint.h"
 #include "models/language_model.h"
 #include "optim/optimizer.h"
+#include "run/epoch_loop.h"
 #include "run/hyper.h"
 #include "run/train.h"
 #include "run/trial.h"
@@ -38,13 +39,9 @@ namespace hfta {
 class LanguageModel;
 struct Checkpoint;
 
-// How far one array is through its run (what a checkpoint records besides the tensors).
-struct LmProgress {
-  int64_t step = 0;                                 // optimizer steps taken
-  int64_t epochs_done = 0;                          // finished epochs
-  int64_t batch_in_epoch = 0;                       // windows of the next epoch already trained on
-  std::vector<double> epoch_loss, last_train_loss;  // per model
-};
+// How far one array is through its run (run/epoch_loop.h's ArrayProgress; the optimizer holds
+// the skipped steps).
+using LmProgress = ArrayProgress;
 
 // The checkpoint header of a run on `corpus` with `config` (whose vocab the model's rows count).
 LmCheckpointInfo lm_info(const TrainOptions& options, const LmConfig& config,

@@ -22,6 +22,7 @@
 #include "io/interrupt.h"
 #include "models/masked_lm.h"
 #include "optim/optimizer.h"
+#include "run/epoch_loop.h"
 #include "run/export.h"
 #include "run/hyper.h"
 #include "run/plan_choice.h"
@@ -153,6 +154,112 @@ void apply_bert_defaults(TrainOptions& o, const std::function<bool(const char*)>
   if (!given("--lr-gamma")) o.lr_gamma = {0.25f};
 }
 
+namespace {
+
+// A BERT array of a `hfta train` run: epochs of masked windows (a window's tokens and mask follow
+// from the epoch and step alone), a metrics row per model and epoch with the validation
+// masked-LM loss and accuracy; at the end the test split's and each model's safetensors.
+class BertRun final : public LmRun {
+ public:
+  BertRun(const TrainOptions& o, MaskedLm& model, const std::vector<int64_t>& group,
+          const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info,
+          const MlmReader& train, const MlmReader& valid, const MlmReader& test,
+          int64_t steps_per_epoch, CsvWriter& metrics)
+      : LmRun(o, model.net(), group, hyper, config, info),
+        model_(model),
+        config_(config),
+        train_(train),
+        valid_reader_(valid),
+        test_(test),
+        steps_per_epoch_(steps_per_epoch),
+        metrics_(metrics),
+        window_(train.make_window()) {}
+
+  int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+
+  void begin_epoch(int64_t epoch, int64_t done) override {
+    set_epoch_lr(epoch);
+    epoch_ = epoch;
+    done_ = done;
+    tokens_ = 0;
+  }
+
+  void train_epoch(const std::function<void(const TrainedStepView&)>& after_step) override {
+    const int64_t first = lm_epoch_first_window(epoch_, steps_per_epoch_, train_.windows());
+    for (; done_ < steps_per_epoch_;) {
+      // Window `done_` of the epoch, masked by the run's global step: a new mask every epoch.
+      train_.fill((first + done_) % train_.windows(), o_.seed,
+                  static_cast<uint64_t>(epoch_ * steps_per_epoch_ + done_), window_);
+      const std::vector<float>& losses = step(model_, window_.batch());
+      ++done_;
+      tokens_ += window_.streams * window_.length;
+      after_step({.losses = losses});
+    }
+  }
+
+  void end_epoch(int64_t epoch, const ArrayProgress& p, int64_t, double seconds) override {
+    const double tokens_per_s = static_cast<double>(tokens_ * models()) / std::max(seconds, 1e-9);
+    valid_eval_ = evaluate(model_, valid_reader(), o_.seed);
+    for (size_t g = 0; g < group_.size(); ++g) {
+      const int64_t id = group_[g];
+      const float lr = this->lr()[g];
+      const double tl = p.last_train_loss[g];
+      metrics_.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps_per_epoch_),
+                    num(lr), num(tl), num(valid_eval_.loss[g]), num(valid_eval_.accuracy[g]),
+                    num(tokens_per_s)});
+      fmt::print(
+          "model {} epoch {}: lr {:g}, train loss {:.3f}, valid MLM loss {:.3f}, valid MLM "
+          "accuracy {:.2f}%, {:.0f} tokens/s (array)\n",
+          id, epoch + 1, lr, tl, valid_eval_.loss[g], 100.0 * valid_eval_.accuracy[g],
+          tokens_per_s);
+    }
+  }
+
+  void finish(const ArrayProgress& p, bool trained, double wall,
+              std::vector<ModelResult>& results) override {
+    if (!trained)
+      valid_eval_ = evaluate(model_, valid_reader(), o_.seed);  // a finished run resumed
+    const size_t G = group_.size();
+    const EvalResult t = o_.search_trial
+                             ? EvalResult{std::vector<double>(G, NAN), std::vector<double>(G, NAN)}
+                             : evaluate(model_, test_, o_.seed);
+    for (size_t g = 0; g < G; ++g) {
+      const int64_t id = group_[g];
+      ModelResult& r = results[static_cast<size_t>(id)];
+      r.model = id;
+      r.final_train_loss = p.last_train_loss[g];
+      r.valid_loss = valid_eval_.loss[g];
+      r.valid_accuracy = valid_eval_.accuracy[g];
+      r.test_loss = t.loss[g];
+      r.test_accuracy = t.accuracy[g];
+      r.wall_seconds = wall;
+      // Each model's trained weights with the example's state_dict names (as `hfta export`).
+      if (!o_.search_trial)
+        write_safetensors(
+            fmt::format("{}/model{}.safetensors", o_.out, id),
+            state_dict(net_, static_cast<int64_t>(g)),
+            bert_export_metadata(o_.model, config_,
+                                 fmt::format("hfta train, model {}, {} epochs", id, o_.epochs)));
+    }
+  }
+
+ private:
+  const MlmReader& valid_reader() const { return valid_reader_; }
+
+  MaskedLm& model_;
+  const LmConfig& config_;
+  const MlmReader& train_;
+  const MlmReader& valid_reader_;
+  const MlmReader& test_;
+  int64_t steps_per_epoch_;
+  CsvWriter& metrics_;
+  MlmWindow window_;
+  int64_t epoch_ = 0, done_ = 0, tokens_ = 0;
+  EvalResult valid_eval_;
+};
+
+}  // namespace
+
 TrainResult run_train_bert(const TrainOptions& o) {
   const auto start = Clock::now();
   HFTA_CHECK(o.epochs >= 1, "--epochs must be at least 1, got {}", o.epochs);
@@ -216,15 +323,9 @@ TrainResult run_train_bert(const TrainOptions& o) {
   TrainResult result;
   result.B = B;
   result.models.resize(static_cast<size_t>(B));
-  std::vector<double> valid_loss(static_cast<size_t>(B)), valid_acc(static_cast<size_t>(B));
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const std::vector<int64_t>& group = groups[gi];
-    const auto group_start = Clock::now();
-    const int64_t G = static_cast<int64_t>(group.size());
-    const size_t nG = static_cast<size_t>(G);
-    const std::string who =
-        o.serial ? fmt::format("model {}", group[0]) : fmt::format("{} models", G);
-    LanguageModelSpec spec{.B = G,
+    LanguageModelSpec spec{.B = static_cast<int64_t>(group.size()),
                            .streams = o.batch_size,
                            .seed = o.seed,
                            .model_ids = lm_model_streams(o, group),
@@ -234,80 +335,12 @@ TrainResult run_train_bert(const TrainOptions& o) {
     spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream, o.optimizer, w,
                                  o.memory_budget_bytes);
     auto model = make_masked_lm(o.model, spec, predicted_per_stream);
-    if (G > 1) fmt::print("{}: plan {}\n", who, model->plan().str());
-    Net& net = model->net();
-    LmArrayRun run(o, net, group, hyper, config, info, resume[gi], who);
-    LmProgress& p = run.progress();
-
-    bool trained = false;
-    for (int64_t epoch = p.epochs_done; epoch < o.epochs; ++epoch) {
-      trained = true;
-      run.begin_epoch(epoch, steps_per_epoch);
-      // Resuming inside this epoch: its first windows are done (a window's tokens and mask
-      // follow from (epoch, step) alone, so the rest are those of the uninterrupted run).
-      int64_t tokens = 0;
-      const auto epoch_start = Clock::now();
-      const int64_t first = lm_epoch_first_window(epoch, steps_per_epoch, train.windows());
-      for (int64_t step = p.batch_in_epoch; step < steps_per_epoch; ++step) {
-        // Window `step` of the epoch, masked by the run's global step: a new mask every epoch.
-        train.fill((first + step) % train.windows(), o.seed,
-                   static_cast<uint64_t>(epoch * steps_per_epoch + step), w);
-        run.train_step(*model, w.batch(), step + 1);
-        tokens += w.streams * w.length;
-      }
-      const double train_s = seconds_since(epoch_start);
-      const double tokens_per_s = static_cast<double>(tokens * G) / std::max(train_s, 1e-9);
-      const EvalResult v = evaluate(*model, valid, o.seed);
-      const std::vector<double> tl = run.train_losses(steps_per_epoch);
-      for (size_t g = 0; g < nG; ++g) {
-        const int64_t id = group[g];
-        const float lr = run.lr()[g];
-        metrics.row({std::to_string(id), std::to_string(epoch + 1), std::to_string(steps_per_epoch),
-                     num(lr), num(tl[g]), num(v.loss[g]), num(v.accuracy[g]), num(tokens_per_s)});
-        fmt::print(
-            "model {} epoch {}: lr {:g}, train loss {:.3f}, valid MLM loss {:.3f}, valid MLM "
-            "accuracy {:.2f}%, {:.0f} tokens/s (array)\n",
-            id, epoch + 1, lr, tl[g], v.loss[g], 100.0 * v.accuracy[g], tokens_per_s);
-        valid_loss[static_cast<size_t>(id)] = v.loss[g];
-        valid_acc[static_cast<size_t>(id)] = v.accuracy[g];
-      }
-      std::fflush(stdout);
-      run.end_epoch(epoch);
-    }
-    run.wait();      // an error of the last background write fails the run
-    if (!trained) {  // resumed a finished run: report it again
-      const EvalResult v = evaluate(*model, valid, o.seed);
-      for (size_t g = 0; g < nG; ++g) {
-        valid_loss[static_cast<size_t>(group[g])] = v.loss[g];
-        valid_acc[static_cast<size_t>(group[g])] = v.accuracy[g];
-      }
-      fmt::print("{}: already trained for {} epochs\n", who, o.epochs);
-    }
-    for (size_t g = 0; g < nG; ++g) {
-      ModelResult& r = result.models[static_cast<size_t>(group[g])];
-      r.model = group[g];
-      r.final_train_loss = p.last_train_loss[g];
-      r.valid_loss = valid_loss[static_cast<size_t>(group[g])];
-      r.valid_accuracy = valid_acc[static_cast<size_t>(group[g])];
-    }
-    const EvalResult t =
-        o.search_trial ? EvalResult{std::vector<double>(nG, NAN), std::vector<double>(nG, NAN)}
-                       : evaluate(*model, test, o.seed);
-    // Each model's trained weights with the example's state_dict names (as `hfta export`).
-    for (int64_t g = 0; g < G && !o.search_trial; ++g) {
-      const int64_t id = group[static_cast<size_t>(g)];
-      write_safetensors(
-          fmt::format("{}/model{}.safetensors", o.out, id), state_dict(net, g),
-          bert_export_metadata(o.model, config,
-                               fmt::format("hfta train, model {}, {} epochs", id, o.epochs)));
-    }
-    const double wall = seconds_since(group_start);
-    for (int64_t g = 0; g < G; ++g) {
-      ModelResult& r = result.models[static_cast<size_t>(group[static_cast<size_t>(g)])];
-      r.test_loss = t.loss[static_cast<size_t>(g)];
-      r.test_accuracy = t.accuracy[static_cast<size_t>(g)];
-      r.wall_seconds = wall;
-    }
+    BertRun run(o, *model, group, hyper, config, info, train, valid, test, steps_per_epoch,
+                metrics);
+    if (group.size() > 1) fmt::print("{}: plan {}\n", run.who(), model->plan().str());
+    run_epochs(run, o,
+               {.who = run.who(), .checkpoint_path = checkpoint_path(o.out, o.serial, group)},
+               resume[gi] ? &*resume[gi] : nullptr, result.models);
   }
   result.wall_seconds = seconds_since(start);
 
@@ -321,8 +354,8 @@ TrainResult run_train_bert(const TrainOptions& o) {
     const ModelResult& r = result.models[i];
     std::vector<std::string> row = hyper.summary_row(b);
     row.push_back(num(r.final_train_loss));
-    row.push_back(num(valid_loss[i]));
-    row.push_back(num(valid_acc[i]));
+    row.push_back(num(r.valid_loss));
+    row.push_back(num(r.valid_accuracy));
     row.push_back(num(r.test_loss));
     row.push_back(num(r.test_accuracy));
     row.push_back(num(r.wall_seconds));
@@ -333,6 +366,11 @@ TrainResult run_train_bert(const TrainOptions& o) {
   for (const std::string& word : corpus.dictionary.words()) vocab << word << "\n";
   vocab << "[MASK]\n";
   HFTA_CHECK(vocab.good(), "cannot write the vocabulary to {}", vocab_path);
+  std::vector<double> valid_loss, valid_acc;
+  for (const ModelResult& r : result.models) {
+    valid_loss.push_back(r.valid_loss);
+    valid_acc.push_back(r.valid_accuracy);
+  }
   const auto best = std::min_element(valid_loss.begin(), valid_loss.end());
   fmt::print(
       "done in {:.1f} s; vocabulary {} + [MASK]; best: model {} with validation MLM loss {:.3f} "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,5 +26,14 @@ Checkpoint model_from_run(const std::string& dir, int64_t b);
 // summary without its column.
 int64_t best_model_of_run(const std::string& dir, const std::string& model,
                           const std::optional<TaskMetric>& metric);
+
+// Keeps the rows of <metrics> a resumed run does not redo: those of models resuming from a
+// checkpoint, up to its step (model -> step), which may lie inside an epoch (a periodic
+// checkpoint): the resumed run then writes the epoch's later steps. Rows of models that start
+// over are dropped, and so is a last line cut short by a crash.
+void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step);
+// The same for runs that write their rows per epoch: keeps the finished epochs of models resuming
+// from a checkpoint (model -> epochs done); a last line cut short by a crash goes too.
+void prune_metrics_by_epoch(const std::string& path, const std::map<int64_t, int64_t>& epochs_done);
 
 }  // namespace hfta

@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "run/train_run.h"
 
 namespace hfta {
 
@@ -31,17 +32,10 @@ std::vector<float> trial_learning_rates(const TrialOptions& o, float lo, float h
 }
 
 TrialResult run_timed_trial(const TrialOptions& o, const TrialArrayBuilder& build) {
-  std::vector<std::vector<int64_t>> groups;
-  if (o.serial) {
-    for (int64_t b = 0; b < o.B; ++b) groups.push_back({b});
-  } else {
-    groups.emplace_back();
-    for (int64_t b = 0; b < o.B; ++b) groups[0].push_back(b);
-  }
   TrialResult r{};
   r.flops_per_step = 0.0;
   double samples = 0.0;  // summed over models
-  for (const std::vector<int64_t>& ids : groups) {
+  for (const std::vector<int64_t>& ids : array_groups(o.B, o.serial)) {
     std::unique_ptr<TrialArray> array = build(ids);
     array->steps(o.warmup_steps);
     if (o.before_timed) o.before_timed();

@@ -88,27 +88,4 @@ void check_resumable(const Checkpoint& c, const TrainOptions& o, const ModelConf
   check_resumable(c, path, now);
 }
 
-void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step) {
-  if (!std::filesystem::exists(path)) return;
-  // A run killed while appending a row may leave it without its line break: such a row is past
-  // every checkpoint (rows are written before the step's snapshot), so it goes.
-  const auto size = std::filesystem::file_size(path);
-  if (size > 0) {
-    std::ifstream in(path, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!text.empty() && text.back() != '\n') {
-      const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-      std::filesystem::resize_file(path, keep);
-      if (keep == 0) return;  // not even a whole header: the resumed run writes it again
-    }
-  }
-  CsvTable t = read_csv(path);
-  const size_t model_col = t.column("model"), step_col = t.column("step");
-  CsvWriter rewrite(path, t.header);
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    auto it = resumed_step.find(t.integer(r, model_col));
-    if (it != resumed_step.end() && t.integer(r, step_col) <= it->second) rewrite.row(t.rows[r]);
-  }
-}
-
 }  // namespace hfta

@@ -36,10 +36,5 @@ void check_resumable(const Checkpoint& checkpoint, const TrainOptions& options,
                      const ModelConfig& config, const HyperValues& values,
                      const std::vector<int64_t>& ids, const std::string& path);
 
-// Keeps the rows of <metrics> a resumed run does not redo: those of models resuming from a
-// checkpoint, up to its step (model -> step), which may lie inside an epoch (a periodic
-// checkpoint): the resumed run then writes the epoch's later steps. Rows of models that start
-// over are dropped, and so is a last line cut short by a crash.
-void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& resumed_step);
 
 }  // namespace hfta

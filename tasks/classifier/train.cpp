@@ -16,6 +16,7 @@
 #include "io/interrupt.h"
 #include "run/data.h"
 #include "run/plan_choice.h"
+#include "run/train_run.h"
 #include "tasks/classifier/classifier.h"
 #include "tasks/classifier/results.h"
 #include "tasks/classifier/resume.h"
@@ -55,46 +56,33 @@ TrainResult run_train_classifier(const TrainOptions& options) {
   config.first_model_id = o.first_model_id;
   config.plan_memory_budget = o.memory_budget_bytes;
 
-  std::error_code ec;
-  std::filesystem::create_directories(o.out, ec);
-  HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
-
-  // The arrays this run trains: all B models at once, or each alone.
-  const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
-  std::vector<std::optional<Checkpoint>> resume(groups.size());
-  if (o.resume) {
-    std::map<int64_t, int64_t> resumed_step;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
-      if (!std::filesystem::exists(path)) continue;
-      resume[g] = load_checkpoint(path);
-      check_resumable(*resume[g], o, config, pick_models(h, groups[g]), groups[g], path);
-      for (int64_t id : groups[g]) resumed_step[id] = resume[g]->step;
-    }
-    HFTA_CHECK(!resumed_step.empty(),
-               "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
-               checkpoint_path(o.out, o.serial, groups[0]));
-    prune_metrics(o.out + "/metrics.csv", resumed_step);
-  }
-  CsvWriter metrics(o.out + "/metrics.csv", metrics_columns(), o.resume);
-
-  fmt::print("{}\n", cpu::describe_runtime());
-  fmt::print(
-      "training {} {} model{} ({}) on {}: {} train / {} test samples, batch {}, {} "
-      "epoch{}{}\n",
-      B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused", o.dataset,
-      data.train.size, data.test.size, o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
-      o.iters_per_epoch ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch) : "");
-  std::fflush(stdout);
-
-  TrainResult result;
-  result.B = B;
-  result.models.resize(static_cast<size_t>(B));
-  InterruptGuard interrupt_guard;
-  for (size_t g = 0; g < groups.size(); ++g)
-    train_array(o, config, h, groups[g], data, resume[g] ? &*resume[g] : nullptr, metrics,
-                result.models);
-  result.wall_seconds = seconds_since(start);
+  TrainResult result = train_arrays(
+      o, {.B = B,
+          .metrics_columns = metrics_columns(),
+          .check_resumable =
+              [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
+                check_resumable(c, o, config, pick_models(h, ids), ids, path);
+              },
+          .make_array =
+              [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {
+                return make_classifier_run(o, config, h, ids, data, metrics);
+              },
+          .announce =
+              [&] {
+                fmt::print("{}\n", cpu::describe_runtime());
+                fmt::print(
+                    "training {} {} model{} ({}) on {}: {} train / {} test samples, batch {}, {} "
+                    "epoch{}{}\n",
+                    B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused",
+                    o.dataset, data.train.size, data.test.size, o.batch_size, o.epochs,
+                    o.epochs == 1 ? "" : "s",
+                    o.iters_per_epoch
+                        ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch)
+                        : "");
+                std::fflush(stdout);
+              },
+          .announce_checkpoints = true});
+  result.wall_seconds = seconds_since(start);  // data loading included
 
   write_summary(o, h, result.models);
   // Segmentation: the best model is the one of the best mean IoU.

@@ -45,17 +45,6 @@ ModelConfig model_config(const std::string& name, const Data& data, std::optiona
           .no_decay_norm_bias = no_decay_norm_bias};
 }
 
-std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial) {
-  std::vector<std::vector<int64_t>> groups;
-  if (serial) {
-    for (int64_t b = 0; b < B; ++b) groups.push_back({b});
-  } else {
-    groups.emplace_back(static_cast<size_t>(B));
-    std::iota(groups[0].begin(), groups[0].end(), 0);
-  }
-  return groups;
-}
-
 ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,
                       int64_t batch_size, uint64_t seed, std::string_view optimizer,
                       const HyperValues& all_values) {
@@ -253,23 +242,20 @@ class ClassifierRun final : public RunArray {
 
 }  // namespace
 
-void train_array(const TrainOptions& o, const ModelConfig& config, const HyperValues& all_values,
-                 const std::vector<int64_t>& ids, const Data& data, const Checkpoint* resume_from,
-                 CsvWriter& metrics, std::vector<ModelResult>& results) {
-  ClassifierRun run(o, config, all_values, ids, data, metrics);
+std::unique_ptr<RunArray> make_classifier_run(const TrainOptions& o, const ModelConfig& config,
+                                              const HyperValues& all_values,
+                                              const std::vector<int64_t>& ids, const Data& data,
+                                              CsvWriter& metrics) {
+  auto run = std::make_unique<ClassifierRun>(o, config, all_values, ids, data, metrics);
   if (ids.front() == 0)  // once per run
     fmt::print(
         "{}: {} parameters per model; {:.1f} MiB of parameters, gradients, buffers and "
         "activations per model at batch {}\n",
-        config.name, run.model().params_per_model(),
-        static_cast<double>(run.model().arena_bytes()) / static_cast<double>(ids.size()) /
+        config.name, run->model().params_per_model(),
+        static_cast<double>(run->model().arena_bytes()) / static_cast<double>(ids.size()) /
             (1 << 20),
         o.batch_size);
-  run_epochs(run, o,
-             {.who = run.who(),
-              .checkpoint_path = checkpoint_path(o.out, o.serial, ids),
-              .announce_checkpoints = ids.front() == 0},
-             resume_from, results);
+  return run;
 }
 
 }  // namespace hfta

@@ -17,6 +17,7 @@
 #include "run/data.h"
 #include "run/hyper.h"
 #include "run/train.h"
+#include "run/train_run.h"
 
 namespace hfta {
 
@@ -43,12 +44,6 @@ struct ModelConfig {
 // unknown model.
 ModelConfig model_config(const std::string& name, const Data& data,
                          std::optional<float> dropout = {}, bool no_decay_norm_bias = false);
-
-// Models `ids` of a run (global indices: model b draws the initial weights of stream (seed, b))
-// built as one array, with their optimizer.
-// The arrays a run of B models trains: all B at once ({0, ..., B-1}), or with `serial` each
-// alone ({0}, {1}, ...).
-std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial);
 
 struct ModelArray {
   std::vector<int64_t> ids;
@@ -86,12 +81,13 @@ inline constexpr int64_t kUntilEpochEnds = -1;
 int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max_steps,
                     const std::function<void(const TrainedStep&)>& after_step = {});
 
-// `hfta train` for one array: trains models `ids` for the options' epochs, from `resume_from`
-// when given, writing a metrics row per model per step and saving a checkpoint after every epoch
-// and on Ctrl-C (then throws hfta::Error saying how to resume). Fills results[ids[i]].
-void train_array(const TrainOptions& options, const ModelConfig& config,
-                 const HyperValues& all_values, const std::vector<int64_t>& ids, const Data& data,
-                 const Checkpoint* resume_from, CsvWriter& metrics,
-                 std::vector<ModelResult>& results);
+// The array of models `ids` of a `hfta train` run (run/train_run.h): the loader's epochs, a
+// metrics row per model and step, the test evaluation after every epoch, checkpoints of the
+// array, its optimizer and progress.
+std::unique_ptr<RunArray> make_classifier_run(const TrainOptions& options,
+                                              const ModelConfig& config,
+                                              const HyperValues& all_values,
+                                              const std::vector<int64_t>& ids, const Data& data,
+                                              CsvWriter& metrics);
 
 }  // namespace hfta

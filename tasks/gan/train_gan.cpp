@@ -25,6 +25,7 @@
 #include "run/epoch_loop.h"
 #include "run/hyper.h"
 #include "run/plan_choice.h"
+#include "run/train_run.h"
 #include "run/trial_loop.h"
 #include "tasks/classifier/resume.h"
 #include "tasks/classifier/train_loop.h"
@@ -304,53 +305,40 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   std::filesystem::create_directories(o.out + "/samples", ec);
   HFTA_CHECK(!ec, "cannot create {}/samples: {}", o.out, ec.message());
 
-  const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
-  std::vector<GanSpec> specs;
-  for (const auto& ids : groups)
-    specs.push_back(
-        with_plan(gan_spec(h, ids, nc, side, o.batch_size, o.seed), o.plan, o.memory_budget_bytes));
-  std::vector<std::optional<Checkpoint>> resume(groups.size());
-  if (o.resume) {
-    std::map<int64_t, int64_t> resumed_step;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
-      if (!std::filesystem::exists(path)) continue;
-      resume[g] = load_checkpoint(path);
-      check_gan_resumable(*resume[g], specs[g], pick_models(h, groups[g]), o.epochs, path);
-      for (int64_t id : groups[g]) resumed_step[id] = resume[g]->step;
-    }
-    HFTA_CHECK(!resumed_step.empty(),
-               "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
-               checkpoint_path(o.out, o.serial, groups[0]));
-    prune_metrics(o.out + "/metrics.csv", resumed_step);
-  }
+  // One plan for every array (serial arrays of one model are fused): the first array's.
+  const std::string plan =
+      with_plan(gan_spec(h, array_groups(B, o.serial).front(), nc, side, o.batch_size, o.seed),
+                o.plan, o.memory_budget_bytes)
+          .plan.str();
 
-  fmt::print("{}\n", cpu::describe_runtime());
-  fmt::print(
-      "training {} DCGAN{} ({}) on {}: {} images of {}, batch {}, {} epoch{}{}\n", B,
-      B == 1 ? "" : "s",
-      o.serial ? "serial" : fmt::format("fused, plan {}", specs.front().plan.str()), o.dataset,
-      data.size, data.sample_shape.str(), o.batch_size, o.epochs, o.epochs == 1 ? "" : "s",
-      o.iters_per_epoch ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch) : "");
-  std::fflush(stdout);
-
-  TrainResult result;
-  result.B = B;
-  result.models.resize(static_cast<size_t>(B));
-  {
-    CsvWriter metrics(o.out + "/metrics.csv",
-                      {"model", "epoch", "step", "loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2"},
-                      o.resume);
-    InterruptGuard interrupt_guard;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      GanRun run(o, specs[g], h, data, metrics);
-      run_epochs(run, o,
-                 {.who = run.who(),
-                  .checkpoint_path = checkpoint_path(o.out, o.serial, groups[g]),
-                  .stop_after_step = stop_after_step},
-                 resume[g] ? &*resume[g] : nullptr, result.models);
-    }
-  }
+  TrainResult result = train_arrays(
+      o,
+      {.B = B,
+       .metrics_columns = {"model", "epoch", "step", "loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2"},
+       .check_resumable =
+           [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
+             check_gan_resumable(c, gan_spec(h, ids, nc, side, o.batch_size, o.seed),
+                                 pick_models(h, ids), o.epochs, path);
+           },
+       .make_array =
+           [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {
+             return std::make_unique<GanRun>(
+                 o, with_plan(gan_spec(h, ids, nc, side, o.batch_size, o.seed), plan, 0), h, data,
+                 metrics);
+           },
+       .announce =
+           [&] {
+             fmt::print("{}\n", cpu::describe_runtime());
+             fmt::print(
+                 "training {} DCGAN{} ({}) on {}: {} images of {}, batch {}, {} epoch{}{}\n", B,
+                 B == 1 ? "" : "s", o.serial ? "serial" : fmt::format("fused, plan {}", plan),
+                 o.dataset, data.size, data.sample_shape.str(), o.batch_size, o.epochs,
+                 o.epochs == 1 ? "" : "s",
+                 o.iters_per_epoch ? fmt::format(", at most {} steps per epoch", o.iters_per_epoch)
+                                   : "");
+             std::fflush(stdout);
+           },
+       .stop_after_step = stop_after_step});
   result.wall_seconds = seconds_since(start);
   write_gan_summary(o, h, result.models);
   fmt::print("done in {:.1f} s: {}/summary.csv, {}/metrics.csv and {}/samples/\n",

@@ -88,25 +88,11 @@ int64_t lm_epoch_first_window(int64_t epoch, int64_t steps_per_epoch, int64_t wi
   return (epoch % windows) * (steps_per_epoch % windows) % windows;
 }
 
-std::vector<std::optional<Checkpoint>> load_lm_resume(
-    const TrainOptions& o, const std::vector<std::vector<int64_t>>& groups,
-    const LmCheckpointInfo& info, const LmRunHyper& hyper) {
-  std::vector<std::optional<Checkpoint>> resume(groups.size());
-  if (!o.resume) return resume;
-  std::map<int64_t, int64_t> epochs_done;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const std::string path = checkpoint_path(o.out, o.serial, groups[g]);
-    if (!std::filesystem::exists(path)) continue;
-    resume[g] = load_checkpoint(path);
-    check_lm_resumable(*resume[g], path, o, info, hyper.record(groups[g]), groups[g]);
-    check_lm_checkpoint(*resume[g], path);
-    for (int64_t id : groups[g]) epochs_done[id] = resume[g]->epoch;
-  }
-  HFTA_CHECK(!epochs_done.empty(),
-             "--resume: no checkpoint in {} (expected {}): run without --resume to start", o.out,
-             checkpoint_path(o.out, o.serial, groups[0]));
-  prune_lm_metrics(o.out + "/metrics.csv", epochs_done);
-  return resume;
+void check_lm_resume(const TrainOptions& o, const Checkpoint& c, const std::string& path,
+                     const LmCheckpointInfo& info, const LmRunHyper& hyper,
+                     const std::vector<int64_t>& ids) {
+  check_lm_resumable(c, path, o, info, hyper.record(ids), ids);
+  check_lm_checkpoint(c, path);
 }
 
 LmRun::LmRun(const TrainOptions& o, Net& net, const std::vector<int64_t>& group,

@@ -50,12 +50,11 @@ std::vector<int64_t> lm_model_streams(const TrainOptions& options,
 // `windows`: 0 for whole epochs, else where the previous epoch stopped (wrapping around).
 int64_t lm_epoch_first_window(int64_t epoch, int64_t steps_per_epoch, int64_t windows);
 
-// --resume: the checkpoint of each group of `groups` (none where a group has none yet), each
-// checked against this run (flags, vocabulary, tensor shapes), with <out>/metrics.csv cut back to
-// the epochs the checkpoints hold. Without --resume, no checkpoints.
-std::vector<std::optional<Checkpoint>> load_lm_resume(
-    const TrainOptions& options, const std::vector<std::vector<int64_t>>& groups,
-    const LmCheckpointInfo& info, const LmRunHyper& hyper);
+// --resume: throws hfta::Error naming the first flag (or the vocabulary, or a tensor) in which
+// the checkpoint `c` at `path` of models `ids` differs from this run.
+void check_lm_resume(const TrainOptions& options, const Checkpoint& c, const std::string& path,
+                     const LmCheckpointInfo& info, const LmRunHyper& hyper,
+                     const std::vector<int64_t>& ids);
 
 // One array of a language-model run (the Transformer's, train_lm.cpp, or BERT's,
 // train_bert.cpp) as the epoch loop (run/epoch_loop.h) drives it: its optimizer, each model's

@@ -27,6 +27,7 @@
 #include "run/epoch_loop.h"
 #include "run/plan_choice.h"
 #include "run/resume_check.h"
+#include "run/train_run.h"
 #include "tasks/classifier/resume.h"
 #include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/lm_run.h"
@@ -100,25 +101,6 @@ void check_lm_resumable(const Checkpoint& c, const std::string& path, const Trai
   for (const auto& [name, values] : hyper)
     expect.hyper[name] = std::vector<float>(values.begin(), values.end());
   check_resumable(c, path, expect);
-}
-
-// Keeps the rows of metrics.csv that a resumed run does not redo: the finished epochs of models
-// resuming from a checkpoint (model -> epochs done). A last line cut short by a crash goes too.
-void prune_lm_metrics(const std::string& path, const std::map<int64_t, int64_t>& epochs_done) {
-  if (!std::filesystem::exists(path)) return;
-  CsvTable t;
-  try {
-    t = read_csv(path);
-  } catch (const Error&) {  // a crash mid-row: start the file again from the checkpoints' rows
-    std::filesystem::remove(path);
-    return;
-  }
-  const size_t model_col = t.column("model"), epoch_col = t.column("epoch");
-  CsvWriter rewrite(path, t.header);
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    auto it = epochs_done.find(t.integer(r, model_col));
-    if (it != epochs_done.end() && t.integer(r, epoch_col) <= it->second) rewrite.row(t.rows[r]);
-  }
 }
 
 namespace {
@@ -346,12 +328,13 @@ namespace {
 // validation loss, the test loss at the end.
 class TransformerRun final : public LmRun {
  public:
-  TransformerRun(const TrainOptions& o, LanguageModel& model, const std::vector<int64_t>& group,
-                 const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info,
-                 BpttReader& train, BpttReader& valid, BpttReader& test, int64_t steps_per_epoch,
-                 CsvWriter& metrics)
-      : LmRun(o, model.net(), group, hyper, config, info),
-        model_(model),
+  TransformerRun(const TrainOptions& o, std::unique_ptr<LanguageModel> model,
+                 const std::vector<int64_t>& group, const LmRunHyper& hyper, const LmConfig& config,
+                 const LmCheckpointInfo& info, BpttReader& train, BpttReader& valid,
+                 BpttReader& test, int64_t steps_per_epoch, CsvWriter& metrics)
+      : LmRun(o, model->net(), group, hyper, config, info),
+        owned_(std::move(model)),
+        model_(*owned_),
         train_(train),
         valid_(valid),
         test_(test),
@@ -412,6 +395,7 @@ class TransformerRun final : public LmRun {
   }
 
  private:
+  std::unique_ptr<LanguageModel> owned_;
   LanguageModel& model_;
   BpttReader &train_, &valid_, &test_;
   int64_t steps_per_epoch_;
@@ -460,7 +444,6 @@ TrainResult run_train_lm(const TrainOptions& o) {
   HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
 
   const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
-  const std::vector<std::optional<Checkpoint>> resume = load_lm_resume(o, groups, info, hyper);
   // One plan for every array (serial arrays of one model are fused); auto times the candidates
   // on the first training window (each epoch seeks its own first window).
   ExecutionPlan plan = ExecutionPlan::parse(o.plan);
@@ -476,51 +459,46 @@ TrainResult run_train_lm(const TrainOptions& o) {
                             .threads = o.threads},
                            o.optimizer, std::move(first), o.memory_budget_bytes);
   }
-  CsvWriter metrics(o.out + "/metrics.csv", metrics_header(),
-                    o.resume && std::filesystem::exists(o.out + "/metrics.csv"));
-
-  // Ctrl-C from here on saves a checkpoint (at the next step) instead of killing the run.
-  InterruptGuard interrupt_guard;
   const int64_t steps_per_epoch = o.iters_per_epoch > 0
                                       ? std::min(o.iters_per_epoch, train.windows_per_pass())
                                       : train.windows_per_pass();
-  fmt::print("{}\n", cpu::describe_runtime());
-  fmt::print(
-      "training {} {} model{} ({}) on {}: vocabulary {}, {} / {} / {} train / valid / test "
-      "tokens, {} streams x bptt {}, {} steps per epoch, {} epoch{}\n",
-      B, o.model, B == 1 ? "" : "s",
-      o.serial ? "serial: one after another" : fmt::format("fused, plan {}", plan.str()),
-      corpus.name, corpus.vocab_size(), corpus.train.size(), corpus.valid.size(),
-      corpus.test.size(), o.batch_size, o.bptt, steps_per_epoch, o.epochs,
-      o.epochs == 1 ? "" : "s");
-  if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0))
-    fmt::print("checkpoints {} in the background, and after every epoch\n",
-               o.checkpoint_every > 0 && o.checkpoint_interval_seconds > 0
-                   ? fmt::format("every {} steps and every {:g} s", o.checkpoint_every,
-                                 o.checkpoint_interval_seconds)
-               : o.checkpoint_every > 0
-                   ? fmt::format("every {} steps", o.checkpoint_every)
-                   : fmt::format("every {:g} s", o.checkpoint_interval_seconds));
-  std::fflush(stdout);
 
-  TrainResult result;
-  result.B = B;
-  result.models.resize(static_cast<size_t>(B));
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const std::vector<int64_t>& group = groups[gi];
-    auto model = make_language_model(o.model, {.B = static_cast<int64_t>(group.size()),
-                                               .streams = o.batch_size,
-                                               .seed = o.seed,
-                                               .model_ids = lm_model_streams(o, group),
-                                               .config = config,
-                                               .plan = plan,
-                                               .threads = o.threads});
-    TransformerRun run(o, *model, group, hyper, config, info, train, valid, test, steps_per_epoch,
-                       metrics);
-    run_epochs(run, o,
-               {.who = run.who(), .checkpoint_path = checkpoint_path(o.out, o.serial, group)},
-               resume[gi] ? &*resume[gi] : nullptr, result.models);
-  }
+  TrainResult result = train_arrays(
+      o,
+      {.B = B,
+       .metrics_columns = metrics_header(),
+       .metrics_per_epoch = true,
+       .check_resumable =
+           [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
+             check_lm_resume(o, c, path, info, hyper, ids);
+           },
+       .make_array =
+           [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {
+             auto model = make_language_model(o.model, {.B = static_cast<int64_t>(ids.size()),
+                                                        .streams = o.batch_size,
+                                                        .seed = o.seed,
+                                                        .model_ids = lm_model_streams(o, ids),
+                                                        .config = config,
+                                                        .plan = plan,
+                                                        .threads = o.threads});
+             return std::make_unique<TransformerRun>(o, std::move(model), ids, hyper, config, info,
+                                                     train, valid, test, steps_per_epoch, metrics);
+           },
+       .announce =
+           [&] {
+             fmt::print("{}\n", cpu::describe_runtime());
+             fmt::print(
+                 "training {} {} model{} ({}) on {}: vocabulary {}, {} / {} / {} train / valid / "
+                 "test "
+                 "tokens, {} streams x bptt {}, {} steps per epoch, {} epoch{}\n",
+                 B, o.model, B == 1 ? "" : "s",
+                 o.serial ? "serial: one after another" : fmt::format("fused, plan {}", plan.str()),
+                 corpus.name, corpus.vocab_size(), corpus.train.size(), corpus.valid.size(),
+                 corpus.test.size(), o.batch_size, o.bptt, steps_per_epoch, o.epochs,
+                 o.epochs == 1 ? "" : "s");
+             std::fflush(stdout);
+           },
+       .announce_checkpoints = true});
   result.wall_seconds = seconds_since(start);
 
   std::vector<std::string> header = hyper.summary_header();

@@ -61,9 +61,6 @@ void check_lm_resumable(const Checkpoint& checkpoint, const std::string& path,
                         const TrainOptions& options, const LmCheckpointInfo& now,
                         const std::map<std::string, std::vector<double>>& hyper,
                         const std::vector<int64_t>& ids);
-// Keeps the rows of metrics.csv at `path` that a resumed run does not redo: the finished epochs
-// of models resuming from a checkpoint (model -> epochs done).
-void prune_lm_metrics(const std::string& path, const std::map<int64_t, int64_t>& epochs_done);
 
 // Throws hfta::Error on bad options, unreadable text (see datasets/text_corpus.h), or a --resume
 // whose checkpoint came from other flags or another corpus.

@@ -26,6 +26,7 @@
 #include "run/export.h"
 #include "run/hyper.h"
 #include "run/plan_choice.h"
+#include "run/train_run.h"
 #include "tasks/classifier/resume.h"
 #include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/lm_run.h"
@@ -161,12 +162,13 @@ namespace {
 // masked-LM loss and accuracy; at the end the test split's and each model's safetensors.
 class BertRun final : public LmRun {
  public:
-  BertRun(const TrainOptions& o, MaskedLm& model, const std::vector<int64_t>& group,
+  BertRun(const TrainOptions& o, std::unique_ptr<MaskedLm> model, const std::vector<int64_t>& group,
           const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info,
           const MlmReader& train, const MlmReader& valid, const MlmReader& test,
           int64_t steps_per_epoch, CsvWriter& metrics)
-      : LmRun(o, model.net(), group, hyper, config, info),
-        model_(model),
+      : LmRun(o, model->net(), group, hyper, config, info),
+        owned_(std::move(model)),
+        model_(*owned_),
         config_(config),
         train_(train),
         valid_reader_(valid),
@@ -246,6 +248,7 @@ class BertRun final : public LmRun {
  private:
   const MlmReader& valid_reader() const { return valid_reader_; }
 
+  std::unique_ptr<MaskedLm> owned_;
   MaskedLm& model_;
   const LmConfig& config_;
   const MlmReader& train_;
@@ -294,54 +297,49 @@ TrainResult run_train_bert(const TrainOptions& o) {
   // the mask.
   const LmCheckpointInfo info = lm_info(o, config, corpus);
 
-  std::error_code ec;
-  std::filesystem::create_directories(o.out, ec);
-  HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
-
-  const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
-  const std::vector<std::optional<Checkpoint>> resume = load_lm_resume(o, groups, info, hyper);
-  CsvWriter metrics(o.out + "/metrics.csv",
-                    {"model", "epoch", "steps", "lr", "train_loss", "valid_loss", "valid_accuracy",
-                     "tokens_per_s"},
-                    o.resume && std::filesystem::exists(o.out + "/metrics.csv"));
-  // Ctrl-C from here on saves a checkpoint (at the next step) instead of killing the run.
-  InterruptGuard interrupt_guard;
   const int64_t steps_per_epoch =
       o.iters_per_epoch > 0 ? std::min(o.iters_per_epoch, train.windows()) : train.windows();
-  fmt::print("{}\n", cpu::describe_runtime());
-  fmt::print(
-      "training {} {} model{} ({}) on {}: vocabulary {} + [MASK], {} / {} / {} train / valid / "
-      "test tokens, {} streams x bptt {}, {} steps per epoch, {} epoch{}\n",
-      B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused", corpus.name,
-      corpus.vocab_size(), corpus.train.size(), corpus.valid.size(), corpus.test.size(),
-      o.batch_size, o.bptt, steps_per_epoch, o.epochs, o.epochs == 1 ? "" : "s");
-  if (o.checkpoint && (o.checkpoint_every > 0 || o.checkpoint_interval_seconds > 0))
-    fmt::print("checkpoints every {} steps / {:g} s in the background, and after every epoch\n",
-               o.checkpoint_every, o.checkpoint_interval_seconds);
-  std::fflush(stdout);
 
-  TrainResult result;
-  result.B = B;
-  result.models.resize(static_cast<size_t>(B));
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const std::vector<int64_t>& group = groups[gi];
-    LanguageModelSpec spec{.B = static_cast<int64_t>(group.size()),
-                           .streams = o.batch_size,
-                           .seed = o.seed,
-                           .model_ids = lm_model_streams(o, group),
-                           .config = config};
-    MlmWindow w = train.make_window();
-    train.fill(0, o.seed, 0, w);
-    spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream, o.optimizer, w,
-                                 o.memory_budget_bytes);
-    auto model = make_masked_lm(o.model, spec, predicted_per_stream);
-    BertRun run(o, *model, group, hyper, config, info, train, valid, test, steps_per_epoch,
-                metrics);
-    if (group.size() > 1) fmt::print("{}: plan {}\n", run.who(), model->plan().str());
-    run_epochs(run, o,
-               {.who = run.who(), .checkpoint_path = checkpoint_path(o.out, o.serial, group)},
-               resume[gi] ? &*resume[gi] : nullptr, result.models);
-  }
+  TrainResult result = train_arrays(
+      o, {.B = B,
+          .metrics_columns = {"model", "epoch", "steps", "lr", "train_loss", "valid_loss",
+                              "valid_accuracy", "tokens_per_s"},
+          .metrics_per_epoch = true,
+          .check_resumable =
+              [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
+                check_lm_resume(o, c, path, info, hyper, ids);
+              },
+          .make_array =
+              [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {
+                LanguageModelSpec spec{.B = static_cast<int64_t>(ids.size()),
+                                       .streams = o.batch_size,
+                                       .seed = o.seed,
+                                       .model_ids = lm_model_streams(o, ids),
+                                       .config = config};
+                MlmWindow w = train.make_window();
+                train.fill(0, o.seed, 0, w);
+                spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream,
+                                             o.optimizer, w, o.memory_budget_bytes);
+                auto model = make_masked_lm(o.model, spec, predicted_per_stream);
+                if (ids.size() > 1)
+                  fmt::print("{} models: plan {}\n", ids.size(), model->plan().str());
+                return std::make_unique<BertRun>(o, std::move(model), ids, hyper, config, info,
+                                                 train, valid, test, steps_per_epoch, metrics);
+              },
+          .announce =
+              [&] {
+                fmt::print("{}\n", cpu::describe_runtime());
+                fmt::print(
+                    "training {} {} model{} ({}) on {}: vocabulary {} + [MASK], {} / {} / {} train "
+                    "/ valid / "
+                    "test tokens, {} streams x bptt {}, {} steps per epoch, {} epoch{}\n",
+                    B, o.model, B == 1 ? "" : "s", o.serial ? "serial: one after another" : "fused",
+                    corpus.name, corpus.vocab_size(), corpus.train.size(), corpus.valid.size(),
+                    corpus.test.size(), o.batch_size, o.bptt, steps_per_epoch, o.epochs,
+                    o.epochs == 1 ? "" : "s");
+                std::fflush(stdout);
+              },
+          .announce_checkpoints = true});
   result.wall_seconds = seconds_since(start);
 
   std::vector<std::string> header = hyper.summary_header();

@@ -64,8 +64,8 @@ struct InitExportOptions {
   std::string net = "g";  // DCGAN: g or d
 };
 
-// Flags of `hfta train` and `hfta tune` that only some models read. The command line refuses one
-// that the chosen model does not read (Task::reads_flag), naming it.
+// Flags of `hfta train` (and those of them `hfta tune` takes) that only some models read. The
+// command line refuses one that the chosen model does not read (Task::reads_flag), naming it.
 inline constexpr std::string_view kModelSpecificFlags[] = {
     "--dropout",        "--no-decay-norm-bias",
     "--synthetic-size", "--synthetic-test-size",

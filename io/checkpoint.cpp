@@ -205,6 +205,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     header["dataset"] = {{"name", c.dataset},
                          {"data_dir", c.data_dir},
                          {"synthetic_test_size", c.synthetic_test_size}};
+  if (!c.plan.empty()) header["plan"] = c.plan;
   header["data_floats"] = floats;
   const std::string text = header.dump();
   const uint64_t header_bytes = text.size();
@@ -293,6 +294,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     if (h.contains("forward_origins"))
       c.forward_origins = h.at("forward_origins").get<std::vector<int64_t>>();
     if (h.contains("language_model")) c.lm = lm_from_json(h.at("language_model"));
+    if (h.contains("plan")) c.plan = h.at("plan").get<std::string>();
     if (h.contains("dataset")) {
       c.dataset = h.at("dataset").at("name").get<std::string>();
       c.data_dir = h.at("dataset").at("data_dir").get<std::string>();

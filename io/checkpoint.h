@@ -60,8 +60,12 @@ struct CheckpointMeta {
   // The data it was trained on (`hfta eval` scores its test split unless told otherwise): the
   // --dataset and --data-dir of the run. Empty in files written before they were recorded.
   std::string dataset, data_dir;
-  int64_t synthetic_test_size =
-      0;                           // test samples of generated data (synthetic, shapes); 0: unknown
+  // Test samples of generated data (synthetic, shapes); 0: unknown.
+  int64_t synthetic_test_size = 0;
+  // The execution plan the array ran (models/plan.h): a resumed run with --plan auto takes it
+  // instead of timing the plans again, whose choice may differ and would change the rounding.
+  // Empty in files written before it was recorded.
+  std::string plan;
   std::vector<int64_t> model_ids;  // global index of each replica in its run
   std::string optimizer;           // adam, adamw, sgd
   // Per-model hyperparameters by name (lr, beta1, ...): B values each.

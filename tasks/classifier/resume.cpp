@@ -35,6 +35,7 @@ void fill_checkpoint(Checkpoint& c, const TrainOptions& o, const ModelConfig& co
   c.dataset = o.dataset;
   c.data_dir = o.data_dir;
   c.synthetic_test_size = o.synthetic_test_size;
+  c.plan = array.model->plan().str();
   c.model_ids = array.ids;
   c.optimizer = o.optimizer;
   c.hyper = hyper_record(values);

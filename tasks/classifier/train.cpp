@@ -62,6 +62,9 @@ TrainResult run_train_classifier(const TrainOptions& options) {
           .check_resumable =
               [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
                 check_resumable(c, o, config, pick_models(h, ids), ids, path);
+                // The plan the checkpoint's array ran, rather than timing them again.
+                if (config.plan.kind == ExecutionPlan::Kind::kAuto && !c.plan.empty())
+                  config.plan = ExecutionPlan::parse(c.plan);
               },
           .make_array =
               [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {

@@ -232,6 +232,7 @@ class GanRun final : public RunArray {
 
   void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override {
     fill_gan_checkpoint(c, gan_, hyper_, p, o_.batch_size);
+    c.plan = gan_.spec().plan.str();
     c.dataset = o_.dataset;
     c.data_dir = o_.data_dir;
   }
@@ -293,6 +294,8 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
   HFTA_CHECK(o.optimizer == "adam", "--model dcgan trains with Adam (the example's), not {}",
              o.optimizer);
+  // A plan the DCGAN cannot run fails before the data loads.
+  require_one_step_per_visit(ExecutionPlan::parse(o.plan), "DCGAN");
   prepare_runtime(o.threads);
   const HyperValues h = gan_hyper(o);
   const int64_t B = static_cast<int64_t>(h.at("lr").size());
@@ -306,7 +309,7 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   HFTA_CHECK(!ec, "cannot create {}/samples: {}", o.out, ec.message());
 
   // One plan for every array (serial arrays of one model are fused): the first array's.
-  const std::string plan =
+  std::string plan =
       with_plan(gan_spec(h, array_groups(B, o.serial).front(), nc, side, o.batch_size, o.seed),
                 o.plan, o.memory_budget_bytes)
           .plan.str();
@@ -319,6 +322,8 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
            [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
              check_gan_resumable(c, gan_spec(h, ids, nc, side, o.batch_size, o.seed),
                                  pick_models(h, ids), o.epochs, path);
+             // The plan the checkpoint's array ran, rather than the one timed now.
+             if (o.plan == "auto" && !c.plan.empty()) plan = c.plan;
            },
        .make_array =
            [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {

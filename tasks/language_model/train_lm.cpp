@@ -343,6 +343,10 @@ class TransformerRun final : public LmRun {
         window_(train.make_window()) {}
 
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+  void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override {
+    LmRun::fill_checkpoint(c, p);
+    c.plan = model_.plan().str();
+  }
 
   void begin_epoch(int64_t epoch, int64_t done) override {
     set_epoch_lr(epoch);
@@ -471,6 +475,8 @@ TrainResult run_train_lm(const TrainOptions& o) {
        .check_resumable =
            [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
              check_lm_resume(o, c, path, info, hyper, ids);
+             // The plan the checkpoint's array ran, rather than the one timed now.
+             if (o.plan == "auto" && !c.plan.empty()) plan = ExecutionPlan::parse(c.plan);
            },
        .make_array =
            [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {

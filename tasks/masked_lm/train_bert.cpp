@@ -178,6 +178,10 @@ class BertRun final : public LmRun {
         window_(train.make_window()) {}
 
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+  void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override {
+    LmRun::fill_checkpoint(c, p);
+    c.plan = model_.plan().str();
+  }
 
   void begin_epoch(int64_t epoch, int64_t done) override {
     set_epoch_lr(epoch);
@@ -300,6 +304,8 @@ TrainResult run_train_bert(const TrainOptions& o) {
   const int64_t steps_per_epoch =
       o.iters_per_epoch > 0 ? std::min(o.iters_per_epoch, train.windows()) : train.windows();
 
+  // A resumed array runs the plan its checkpoint ran (with --plan auto).
+  std::optional<ExecutionPlan> resumed_plan;
   TrainResult result = train_arrays(
       o, {.B = B,
           .metrics_columns = {"model", "epoch", "steps", "lr", "train_loss", "valid_loss",
@@ -308,6 +314,8 @@ TrainResult run_train_bert(const TrainOptions& o) {
           .check_resumable =
               [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
                 check_lm_resume(o, c, path, info, hyper, ids);
+                if (o.plan == "auto" && !c.plan.empty())
+                  resumed_plan = ExecutionPlan::parse(c.plan);
               },
           .make_array =
               [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {
@@ -318,8 +326,10 @@ TrainResult run_train_bert(const TrainOptions& o) {
                                        .config = config};
                 MlmWindow w = train.make_window();
                 train.fill(0, o.seed, 0, w);
-                spec.plan = resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream,
-                                             o.optimizer, w, o.memory_budget_bytes);
+                spec.plan = resumed_plan
+                                ? *resumed_plan
+                                : resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream,
+                                                   o.optimizer, w, o.memory_budget_bytes);
                 auto model = make_masked_lm(o.model, spec, predicted_per_stream);
                 if (ids.size() > 1)
                   fmt::print("{} models: plan {}\n", ids.size(), model->plan().str());

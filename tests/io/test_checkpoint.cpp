@@ -57,9 +57,17 @@ TEST(CheckpointFile, RoundTripsEveryField) {
   TempDir tmp("roundtrip");
   const std::string path = tmp.str() + "/c.bin";
   Checkpoint c = small_checkpoint();
+  c.dataset = "synthetic";
+  c.data_dir = "/data/x";
+  c.synthetic_test_size = 16;
+  c.plan = "threads:1/8";
   save_checkpoint(path, c);
   Checkpoint d = load_checkpoint(path);
   EXPECT_EQ(d.model, c.model);
+  EXPECT_EQ(d.dataset, c.dataset);
+  EXPECT_EQ(d.data_dir, c.data_dir);
+  EXPECT_EQ(d.synthetic_test_size, c.synthetic_test_size);
+  EXPECT_EQ(d.plan, c.plan);
   EXPECT_EQ(d.B, c.B);
   EXPECT_EQ(d.seed, c.seed);
   EXPECT_EQ(d.model_ids, c.model_ids);

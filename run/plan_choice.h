@@ -48,8 +48,9 @@ struct PlanTiming {
 
 // Candidates too big to hold together are timed one after another, minutes apart on a slow
 // model, and a hypervisor's steal or a neighbour's process takes a share of the CPUs that changes
-// from minute to minute, by as much as the plans differ (docs/benchmarks.md, tenth session). A
-// burst of at least kLoadCorrectedBurstMs is therefore timed as if the machine had been ours:
+// from minute to minute, by as much as the plans differ (docs/benchmarks.md, "Plan auto's
+// timings with other load removed"). A burst of at least kLoadCorrectedBurstMs is therefore timed
+// as if the machine had been ours:
 // each of its steps' times times (1 - foreign_share of the burst: the share of the CPUs' time
 // that neither this process nor idleness took). Shorter bursts are left as measured: /proc/stat
 // counts in 10 ms ticks, too coarse for them, and they are interleaved, so load slows every

@@ -81,7 +81,8 @@ void prune_metrics(const std::string& path, const std::map<int64_t, int64_t>& re
 
 // Keeps the rows of metrics.csv that a resumed run does not redo: the finished epochs of models
 // resuming from a checkpoint (model -> epochs done). A last line cut short by a crash goes too.
-void prune_metrics_by_epoch(const std::string& path, const std::map<int64_t, int64_t>& epochs_done) {
+void prune_metrics_by_epoch(const std::string& path,
+                            const std::map<int64_t, int64_t>& epochs_done) {
   if (!std::filesystem::exists(path)) return;
   CsvTable t;
   try {

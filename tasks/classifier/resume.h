@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "io/checkpoint.h"
-#include "run/hyper.h"
 #include "run/epoch_loop.h"
+#include "run/hyper.h"
 #include "run/run_dir.h"
 #include "run/train.h"
 #include "tasks/classifier/train_loop.h"
@@ -35,6 +35,5 @@ ArrayProgress restore_checkpoint(const Checkpoint& checkpoint, ModelArray& array
 void check_resumable(const Checkpoint& checkpoint, const TrainOptions& options,
                      const ModelConfig& config, const HyperValues& values,
                      const std::vector<int64_t>& ids, const std::string& path);
-
 
 }  // namespace hfta

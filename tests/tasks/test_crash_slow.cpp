@@ -298,12 +298,14 @@ const std::string kMlp =
 INSTANTIATE_TEST_SUITE_P(
     Runs, CrashTest,
     ::testing::Values(
+        // The fused plan named: plan auto may pick threads:1/8, whose visits put checkpoints 8
+        // steps apart (mlp_threads_visits_every1 covers visits).
         CrashCase{.name = "mlp_fused_every1",
-                  .run = kMlp + " --lr 0.0001,0.0002,0.0005",
+                  .run = kMlp + " --lr 0.0001,0.0002,0.0005 --plan fused",
                   .every = 1,
                   .seeds = 4},
         CrashCase{.name = "mlp_fused_every3",
-                  .run = kMlp + " --lr 0.0002,0.0005",
+                  .run = kMlp + " --lr 0.0002,0.0005 --plan fused",
                   .every = 3,
                   .seeds = 2},
         // Each thread visits its models for 4 steps at a time: a snapshot waits for the visit's

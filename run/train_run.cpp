@@ -25,6 +25,10 @@ std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial) {
   return groups;
 }
 
+std::string array_name(const TrainOptions& o, const std::vector<int64_t>& ids) {
+  return o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", ids.size());
+}
+
 TrainResult train_arrays(const TrainOptions& o, const TrainRun& run) {
   const auto start = Clock::now();
   std::error_code ec;
@@ -64,13 +68,12 @@ TrainResult train_arrays(const TrainOptions& o, const TrainRun& run) {
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::vector<int64_t>& ids = groups[g];
     std::unique_ptr<RunArray> array = run.make_array(ids, metrics);
-    run_epochs(
-        *array, o,
-        {.who = o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", ids.size()),
-         .checkpoint_path = checkpoint_path(o.out, o.serial, ids),
-         .stop_after_step = run.stop_after_step,
-         .announce_checkpoints = run.announce_checkpoints && g == 0},
-        resume[g] ? &*resume[g] : nullptr, result.models);
+    run_epochs(*array, o,
+               {.who = array_name(o, ids),
+                .checkpoint_path = checkpoint_path(o.out, o.serial, ids),
+                .stop_after_step = run.stop_after_step,
+                .announce_checkpoints = run.announce_checkpoints && g == 0},
+               resume[g] ? &*resume[g] : nullptr, result.models);
   }
   result.wall_seconds = seconds_since(start);
   return result;

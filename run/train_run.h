@@ -44,6 +44,9 @@ struct TrainRun {
 // The arrays of one array per group: {0..B-1}, or with `serial` {0}, {1}, ...
 std::vector<std::vector<int64_t>> array_groups(int64_t B, bool serial);
 
+// How the run's lines name the array of models `ids`: "model 2" in a serial run, else "3 models".
+std::string array_name(const TrainOptions& options, const std::vector<int64_t>& ids);
+
 // Trains the run's arrays; returns each model's results and the run's wall time.
 TrainResult train_arrays(const TrainOptions& options, const TrainRun& run);
 

@@ -156,9 +156,8 @@ class ClassifierRun final : public RunArray {
                              .drop_last = true,
                              .iters_per_epoch = o.iters_per_epoch}),
         batch_(loader_.make_batch()),
-        who_(o.serial ? fmt::format("model {}", ids[0]) : fmt::format("{} models", ids.size())) {}
+        who_(array_name(o, ids)) {}
 
-  const std::string& who() const { return who_; }
   const Model& model() const { return *array_.model; }
 
   int64_t models() const override { return static_cast<int64_t>(ids_.size()); }

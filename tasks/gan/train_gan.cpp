@@ -28,7 +28,6 @@
 #include "run/train_run.h"
 #include "run/trial_loop.h"
 #include "tasks/classifier/resume.h"
-#include "tasks/classifier/train_loop.h"
 #include "tasks/gan/gan_checkpoint.h"
 
 namespace hfta {
@@ -200,19 +199,19 @@ class GanRun final : public RunArray {
     while (loader_.next(batch_)) {
       const GanStepStats s = gan_.step(batch_.images());
       ++epoch_steps_;
-      after_step({.losses = s.loss_g, .write_rows = [&](int64_t step) {
-                    for (size_t k = 0; k < ids_.size(); ++k)
-                      metrics_.row(
-                          {std::to_string(ids_[k]), std::to_string(epoch_), std::to_string(step),
-                           fmt::format("{:.6g}", s.loss_d[k]), fmt::format("{:.6g}", s.loss_g[k]),
-                           fmt::format("{:.6g}", s.d_x[k]), fmt::format("{:.6g}", s.d_g_z1[k]),
-                           fmt::format("{:.6g}", s.d_g_z2[k])});
-                    if (step % 50 == 0 || epoch_steps_ == 1) {
-                      fmt::print("epoch {} step {} ({}): loss_d {:.4f} loss_g {:.4f} (model {})\n",
-                                 epoch_, step, who(), s.loss_d[0], s.loss_g[0], ids_[0]);
-                      std::fflush(stdout);
-                    }
-                  }});
+      after_step(
+          {.losses = s.loss_g, .write_rows = [&](int64_t step) {
+             for (size_t k = 0; k < ids_.size(); ++k)
+               metrics_.row({std::to_string(ids_[k]), std::to_string(epoch_), std::to_string(step),
+                             fmt::format("{:.6g}", s.loss_d[k]), fmt::format("{:.6g}", s.loss_g[k]),
+                             fmt::format("{:.6g}", s.d_x[k]), fmt::format("{:.6g}", s.d_g_z1[k]),
+                             fmt::format("{:.6g}", s.d_g_z2[k])});
+             if (step % 50 == 0 || epoch_steps_ == 1) {
+               fmt::print("epoch {} step {} ({}): loss_d {:.4f} loss_g {:.4f} (model {})\n", epoch_,
+                          step, array_name(o_, ids_), s.loss_d[0], s.loss_g[0], ids_[0]);
+               std::fflush(stdout);
+             }
+           }});
     }
   }
 
@@ -237,10 +236,6 @@ class GanRun final : public RunArray {
     c.data_dir = o_.data_dir;
   }
   ArrayProgress restore(const Checkpoint& c) override { return restore_gan_checkpoint(c, gan_); }
-
-  std::string who() const {
-    return o_.serial ? fmt::format("model {}", ids_[0]) : fmt::format("{} models", ids_.size());
-  }
 
  private:
   const TrainOptions& o_;

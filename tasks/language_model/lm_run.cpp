@@ -112,10 +112,6 @@ LmRun::LmRun(const TrainOptions& o, Net& net, const std::vector<int64_t>& group,
     for (int64_t id : group) clip_.push_back(hyper.clip[static_cast<size_t>(id)]);
 }
 
-std::string LmRun::who() const {
-  return o_.serial ? fmt::format("model {}", group_[0]) : fmt::format("{} models", group_.size());
-}
-
 void LmRun::fill_checkpoint(Checkpoint& c, const ArrayProgress& p) {
   fill_lm_checkpoint(c, o_, config_, group_, record_, p, net_, *optimizer_, info_);
 }

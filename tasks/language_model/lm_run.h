@@ -66,8 +66,6 @@ class LmRun : public RunArray {
         const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info);
 
   int64_t models() const override { return static_cast<int64_t>(group_.size()); }
-  // "3 models", or "model 2" of a serial run.
-  std::string who() const;
   void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override;
   void reserve_checkpoint(Checkpoint& c) override;
   ArrayProgress restore(const Checkpoint& c) override;

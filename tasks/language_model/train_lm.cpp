@@ -29,7 +29,6 @@
 #include "run/resume_check.h"
 #include "run/train_run.h"
 #include "tasks/classifier/resume.h"
-#include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/lm_run.h"
 
 namespace hfta {

@@ -17,7 +17,6 @@
 #include "run/hyper.h"
 #include "run/plan_choice.h"
 #include "run/trial_loop.h"
-#include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/train_lm.h"
 
 namespace hfta {

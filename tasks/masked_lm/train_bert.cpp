@@ -28,7 +28,6 @@
 #include "run/plan_choice.h"
 #include "run/train_run.h"
 #include "tasks/classifier/resume.h"
-#include "tasks/classifier/train_loop.h"
 #include "tasks/language_model/lm_run.h"
 #include "tasks/language_model/train_lm.h"
 #include "tasks/masked_lm/export_bert.h"

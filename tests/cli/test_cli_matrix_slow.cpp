@@ -19,7 +19,13 @@
 //   4. `hfta extract --run F --best` exits 0 and writes the file, except for dcgan;
 //      `hfta extract --run F --model 1` exits 0 for every model.
 //   5. `hfta export --run F --model 1` writes safetensors (an 8-byte little-endian header length,
-//      then a JSON header starting with '{'); dcgan also with `--net d`.
+//      then a JSON header starting with '{') whose tensors (names, dtypes, shapes; the header's
+//      "__metadata__" aside) are exactly the state_dict of the model's PyTorch module at the
+//      matrix's sizes, as tests/cli/golden/state_dicts.txt lists it (written by
+//      benchmarks/torch_state_dicts.py from benchmarks/torch_models.py; the language models'
+//      vocabularies are those of write_corpus's 30 words: 31 tokens with <eos>, BERT 32 with its
+//      mask). dcgan also with `--net d` (the golden file's "dcgan:d"). A model the golden file
+//      lacks fails.
 //   2. ResumeEqualsUninterrupted: `--epochs 2 --iters-per-epoch 2` in one go versus `--epochs 1`
 //      then `--epochs 2 --resume` in another directory: the same metrics.csv row for row (numbers
 //      within 1e-5 relative; timing columns such as tokens_per_s left out).
@@ -60,8 +66,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -314,14 +322,100 @@ std::vector<fs::path> find_named(const fs::path& dir, const std::string& name) {
   return out;
 }
 
-void expect_safetensors(const std::string& path) {
-  ASSERT_TRUE(fs::exists(path)) << path << " was not written";
+// A tensor as tests/cli/golden/state_dicts.txt writes it: "<dtype> <d0>x<d1>x..." ("scalar" for a
+// 0-d tensor), by name.
+using TensorTable = std::map<std::string, std::string>;
+
+// tests/cli/golden/state_dicts.txt (benchmarks/torch_state_dicts.py): the PyTorch state_dict of
+// each matrix model ("dcgan" the generator, "dcgan:d" the discriminator).
+std::map<std::string, TensorTable> read_golden_state_dicts() {
+  const std::string path = std::string(HFTA_SOURCE_DIR) + "/tests/cli/golden/state_dicts.txt";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::map<std::string, TensorTable> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream row(line);
+    std::string model, name, dtype, shape;
+    row >> model >> name >> dtype >> shape;
+    if (row.fail()) {
+      ADD_FAILURE() << "malformed line in " << path << ": " << line;
+      continue;
+    }
+    EXPECT_FALSE(out[model].count(name)) << path << " lists " << model << " " << name << " twice";
+    out[model][name] = dtype + " " + shape;
+  }
+  return out;
+}
+
+// The tensors of a safetensors file's JSON header, as the golden file writes them.
+std::optional<TensorTable> safetensors_tensors(const std::string& path) {
+  if (!fs::exists(path)) {
+    ADD_FAILURE() << path << " was not written";
+    return std::nullopt;
+  }
   const std::string bytes = test::read_file(path);
-  ASSERT_GT(bytes.size(), 9u) << path;
-  uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(bytes[i]);
-  EXPECT_EQ(bytes[8], '{') << path << " does not start with a length and a JSON header";
-  EXPECT_LE(8 + header, bytes.size()) << path << ": header length " << header;
+  if (bytes.size() <= 9u || bytes[8] != '{') {
+    ADD_FAILURE() << path << " does not start with a length and a JSON header";
+    return std::nullopt;
+  }
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = length << 8 | static_cast<unsigned char>(bytes[i]);
+  if (length > bytes.size() - 8) {
+    ADD_FAILURE() << path << ": header length " << length << " beyond the file's " << bytes.size()
+                  << " bytes";
+    return std::nullopt;
+  }
+  TensorTable out;
+  try {
+    const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
+    for (const auto& [name, entry] : header.items()) {
+      if (name == "__metadata__") continue;
+      std::string shape;
+      for (const auto& d : entry.at("shape")) {
+        if (!shape.empty()) shape += 'x';
+        shape += std::to_string(d.get<int64_t>());
+      }
+      out[name] = entry.at("dtype").get<std::string>() + " " + (shape.empty() ? "scalar" : shape);
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << path << ": bad JSON header: " << e.what();
+    return std::nullopt;
+  }
+  return out;
+}
+
+// The file `path` written by `hfta export` holds exactly the tensors of golden model `model`'s
+// PyTorch state_dict: the same names, dtypes and shapes.
+void expect_torch_state_dict(const std::string& path, const std::string& model) {
+  const std::map<std::string, TensorTable> golden = read_golden_state_dicts();
+  const auto expected = golden.find(model);
+  if (expected == golden.end()) {
+    ADD_FAILURE() << "tests/cli/golden/state_dicts.txt has no state_dict of " << model
+                  << ": run benchmarks/torch_state_dicts.py";
+    return;
+  }
+  const std::optional<TensorTable> actual = safetensors_tensors(path);
+  if (!actual) return;
+  std::vector<std::string> missing, extra, differ;
+  for (const auto& [name, tensor] : expected->second) {
+    const auto it = actual->find(name);
+    if (it == actual->end()) {
+      missing.push_back(name + " (" + tensor + ")");
+    } else if (it->second != tensor) {
+      differ.push_back(name + ": file " + it->second + ", torch " + tensor);
+    }
+  }
+  for (const auto& [name, tensor] : *actual)
+    if (!expected->second.count(name)) extra.push_back(name + " (" + tensor + ")");
+  EXPECT_TRUE(missing.empty() && extra.empty() && differ.empty())
+      << path << " versus PyTorch's " << model << " state_dict (tests/cli/golden/state_dicts.txt)"
+      << fmt::format(
+             ":\n  missing from the file ({}): {}\n  extra in the file ({}): {}\n  dtype or shape "
+             "differs ({}): {}",
+             missing.size(), fmt::join(missing, ", "), extra.size(), fmt::join(extra, ", "),
+             differ.size(), fmt::join(differ, ", "));
 }
 
 // ---- the matrix -----------------------------------------------------------------------------
@@ -331,7 +425,8 @@ class CliMatrix : public ::testing::TestWithParam<std::string> {
   const ModelCase& m() const { return model_case(GetParam()); }
 };
 
-// 1, 3, 4, 5: fused == serial per model; eval, extract and export of the fused run.
+// 1, 3, 4, 5: fused == serial per model; eval, extract and export of the fused run (its tensors
+// those of PyTorch's module).
 TEST_P(CliMatrix, TrainFusedEqualsSerialThenEvalExtractExport) {
   const ModelCase& model = m();
   TempDir dir("matrix_train_" + model.name);
@@ -417,7 +512,7 @@ TEST_P(CliMatrix, TrainFusedEqualsSerialThenEvalExtractExport) {
     SCOPED_TRACE(trace(model, "export", cmd));
     const CommandResult r = run_hfta(cmd);
     EXPECT_EQ(r.exit_code, 0) << r.output();
-    if (r.exit_code == 0) expect_safetensors(st);
+    if (r.exit_code == 0) expect_torch_state_dict(st, model.name);
   }
   if (model.kind == Kind::kGan) {
     const std::string st = dir.str() + "/d.safetensors";
@@ -425,7 +520,7 @@ TEST_P(CliMatrix, TrainFusedEqualsSerialThenEvalExtractExport) {
     SCOPED_TRACE(trace(model, "export --net d", cmd));
     const CommandResult r = run_hfta(cmd);
     EXPECT_EQ(r.exit_code, 0) << r.output();
-    if (r.exit_code == 0) expect_safetensors(st);
+    if (r.exit_code == 0) expect_torch_state_dict(st, model.name + ":d");
   }
 }
 

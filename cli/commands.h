@@ -25,10 +25,10 @@ void add_sweep_command(CLI::App& app);
 // `hfta tune` (cli/tune_cli.cpp).
 void add_tune_command(CLI::App& app);
 
-// The language models' flags (--text-files, --emsize, --nhid, --nlayers, --nhead, --bptt,
-// --clip, --lr-gamma, --lr-step-size, --vocab) into `opts`; `hfta train` and `hfta tune` take
-// them.
-void add_lm_flags(CLI::App* cmd, TrainOptions& opts);
+// The flags of `hfta train` that only some models read (run/task.h's kModelSpecificFlags), into
+// `opts`: the language models' corpus and sizes, --dropout, --synthetic-size, --npoints, DCGAN's,
+// PointNet's. `hfta tune` takes them too, for every trial.
+void add_model_flags(CLI::App* cmd, TrainOptions& opts);
 // The flags of run/task.h's kModelSpecificFlags that `cmd`'s command line gave.
 std::vector<std::string> given_model_flags(const CLI::App* cmd);
 

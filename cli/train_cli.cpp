@@ -45,7 +45,35 @@ std::string hyper_help(const HyperRow& row) {
 
 }  // namespace
 
-void add_lm_flags(CLI::App* cmd, TrainOptions& opts) {
+void add_model_flags(CLI::App* cmd, TrainOptions& opts) {
+  cmd->add_option("--dropout", opts.dropout,
+                  "Dropout probability for every dropout of the model (default: the "
+                  "architecture's own, e.g. 0.2 in MobileNetV2's classifier; 0 turns it off)")
+      ->check(CLI::Range(0.0, 0.999));
+  cmd->add_flag("--no-decay-norm-bias", opts.no_decay_norm_bias,
+                "No weight decay on BatchNorm parameters and biases");
+  cmd->add_option("--synthetic-size", opts.synthetic_train_size,
+                  "Training samples of --dataset synthetic or shapes")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--synthetic-test-size", opts.synthetic_test_size,
+                  "Test samples of --dataset synthetic or shapes")
+      ->check(integer_at_least(1))
+      ->capture_default_str();
+  cmd->add_option("--npoints", opts.npoints,
+                  "Points per cloud of --dataset shapes or shapenet-part (default: the model's, "
+                  "1024 for pointnet_cls)")
+      ->check(integer_at_least(1));
+  cmd->add_option("--lr-d", opts.lr_d,
+                  "DCGAN: the discriminator's learning rate, one value or one per model "
+                  "(default: --lr)")
+      ->delimiter(',');
+  cmd->add_option("--image-size", opts.image_size,
+                  "DCGAN: the side images are resized to: 8, 16, 32 or 64 (default 64)")
+      ->check(integer_at_least(1));
+  cmd->add_flag("--feature-transform", opts.feature_transform,
+                "PointNet: train the model's feature-transform variant (pointnet_cls_ft, "
+                "pointnet_seg_ft): a T-Net on the 64-d point features and its regularizer");
   cmd->add_option("--text-files", opts.text_files,
                   "--dataset text: comma-separated UTF-8 text files or directories (e.g. "
                   "/usr/share/games/fortunes), split 90/5/5 by line");
@@ -105,12 +133,6 @@ void add_train_command(CLI::App& app) {
                   fmt::format("Data directory: Fashion-MNIST's IDX files (default {}) or "
                               "CIFAR-10's binary batches (cifar-10-batches-bin)",
                               kFashionMnistDefaultDir));
-  cmd->add_option("--dropout", opts->dropout,
-                  "Dropout probability for every dropout of the model (default: the "
-                  "architecture's own, e.g. 0.2 in MobileNetV2's classifier; 0 turns it off)")
-      ->check(CLI::Range(0.0, 0.999));
-  cmd->add_flag("--no-decay-norm-bias", opts->no_decay_norm_bias,
-                "No weight decay on BatchNorm parameters and biases");
   cmd->add_option("--optimizer", opts->optimizer, "Optimizer")
       ->check(CLI::IsMember(optimizer_names()))
       ->capture_default_str();
@@ -182,28 +204,7 @@ void add_train_command(CLI::App& app) {
                   "off: never), written in the background while training goes on")
       ->check(duration())
       ->capture_default_str();
-  add_lm_flags(cmd, *opts);
-  cmd->add_option("--synthetic-size", opts->synthetic_train_size,
-                  "Training samples of --dataset synthetic or shapes")
-      ->check(integer_at_least(1));
-  cmd->add_option("--synthetic-test-size", opts->synthetic_test_size,
-                  "Test samples of --dataset synthetic or shapes")
-      ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--npoints", opts->npoints,
-                  "Points per cloud of --dataset shapes or shapenet-part (default: the model's, "
-                  "1024 for pointnet_cls)")
-      ->check(integer_at_least(1));
-  cmd->add_option("--lr-d", opts->lr_d,
-                  "DCGAN: the discriminator's learning rate, one value or one per model "
-                  "(default: --lr)")
-      ->delimiter(',');
-  cmd->add_option("--image-size", opts->image_size,
-                  "DCGAN: the side images are resized to: 8, 16, 32 or 64 (default 64)")
-      ->check(integer_at_least(1));
-  cmd->add_flag("--feature-transform", opts->feature_transform,
-                "PointNet: train the model's feature-transform variant (pointnet_cls_ft, "
-                "pointnet_seg_ft): a T-Net on the 64-d point features and its regularizer");
+  add_model_flags(cmd, *opts);
   cmd->callback([cmd, opts, fused_flag, hyper_text, hyper_flags, interval_text] {
     const Task& task = task_for_model(opts->model);
     check_model_flags(task, opts->model, given_model_flags(cmd), all_tasks());

@@ -103,16 +103,9 @@ void add_tune_command(CLI::App& app) {
                   "Under mpirun: a rank that returns no result for this many seconds is dead and "
                   "its trials fail (0: a day)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--synthetic-size", o->synthetic_train_size,
-                  "Training samples of --dataset synthetic or shapes")
-      ->check(integer_at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--npoints", o->npoints,
-                  "Points per cloud of --dataset shapes or shapenet-part (default: the model's)")
-      ->check(integer_at_least(1));
-  // Language models: the sizes, corpus and the defaults of --clip and StepLR (a space may search
-  // clip, lr_gamma and lr_step_size per model).
-  add_lm_flags(cmd, o->lm);
+  // As `hfta train`'s, for every trial (a space may search dropout, no_decay_norm_bias, clip,
+  // lr_gamma and lr_step_size per trial instead).
+  add_model_flags(cmd, o->model_flags);
   cmd->callback([cmd, o, budget] {
     if (!budget->empty()) o->memory_budget_bytes = parse_memory_size(*budget);
     const Task& task = task_for_model(o->model);
@@ -120,11 +113,18 @@ void add_tune_command(CLI::App& app) {
     // The task's own sizes, batch and optimizer where the flags are left out (BERT's: HFTA's
     // examples/bert), as in `hfta train`.
     auto given = [cmd](const char* flag) { return cmd->count(flag) > 0; };
-    o->lm.optimizer = o->optimizer;
-    o->lm.batch_size = o->batch_size;
-    task.apply_defaults(o->lm, given);
-    o->optimizer = o->lm.optimizer;
-    o->batch_size = o->lm.batch_size;
+    o->model_flags.optimizer = o->optimizer;
+    o->model_flags.batch_size = o->batch_size;
+    task.apply_defaults(o->model_flags, given);
+    o->optimizer = o->model_flags.optimizer;
+    o->batch_size = o->model_flags.batch_size;
+    o->synthetic_train_size = o->model_flags.synthetic_train_size;
+    o->synthetic_test_size = o->model_flags.synthetic_test_size;
+    o->npoints = o->model_flags.npoints;
+    if (o->model_flags.feature_transform) {  // the _ft variant from here on, as `hfta train`
+      o->model = feature_transform_variant(o->model);
+      o->model_flags.feature_transform = false;
+    }
     run_tune(*o);
   });
 }

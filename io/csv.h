@@ -18,6 +18,8 @@ class CsvWriter {
  public:
   // Creates (truncates) `path` and writes the header; with `append`, keeps an existing file whose
   // header equals `header` (throws hfta::Error naming the file if it differs) and adds rows.
+  // An empty path writes nowhere (rows are still checked): an array whose metrics no one reads,
+  // as `hfta tune`'s.
   CsvWriter(const std::string& path, const std::vector<std::string>& header, bool append = false);
   ~CsvWriter();
   CsvWriter(const CsvWriter&) = delete;

@@ -89,6 +89,9 @@ class MaskedLm {
   int64_t predicted_per_stream() const { return K_; }
   int64_t params_per_model() const { return net().params_per_model(); }
   std::string describe() const { return net().describe(); }
+  // As Model::reinit_slot (models/slots.h): slot b becomes a fresh model `model_id`.
+  void reinit_slot(int64_t b, int64_t model_id);
+  MlmDefinition definition() const { return definition_; }
   // Bytes of the nets recorded so far (under a plan the groups' nets are recorded by their first
   // step).
   size_t arena_bytes() const;

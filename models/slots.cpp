@@ -1,5 +1,5 @@
 // Slots of a live array (models/slots.h): the Net's side (re-initializing and copying one model's
-// state), and refill and compaction for the classifier and language model arrays.
+// state), and refill and compaction for the classifier, language model and masked LM arrays.
 #include "models/slots.h"
 
 #include <algorithm>
@@ -68,19 +68,6 @@ void Model::reinit_slot(int64_t b, int64_t model_id) {
   correct_[static_cast<size_t>(b)] = 0;
 }
 
-std::unique_ptr<Model> compact(const Model& m, std::span<const int64_t> keep) {
-  check_keep(keep, m.B(), m.name());
-  ModelSpec spec = m.spec();
-  spec.B = static_cast<int64_t>(keep.size());
-  spec.model_ids.clear();
-  for (int64_t b : keep) spec.model_ids.push_back(m.spec().model_ids[static_cast<size_t>(b)]);
-  auto out = std::make_unique<Model>(m.name(), spec, m.definition());
-  out->net().set_training_forwards(m.net().training_forwards());
-  for (size_t i = 0; i < keep.size(); ++i)
-    out->net().copy_model(m.net(), keep[i], static_cast<int64_t>(i));
-  return out;
-}
-
 void LanguageModel::reinit_slot(int64_t b, int64_t model_id) {
   HFTA_CHECK(b >= 0 && b < spec_.B, "{}: cannot refill slot {}: the array has slots 0..{}", name_,
              b, spec_.B - 1);
@@ -91,17 +78,52 @@ void LanguageModel::reinit_slot(int64_t b, int64_t model_id) {
   losses_[static_cast<size_t>(b)] = 0.0f;
 }
 
-std::unique_ptr<LanguageModel> compact(const LanguageModel& m, std::span<const int64_t> keep) {
+void MaskedLm::reinit_slot(int64_t b, int64_t model_id) {
+  HFTA_CHECK(b >= 0 && b < spec_.B, "{}: cannot refill slot {}: the array has slots 0..{}", name_,
+             b, spec_.B - 1);
+  // The groups' nets take the new id (and dropout origin) from the main net at every bind.
+  main_.net->reinit_model(b, model_id);
+  spec_.model_ids[static_cast<size_t>(b)] = model_id;
+  losses_[static_cast<size_t>(b)] = 0.0f;
+  if (!group_correct_.empty()) group_correct_[static_cast<size_t>(b)] = 0;
+}
+
+namespace {
+
+// The array of m's slots `keep`: `make` builds the model of the compacted spec, then every kept
+// slot's state is copied in.
+template <typename Array, typename Make>
+std::unique_ptr<Array> compact_array(const Array& m, std::span<const int64_t> keep, Make make) {
   check_keep(keep, m.B(), m.name());
-  LanguageModelSpec spec = m.spec();
+  auto spec = m.spec();
   spec.B = static_cast<int64_t>(keep.size());
   spec.model_ids.clear();
   for (int64_t b : keep) spec.model_ids.push_back(m.spec().model_ids[static_cast<size_t>(b)]);
-  auto out = std::make_unique<LanguageModel>(m.name(), spec, m.definition());
+  std::unique_ptr<Array> out = make(spec);
   out->net().set_training_forwards(m.net().training_forwards());
   for (size_t i = 0; i < keep.size(); ++i)
     out->net().copy_model(m.net(), keep[i], static_cast<int64_t>(i));
   return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> compact(const Model& m, std::span<const int64_t> keep) {
+  return compact_array(m, keep, [&](const ModelSpec& spec) {
+    return std::make_unique<Model>(m.name(), spec, m.definition());
+  });
+}
+
+std::unique_ptr<LanguageModel> compact(const LanguageModel& m, std::span<const int64_t> keep) {
+  return compact_array(m, keep, [&](const LanguageModelSpec& spec) {
+    return std::make_unique<LanguageModel>(m.name(), spec, m.definition());
+  });
+}
+
+std::unique_ptr<MaskedLm> compact(const MaskedLm& m, std::span<const int64_t> keep) {
+  return compact_array(m, keep, [&](const LanguageModelSpec& spec) {
+    return std::make_unique<MaskedLm>(m.name(), spec, m.definition(), m.predicted_per_stream());
+  });
 }
 
 std::unique_ptr<Optimizer> compact_optimizer(const Optimizer& opt, const Net& compacted,

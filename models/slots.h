@@ -21,6 +21,7 @@
 #include <span>
 
 #include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 
@@ -31,6 +32,7 @@ namespace hfta {
 // keep.size() models) and copies the kept slots' state into it; m is unchanged.
 std::unique_ptr<Model> compact(const Model& m, std::span<const int64_t> keep);
 std::unique_ptr<LanguageModel> compact(const LanguageModel& m, std::span<const int64_t> keep);
+std::unique_ptr<MaskedLm> compact(const MaskedLm& m, std::span<const int64_t> keep);
 
 // The optimizer of a compacted array: opt.compact() over the parameters of `compacted` (the
 // net of compact(m, keep), e.g. compacted_model->net()), with opt's weight decay flags.

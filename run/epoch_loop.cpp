@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "io/checkpoint_writer.h"
 #include "io/interrupt.h"
 #include "io/progress.h"
@@ -17,6 +18,8 @@ ArrayProgress RunArray::fresh_progress() const {
           .last_train_loss = std::vector<double>(n, 0.0),
           .skipped = std::vector<int64_t>(n, 0)};
 }
+
+ValidationScores RunArray::validate() { fail("this model has no validation metric to search by"); }
 
 void run_epochs(RunArray& array, const TrainOptions& o, const EpochLoopOptions& loop,
                 const Checkpoint* resume_from, std::vector<ModelResult>& results) {

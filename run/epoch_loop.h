@@ -38,7 +38,14 @@ struct TrainedStepView {
   std::function<void(int64_t step)> write_rows;
 };
 
-// One array of a task's run, as the epoch loop drives it. Epochs count from 0.
+// What `hfta tune` ranks the models of an array by: each model's score on the validation data.
+struct ValidationScores {
+  std::vector<double> accuracy;  // per model; NaN where the task has no accuracy
+  std::vector<double> loss;      // per model: the mean loss (per sample, token or point)
+};
+
+// One array of a task's run, as the epoch loop drives it (and `hfta tune`'s search, which trains
+// it epoch by epoch: an epoch is the search's budget unit). Epochs count from 0.
 class RunArray {
  public:
   virtual ~RunArray() = default;
@@ -65,6 +72,18 @@ class RunArray {
   virtual void reserve_checkpoint(Checkpoint& c) {}
   // Copies `c` into the array and returns its progress.
   virtual ArrayProgress restore(const Checkpoint& c) = 0;
+
+  // `hfta tune`: every model on the validation data (a classifier's test split). The default
+  // throws: a task without a validation metric (a GAN) is not searched.
+  virtual ValidationScores validate();
+  // `hfta tune`'s live arrays (models/slots.h). keep_models: the array becomes its models
+  // keep[0], keep[1], ... (each bit for bit as it was); refill_model: model `slot` becomes a fresh
+  // model with the per-model values of `one`, the options of one model trained alone (its RNG
+  // stream is one.first_model_id; its hyperparameters, and a language model's clip and StepLR).
+  // Neither changes another model. False when the task cannot: the search then builds the array
+  // anew from the models' checkpoints (the same numbers, slower).
+  virtual bool keep_models(std::span<const int64_t> keep) { return false; }
+  virtual bool refill_model(int64_t slot, const TrainOptions& one) { return false; }
 };
 
 struct EpochLoopOptions {

@@ -7,6 +7,10 @@
 
 namespace hfta {
 
+std::unique_ptr<SearchData> Task::load_search_data(const TrainOptions&, int64_t) const {
+  fail("hfta tune does not search {} models", kind());
+}
+
 void check_model_flags(const Task& task, const std::string& model,
                        std::span<const std::string> given, std::span<const Task* const> all_tasks) {
   for (const std::string& flag : given) {

@@ -9,7 +9,9 @@
 // task of a model name.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +21,7 @@
 namespace hfta {
 
 struct Checkpoint;
+class RunArray;
 struct TrainOptions;
 struct TrainResult;
 struct TrialOptions;
@@ -77,6 +80,22 @@ inline constexpr std::string_view kModelSpecificFlags[] = {
     "--lr-step-size",   "--vocab",
     "--lr-d",           "--image-size"};
 
+// `hfta tune`'s data, loaded once per search, and the arrays of trials it trains on it.
+class SearchData {
+ public:
+  virtual ~SearchData() = default;
+  // An array of `options`' models, for the search to train epoch by epoch (run/epoch_loop.h's
+  // RunArray: begin_epoch, train_epoch, validate, checkpoints, live slots): B is the longest
+  // hyperparameter list and model b draws its initial weights and dropout from RNG stream
+  // options.model_streams[b] (its trial's id). It writes no metrics, and holds what it needs but
+  // this SearchData, which must outlive it.
+  virtual std::unique_ptr<RunArray> make_array(const TrainOptions& options) = 0;
+  // Arena bytes of one model of `options` (B = 1 under every plan): --memory-budget's unit.
+  virtual int64_t bytes_per_model(const TrainOptions& options) = 0;
+  // What the search trains on, for its first line: e.g. "fashion-mnist (60000 train samples)".
+  virtual std::string describe() const = 0;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -93,6 +112,18 @@ class Task {
   // search the task, with `why_not` saying why.
   virtual std::optional<std::string> tune_metric(const std::string& model,
                                                  std::string* why_not) const = 0;
+
+  // `hfta tune`'s --metric choices for `model`, from its RunArray::validate: val_acc and
+  // val_loss, or val_loss alone for a model without accuracy.
+  virtual std::vector<std::string> tune_metrics(const std::string& model) const {
+    return {"val_acc", "val_loss"};
+  }
+  // `hfta tune`: loads the data of `options` (dataset, data dir, sizes, seed) once for the whole
+  // search; throws hfta::Error for data the search cannot use, e.g. fewer samples than
+  // `largest_batch`, the largest batch size it may train with. The default throws: a task that
+  // tune_metric refuses is never searched.
+  virtual std::unique_ptr<SearchData> load_search_data(const TrainOptions& options,
+                                                       int64_t largest_batch) const;
 
   // What a trial's samples are (`hfta sweep`'s samples/s): "samples", or "tokens" for text.
   virtual std::string_view sample_unit() const { return "samples"; }

@@ -37,8 +37,8 @@ struct TrainOptions {
   // --first-model-id: model b draws its initial weights and dropout from stream (seed, K + b), so
   // one model of a larger run (e.g. a trial of `hfta tune`) retrains alone.
   int64_t first_model_id = 0;
-  // Language models, set by `hfta tune` (no flag): model b's RNG stream is model_streams[b]
-  // (the array's trial ids) instead of first_model_id + b.
+  // Set by `hfta tune` (no flag): model b's RNG stream is model_streams[b] (the array's trial
+  // ids) instead of first_model_id + b.
   std::vector<int64_t> model_streams;
   // --first-epoch: epoch e of this run draws the loader's shuffle of epoch first_epoch + e, so a
   // trial that joined a live array of `hfta tune` (a refilled slot) at that point retrains alone.
@@ -60,10 +60,6 @@ struct TrainOptions {
   double checkpoint_interval_seconds = kDefaultCheckpointIntervalSeconds;
   // Continue from the checkpoints in <out> (same flags required; metrics.csv is kept).
   bool resume = false;
-  // Language models, set by `hfta tune` (no flag): a search ranks trials on the validation split
-  // alone, so the test split's evaluation (test loss NaN) and BERT's per-model safetensors are
-  // skipped.
-  bool search_trial = false;
   // Language models (models/language_model.h; dataset = text or wikitext2).
   std::string text_files;  // --text-files: comma-separated files or directories
   int64_t emsize = 128, nhid = 128, nlayers = 2, nhead = 2, bptt = 32;

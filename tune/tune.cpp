@@ -19,8 +19,6 @@
 #include "io/checkpoint.h"
 #include "io/interrupt.h"
 #include "io/safetensors.h"
-#include "models/language_model.h"
-#include "models/masked_lm.h"
 #include "run/export.h"
 #include "run/plan_choice.h"
 #include "tasks/tasks.h"
@@ -63,19 +61,24 @@ nlohmann::json run_identity(const TuneOptions& o, const TuneSpace& space) {
                        {"synthetic_size", o.synthetic_train_size},
                        {"synthetic_test_size", o.synthetic_test_size}};
   if (o.npoints > 0) id["npoints"] = o.npoints;
-  if (tunes_language_model(o.model)) {
-    id["text-files"] = o.lm.text_files;
-    id["emsize"] = o.lm.emsize;
-    id["nhid"] = o.lm.nhid;
-    id["nlayers"] = o.lm.nlayers;
-    id["nhead"] = o.lm.nhead;
-    id["bptt"] = o.lm.bptt;
-    id["vocab"] = o.lm.vocab;
-    id["clip"] = o.lm.clip;
-    id["lr-gamma"] = o.lm.lr_gamma;
-    id["lr-step-size"] = o.lm.lr_step_size;
-    id["dropout"] = o.lm.dropout ? nlohmann::json(*o.lm.dropout) : nlohmann::json("default");
-  }
+  // The model-specific flags the model reads.
+  const Task& task = task_for_model(o.model);
+  const TrainOptions& t = o.model_flags;
+  const std::vector<std::pair<std::string_view, nlohmann::json>> flags = {
+      {"--text-files", t.text_files},
+      {"--emsize", t.emsize},
+      {"--nhid", t.nhid},
+      {"--nlayers", t.nlayers},
+      {"--nhead", t.nhead},
+      {"--bptt", t.bptt},
+      {"--vocab", t.vocab},
+      {"--clip", t.clip},
+      {"--lr-gamma", t.lr_gamma},
+      {"--lr-step-size", t.lr_step_size},
+      {"--dropout", t.dropout ? nlohmann::json(*t.dropout) : nlohmann::json("default")},
+      {"--no-decay-norm-bias", t.no_decay_norm_bias}};
+  for (const auto& [flag, value] : flags)
+    if (task.reads_flag(o.model, flag)) id[std::string(flag.substr(2))] = value;
   return id;
 }
 
@@ -88,6 +91,8 @@ void check_resume_identity(const nlohmann::json& was, const nlohmann::json& is,
         path, was.value("space_file", std::string("?")), is["space_file"].get<std::string>());
   for (const auto& [key, value] : is.items()) {
     if (key == "space" || key == "space_file") continue;
+    // A flag a search of an older version did not record ran at its default.
+    if (!was.contains(key) && (value == "default" || value == false)) continue;
     if (!was.contains(key) || was[key] != value)
       fail(
           "cannot --resume {}: it was run with --{} {}, this command gives {}; resume with the "
@@ -98,59 +103,56 @@ void check_resume_identity(const nlohmann::json& was, const nlohmann::json& is,
   }
 }
 
-// A classifier's data and model configuration; language models read their corpus in `hfta
-// train`'s loop (tune_lm.cpp) and leave both empty.
-void load_classifier_data(const TuneOptions& o, Data& data, ModelConfig& config) {
-  if (tunes_language_model(o.model)) return;
-  const ModelInfo& info = model_info(o.model);
-  Shape sample_shape = info.default_sample_shape;
-  if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds
-  data = load_data(o.dataset, o.data_dir, sample_shape, info.default_num_classes,
-                   o.synthetic_train_size, o.synthetic_test_size, o.seed,
-                   info.task == ModelTask::kSegment);
-  config = model_config(o.model, data);
-  // Concurrent: the same arrays, but their models run side by side on threads of their own
-  // (plan threads), unfused: on CPU cores what HFHT's concurrent processes are on one GPU.
-  config.plan = ExecutionPlan::parse(o.mode == "concurrent" ? "threads" : o.plan);
-  // --plan auto is resolved per array (train_array), as make_array does: arrays differ in B and
-  // batch size, and the plan cache remembers each choice.
+// The search's data (the model's task loads it; tune_search.h trains arrays on it).
+std::unique_ptr<SearchData> load_search_data(const TuneOptions& o, const TuneSpace& space) {
+  // Batch sizes the data cannot fill fail now, not in the middle of the search.
+  int64_t largest_batch = o.batch_size;
+  for (const TuneParam& p : space.params())
+    if (p.name == "batch_size") {
+      largest_batch = static_cast<int64_t>(p.high);
+      for (const TuneValue& v : p.values)
+        largest_batch = std::max(largest_batch, static_cast<int64_t>(v.number));
+    }
+  const TrainOptions t = trial_train_options(o, space.sample(o.seed, 0), 0, 1, "");
+  return task_for_model(o.model).load_search_data(t, largest_batch);
 }
 
-// What the model and space allow: a GAN has no validation metric; a Transformer LM no accuracy;
-// clip and StepLR are language models' alone.
+// What the model and space allow: the metrics its validation reports, and the model-specific
+// parameters it reads.
 void check_model_and_space(const TuneOptions& o, const TuneSpace& space) {
-  const bool lm = tunes_language_model(o.model);
-  HFTA_CHECK(!(is_language_model(o.model) && o.metric == "val_acc"),
-             "--metric val_acc: the {} language model has no accuracy; use --metric val_loss "
-             "(validation loss per token, minimized; perplexity is its exp)",
-             o.model);
-  for (const TuneParam& p : space.params())
-    HFTA_CHECK(lm || !is_lm_param(p.name),
-               "search space {}, parameter \"{}\": only language models (transformer, bert) "
-               "read it; remove it to tune {}",
-               space.file(), p.name, o.model);
-  if (lm) {
-    for (const auto& [flag, param, n] :
-         {std::tuple{"--clip", "clip", o.lm.clip.size()},
-          std::tuple{"--lr-gamma", "lr_gamma", o.lm.lr_gamma.size()},
-          std::tuple{"--lr-step-size", "lr_step_size", o.lm.lr_step_size.size()}})
-      HFTA_CHECK(n <= 1,
-                 "{} takes one value in hfta tune (every trial's), got {}; search per-model "
-                 "values with the space's \"{}\"",
-                 flag, n, param);
-    HFTA_CHECK(!(is_masked_lm(o.model) && o.mode == "concurrent"),
-               "--mode concurrent runs each model on threads of its own (plan threads), which "
-               "BERT does not have: use --mode fused or serial");
+  const Task& task = task_for_model(o.model);
+  const std::vector<std::string> metrics = task.tune_metrics(o.model);
+  HFTA_CHECK(std::find(metrics.begin(), metrics.end(), o.metric) != metrics.end(),
+             "--metric {}: --model {} ({}) {}; use --metric {}", o.metric, o.model, task.kind(),
+             o.metric == "val_acc" ? "has no accuracy"
+                                   : fmt::format("reports {}", fmt::join(metrics, " and ")),
+             metrics.front());
+  for (const TuneParam& p : space.params()) {
+    std::string flag = "--" + p.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const bool model_specific =
+        std::find(std::begin(kModelSpecificFlags), std::end(kModelSpecificFlags), flag) !=
+        std::end(kModelSpecificFlags);
+    HFTA_CHECK(!model_specific || task.reads_flag(o.model, flag),
+               "search space {}, parameter \"{}\": --model {} does not read {}; remove it to "
+               "tune {}",
+               space.file(), p.name, o.model, flag, o.model);
   }
+  for (const auto& [flag, param, n] :
+       {std::tuple{"--clip", "clip", o.model_flags.clip.size()},
+        std::tuple{"--lr-gamma", "lr_gamma", o.model_flags.lr_gamma.size()},
+        std::tuple{"--lr-step-size", "lr_step_size", o.model_flags.lr_step_size.size()}})
+    HFTA_CHECK(n <= 1 || !task.reads_flag(o.model, flag),
+               "{} takes one value in hfta tune (every trial's), got {}; search per-model "
+               "values with the space's \"{}\"",
+               flag, n, param);
 }
 
 // A rank > 0 under mpirun: trains the arrays rank 0 sends until it says stop; writes no outputs
 // but the trials' checkpoints (in the shared --out).
 TuneRunResult serve_rank(const TuneOptions& o, const TuneSpace& space, TuneMpi& mpi) {
-  Data data;
-  ModelConfig config;
-  load_classifier_data(o, data, config);
-  TuneSearch search(o, space, data, config, fmt::format("{}/{}", o.out, o.mode));
+  const std::unique_ptr<SearchData> data = load_search_data(o, space);
+  TuneSearch search(o, space, *data, fmt::format("{}/{}", o.out, o.mode));
   mpi.serve([&](const TuneArrayTask& t) { return search.train_task(t); });
   return {.dir = fmt::format("{}/{}", o.out, o.mode)};
 }
@@ -204,14 +206,23 @@ void plot_trajectories(const std::string& out, const std::string& metric, bool q
 
 }  // namespace
 
+ArrayKey trial_array_key(const TuneOptions& o, const TuneConfig& config) {
+  return array_key(config, {.optimizer = o.optimizer,
+                            .batch_size = o.batch_size,
+                            .dropout = o.model_flags.dropout.value_or(-1.0f),
+                            .no_decay_norm_bias = o.model_flags.no_decay_norm_bias});
+}
+
 TrainOptions trial_train_options(const TuneOptions& o, const TuneConfig& config, int64_t trial,
                                  int64_t budget, const std::string& out) {
-  const ArrayKey key = array_key(config, {.optimizer = o.optimizer, .batch_size = o.batch_size});
-  TrainOptions t;
+  const ArrayKey key = trial_array_key(o, config);
+  // The model-specific flags (a model reads those of its task, run/task.h), then the search's.
+  TrainOptions t = o.model_flags;
   t.model = o.model;
   t.dataset = o.dataset;
   t.data_dir = o.data_dir;
   t.optimizer = key.optimizer;
+  t.dropout.reset();  // the key's: the space's, else --dropout
   if (key.dropout >= 0) t.dropout = key.dropout;
   t.no_decay_norm_bias = key.no_decay_norm_bias;
   t.hyper = config_hyper(config, key.optimizer);
@@ -226,36 +237,27 @@ TrainOptions trial_train_options(const TuneOptions& o, const TuneConfig& config,
   t.synthetic_test_size = o.synthetic_test_size;
   t.npoints = o.npoints;
   t.progress = false;
-  if (tunes_language_model(o.model)) {
-    // The corpus, sizes and per-model clip and StepLR: the space's values, else the flags'.
-    t.text_files = o.lm.text_files;
-    t.emsize = o.lm.emsize;
-    t.nhid = o.lm.nhid;
-    t.nlayers = o.lm.nlayers;
-    t.nhead = o.lm.nhead;
-    t.bptt = o.lm.bptt;
-    t.vocab = o.lm.vocab;
-    t.clip = o.lm.clip;
-    t.lr_gamma = o.lm.lr_gamma;
-    t.lr_step_size = o.lm.lr_step_size;
-    if (!t.dropout) t.dropout = o.lm.dropout;
-    if (auto it = config.find("clip"); it != config.end())
-      t.clip = {static_cast<float>(it->second.number)};
-    if (auto it = config.find("lr_gamma"); it != config.end())
-      t.lr_gamma = {static_cast<float>(it->second.number)};
-    if (auto it = config.find("lr_step_size"); it != config.end())
-      t.lr_step_size = {static_cast<int64_t>(it->second.number)};
-  }
+  // Per trial where the space searches them.
+  if (auto it = config.find("clip"); it != config.end())
+    t.clip = {static_cast<float>(it->second.number)};
+  if (auto it = config.find("lr_gamma"); it != config.end())
+    t.lr_gamma = {static_cast<float>(it->second.number)};
+  if (auto it = config.find("lr_step_size"); it != config.end())
+    t.lr_step_size = {static_cast<int64_t>(it->second.number)};
   return t;
 }
 
 std::string trial_command(const TuneOptions& o, const TuneConfig& config, int64_t trial,
                           int64_t budget, const std::string& out) {
   const TrainOptions t = trial_train_options(o, config, trial, budget, out);
+  const Task& task = task_for_model(t.model);
+  auto reads = [&](std::string_view flag) { return task.reads_flag(t.model, flag); };
   std::string s = fmt::format("hfta train --model {} --dataset {}", t.model, t.dataset);
   if (!t.data_dir.empty()) s += " --data-dir " + quote_arg(t.data_dir);
   if (t.dataset == "synthetic" || t.dataset == "shapes" || t.dataset == "synthetic-text")
     s += fmt::format(" --synthetic-size {}", t.synthetic_train_size);
+  if ((t.dataset == "synthetic" || t.dataset == "shapes") && reads("--synthetic-test-size"))
+    s += fmt::format(" --synthetic-test-size {}", t.synthetic_test_size);
   s += fmt::format(" --optimizer {}", t.optimizer);
   for (const auto& [name, v] : t.hyper) {
     std::string flag = "--" + name;
@@ -263,19 +265,20 @@ std::string trial_command(const TuneOptions& o, const TuneConfig& config, int64_
     s += fmt::format(" {} {}", flag, v[0]);
   }
   if (t.npoints > 0) s += fmt::format(" --npoints {}", t.npoints);
-  if (t.dropout) s += fmt::format(" --dropout {}", *t.dropout);
+  if (t.dropout && reads("--dropout")) s += fmt::format(" --dropout {}", *t.dropout);
   if (t.no_decay_norm_bias) s += " --no-decay-norm-bias";
-  if (tunes_language_model(t.model)) {
-    if (!t.text_files.empty()) s += " --text-files " + quote_arg(t.text_files);
-    if (t.dataset == "synthetic-text" || t.dataset == "synthetic")
-      s += fmt::format(" --vocab {}", t.vocab);
+  if (!t.text_files.empty() && reads("--text-files"))
+    s += " --text-files " + quote_arg(t.text_files);
+  if ((t.dataset == "synthetic-text" || t.dataset == "synthetic") && reads("--vocab"))
+    s += fmt::format(" --vocab {}", t.vocab);
+  if (reads("--emsize"))
     s += fmt::format(" --emsize {} --nhid {} --nlayers {} --nhead {} --bptt {}", t.emsize, t.nhid,
                      t.nlayers, t.nhead, t.bptt);
-    // BERT runs without clipping unless --clip is given.
-    if (!t.clip.empty()) s += fmt::format(" --clip {}", fmt::join(t.clip, ","));
+  // BERT runs without clipping unless --clip is given.
+  if (!t.clip.empty() && reads("--clip")) s += fmt::format(" --clip {}", fmt::join(t.clip, ","));
+  if (reads("--lr-gamma"))
     s += fmt::format(" --lr-gamma {} --lr-step-size {}", fmt::join(t.lr_gamma, ","),
                      fmt::join(t.lr_step_size, ","));
-  }
   s += fmt::format(" --batch-size {} --epochs {}", t.batch_size, t.epochs);
   if (t.iters_per_epoch > 0) s += fmt::format(" --iters-per-epoch {}", t.iters_per_epoch);
   if (t.first_epoch > 0) s += fmt::format(" --first-epoch {}", t.first_epoch);
@@ -336,21 +339,7 @@ TuneRunResult run_tune(const TuneOptions& options) {
                "{} already holds a search ({}): continue it with --resume, or choose another --out",
                dir, history);
   }
-  Data data;
-  ModelConfig config;
-  load_classifier_data(o, data, config);
-  // Batch sizes the data cannot fill fail now, not in the middle of the search.
-  int64_t largest_batch = o.batch_size;
-  for (const TuneParam& p : space.params())
-    if (p.name == "batch_size") {
-      largest_batch = static_cast<int64_t>(p.high);
-      for (const TuneValue& v : p.values)
-        largest_batch = std::max(largest_batch, static_cast<int64_t>(v.number));
-    }
-  HFTA_CHECK(tunes_language_model(o.model) || largest_batch <= data.train.size,
-             "batch size {} (--batch-size or the space's batch_size) exceeds the {} training "
-             "samples of {}",
-             largest_batch, data.train.size, o.dataset);
+  const std::unique_ptr<SearchData> data = load_search_data(o, space);
   std::error_code ec;
   fs::create_directories(dir, ec);
   HFTA_CHECK(!ec, "cannot create {}: {}", dir, ec.message());
@@ -359,16 +348,15 @@ TuneRunResult run_tune(const TuneOptions& options) {
     out << identity.dump(2) << "\n";
   }
 
-  TuneSearch search(o, space, data, config, dir);
+  TuneSearch search(o, space, *data, dir);
   if (mpi) search.set_mpi(mpi.get());
   if (o.resume) search.load_history(history);
   search.open_history(history, o.resume);
   if (!o.quiet) {
     fmt::print("{}\n", cpu::describe_runtime());
-    fmt::print(
-        "tuning {} on {}{}: {} over {} ({} parameters), mode {}, metric {}\n", o.model, o.dataset,
-        tunes_language_model(o.model) ? "" : fmt::format(" ({} train samples)", data.train.size),
-        schedule.algorithm, o.space, space.params().size(), o.mode, o.metric);
+    fmt::print("tuning {} on {}: {} over {} ({} parameters), mode {}, metric {}\n", o.model,
+               data->describe(), schedule.algorithm, o.space, space.params().size(), o.mode,
+               o.metric);
     if (mpi)
       fmt::print("arrays sharded over {} MPI ranks (rank 0 {}), {} threads per rank\n", mpi->size(),
                  mpi->size() <= kRank0TrainsUpTo ? "trains too" : "coordinates", rank_threads);
@@ -406,18 +394,7 @@ TuneRunResult run_tune(const TuneOptions& options) {
   const std::string best_ckpt = fmt::format("{}/trials/{}/checkpoint.bin", dir, best->job.trial);
   Checkpoint c = load_checkpoint(best_ckpt);
   save_checkpoint(dir + "/best.bin", c);
-  if (tunes_language_model(o.model)) {
-    write_lm_safetensors(c, dir + "/best.safetensors", best_ckpt);
-  } else {
-    auto model = make_model(c.model, model_spec(c, 1));
-    restore_tensors(c, *model, nullptr);
-    write_safetensors(dir + "/best.safetensors", state_dict(*model, 0),
-                      {{"format", "pt"},
-                       {"hfta_model", model->name()},
-                       {"sample_shape", model->sample_shape().str()},
-                       {"num_classes", std::to_string(model->num_classes())},
-                       {"source", best_ckpt}});
-  }
+  task_for_model(c.model).export_model(c, {.out = dir + "/best.safetensors", .source = best_ckpt});
   if (!o.quiet)
     fmt::print(
         "done in {:.1f} s ({} arrays trained; live arrays: {} continued, {} compactions, {} slots "

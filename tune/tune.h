@@ -51,9 +51,12 @@ struct TuneOptions {
   uint64_t seed = 1;
   int threads = 0;
   double rank_timeout_s = 0;  // mpirun: a rank silent this long is dead (0: a day; tune_mpi.h)
-  // Language models (transformer, bert): the `hfta train` flags of add_lm_flags (corpus, sizes)
-  // and the per-model --clip, --lr-gamma and --lr-step-size where the space does not search them.
-  TrainOptions lm;
+  // The model-specific flags of `hfta train` (run/task.h's kModelSpecificFlags, those the model
+  // reads: a language model's corpus and sizes, --dropout, --no-decay-norm-bias, ...) that every
+  // trial takes where the space does not search them (dropout, no_decay_norm_bias, clip,
+  // lr_gamma, lr_step_size), with the task's own defaults; synthetic sizes and --npoints are the
+  // fields below.
+  TrainOptions model_flags;
   int64_t npoints = 0;  // points per cloud of point-cloud data (--npoints); 0 = the model's
   int64_t synthetic_train_size = 4096;
   int64_t synthetic_test_size = 1024;  // `hfta train`'s (no flag): tests make it smaller
@@ -89,15 +92,13 @@ struct TuneRunResult {
   TuneLiveCounts live;
 };
 
-// True for the models `hfta tune` trains through `hfta train`'s language-model loops
-// (transformer, bert): their metric is the validation loss per predicted token (and BERT's
-// masked-token accuracy).
-bool tunes_language_model(const std::string& model);
-
 // Runs the search. Throws hfta::Error on bad flags or space, a --resume that does not match, or
 // an interrupt (after saving: run the same command with --resume).
 TuneRunResult run_tune(const TuneOptions& options);
 
+// The arrays `config`'s trial trains in: the space's optimizer, batch size, dropout and
+// no_decay_norm_bias, else the flags'.
+ArrayKey trial_array_key(const TuneOptions& options, const TuneConfig& config);
 // The `hfta train` options that retrain `trial` of the search alone to `budget`, into `out`.
 TrainOptions trial_train_options(const TuneOptions& options, const TuneConfig& config,
                                  int64_t trial, int64_t budget, const std::string& out);

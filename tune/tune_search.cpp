@@ -7,15 +7,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/interrupt.h"
-#include "models/slots.h"
-#include "optim/slots.h"
-#include "run/plan_choice.h"
-#include "tasks/classifier/classifier_plan.h"
-#include "tasks/classifier/evaluate.h"
 
 namespace hfta {
 
@@ -33,50 +29,52 @@ std::vector<std::string> history_columns(const TuneSpace& space) {
 std::string csv_metric(double x) { return std::isfinite(x) ? fmt::format("{}", x) : "nan"; }
 
 bool TuneSearch::take_live(const ArrayKey& key, int64_t start, const std::vector<int64_t>& ids,
-                           const HyperValues& values, ModelArray& array,
-                           std::vector<int64_t>& skipped) {
+                           std::unique_ptr<RunArray>& array, ArrayProgress& progress) {
   if (!o_.live_arrays || !live_ || live_->key != key) return false;
-  Live& live = *live_;
-  const std::vector<int64_t>& slots = live.array.ids;
+  Live live = std::move(*live_);
+  live_.reset();
   std::vector<int64_t> keep;
   if (start > 0) {
     // Every trial must be in the live array at budget `start`; else their checkpoints are read.
     if (live.at != start) return false;
     for (int64_t id : ids) {
-      const auto it = std::find(slots.begin(), slots.end(), id);
-      if (it == slots.end()) return false;
-      keep.push_back(it - slots.begin());
+      const auto it = std::find(live.ids.begin(), live.ids.end(), id);
+      if (it == live.ids.end()) return false;
+      keep.push_back(it - live.ids.begin());
     }
   } else {
-    if (slots.size() < ids.size()) return false;
+    if (live.ids.size() < ids.size()) return false;
     for (size_t b = 0; b < ids.size(); ++b) keep.push_back(static_cast<int64_t>(b));
   }
-  bool same_slots = keep.size() == slots.size();
+  bool same_slots = keep.size() == live.ids.size();
   for (size_t i = 0; same_slots && i < keep.size(); ++i)
     same_slots = keep[i] == static_cast<int64_t>(i);
-  if (same_slots) {
-    array = std::move(live.array);
-  } else {
-    array.model = compact(*live.array.model, keep);
-    array.optimizer = compact_optimizer(*live.array.optimizer, array.model->net(), keep);
+  if (!same_slots && !live.array->keep_models(keep)) return false;
+  progress = live.progress;
+  progress.skipped.resize(live.ids.size(), 0);  // a task may count them in its optimizer alone
+  if (!same_slots) {
+    std::vector<int64_t> skipped;
+    for (int64_t k : keep) skipped.push_back(progress.skipped.at(static_cast<size_t>(k)));
+    progress.skipped = skipped;
   }
-  array.ids = ids;
-  if (start > 0) {
-    for (size_t b = 0; b < ids.size(); ++b) skipped[b] = live.skipped[static_cast<size_t>(keep[b])];
-    live_counts_.arrays_continued += 1;
-  } else {
-    // Fresh trials: each slot becomes model ids[b] as a new array would build it, with its
-    // trial's hyperparameters and a zeroed optimizer state.
+  progress.epoch_loss.assign(ids.size(), 0.0);
+  progress.last_train_loss.resize(ids.size(), 0.0);
+  if (start == 0) {
+    // Fresh trials: each slot becomes trial ids[b] as a new array would build it, with its
+    // hyperparameters and a zeroed optimizer state.
     for (size_t b = 0; b < ids.size(); ++b) {
-      std::map<std::string, float> named;
-      for (const auto& [name, v] : values) named[name] = v[b];
-      array.model->reinit_slot(static_cast<int64_t>(b), ids[b]);
-      array.optimizer->reset_slot(static_cast<int64_t>(b), SlotHyper::from_named(named));
+      const TrainOptions one =
+          trial_train_options(o_, space_.sample(o_.seed, ids[b]), ids[b], 1, "");
+      if (!live.array->refill_model(static_cast<int64_t>(b), one)) return false;
+      progress.skipped[b] = 0;
     }
+    progress.step = 0;
     live_counts_.slots_refilled += static_cast<int64_t>(ids.size());
+  } else {
+    live_counts_.arrays_continued += 1;
   }
   if (!same_slots) live_counts_.compactions += 1;
-  live_.reset();
+  array = std::move(live.array);
   return true;
 }
 
@@ -135,20 +133,14 @@ int64_t TuneSearch::max_models(const ArrayKey& key) {
   auto it = max_models_.find(key);
   if (it != max_models_.end()) return it->second;
   int64_t n = o_.max_fused > 0 ? o_.max_fused : INT64_MAX;
-  if (o_.memory_budget_bytes > 0 && tunes_language_model(o_.model)) {
-    const int64_t per_model = lm_arena_bytes_per_model(o_, key);
-    n = std::min(n, std::max<int64_t>(1, o_.memory_budget_bytes / std::max<int64_t>(1, per_model)));
-    if (!o_.quiet)
-      fmt::print("arrays of {}: at most {} models within --memory-budget ({} bytes per model)\n",
-                 key.str(), n, per_model);
-  } else if (o_.memory_budget_bytes > 0) {
+  if (o_.memory_budget_bytes > 0) {
     // Arenas grow linearly in B: one model's bytes at this batch size bound the array.
-    ModelConfig c = config_;
-    if (key.dropout >= 0) c.dropout = key.dropout;
-    // One model's arenas: every plan runs B = 1 the same way (auto is not buildable).
-    c.plan = ExecutionPlan{};
-    auto one = make_model(c.name, c.spec({0}, key.batch_size, o_.seed));
-    const int64_t per_model = static_cast<int64_t>(one->arena_bytes());
+    TrainOptions one = trial_train_options(o_, {}, 0, 1, "");
+    one.optimizer = key.optimizer;
+    one.batch_size = key.batch_size;
+    if (key.dropout >= 0) one.dropout = key.dropout;
+    one.no_decay_norm_bias = key.no_decay_norm_bias;
+    const int64_t per_model = data_.bytes_per_model(one);
     n = std::min(n, std::max<int64_t>(1, o_.memory_budget_bytes / std::max<int64_t>(1, per_model)));
     if (!o_.quiet)
       fmt::print("arrays of {}: at most {} models within --memory-budget ({} bytes per model)\n",
@@ -192,8 +184,7 @@ std::vector<TuneOutcome> TuneSearch::execute(const std::vector<TuneJob>& jobs) {
              j.from, path);
       }
     }
-    const ArrayKey key = array_key(space_.sample(o_.seed, j.trial),
-                                   {.optimizer = o_.optimizer, .batch_size = o_.batch_size});
+    const ArrayKey key = trial_array_key(o_, space_.sample(o_.seed, j.trial));
     auto k = std::make_tuple(key, start, j.to);
     if (!arrays.contains(k)) order.push_back(k);
     arrays[k].push_back({.job = j, .index = i, .start = start});
@@ -299,8 +290,7 @@ TuneArrayResult TuneSearch::train_task(const TuneArrayTask& task) {
   std::vector<Job> jobs;
   for (size_t i = 0; i < task.jobs.size(); ++i)
     jobs.push_back({.job = task.jobs[i], .index = i, .start = task.start});
-  const ArrayKey key = array_key(space_.sample(o_.seed, task.jobs.at(0).trial),
-                                 {.optimizer = o_.optimizer, .batch_size = o_.batch_size});
+  const ArrayKey key = trial_array_key(o_, space_.sample(o_.seed, task.jobs.at(0).trial));
   r.outcomes.resize(jobs.size());
   // Rank 0 writes the rows and the timeline when the result reaches it.
   const size_t timeline = timeline_.size();
@@ -320,75 +310,95 @@ TuneArrayResult TuneSearch::train_task(const TuneArrayTask& task) {
   return r;
 }
 
-void TuneSearch::build_array(ModelConfig& config, const ArrayKey& key, int64_t start,
-                             const std::vector<int64_t>& ids, const HyperValues& values,
-                             ModelArray& array, std::vector<int64_t>& skipped) {
-  const int64_t B = static_cast<int64_t>(ids.size());
-  array.ids = ids;
-  // --plan auto: timed (or read from the plan cache) for this array's B and batch size.
-  config.plan = resolve_plan(config.plan, config, ids, key.batch_size, o_.seed, key.optimizer,
-                             o_.memory_budget_bytes,
-                             [&](const std::string& line) {
-                               if (!o_.quiet) fmt::print("{}\n", line);
-                             })
-                    .plan;
-  array.model = make_model(config.name, config.spec(ids, key.batch_size, o_.seed));
-  array.optimizer = make_optimizer(key.optimizer, *array.model, values, key.no_decay_norm_bias);
+namespace {
+
+// Trials' B = 1 checkpoints at one budget as one checkpoint of models 0..B-1 (each replica-major
+// slice is one trial), their per-model values side by side.
+Checkpoint stack_checkpoints(const std::vector<std::string>& paths) {
   Checkpoint c;
-  if (start > 0) {
-    // The trials' own states, stacked into one array (each replica-major slice is one trial).
-    for (size_t b = 0; b < ids.size(); ++b) {
-      Checkpoint one = load_checkpoint(trial_dir(ids[b]) + "/checkpoint.bin");
-      if (b == 0) {
-        c = one;
-        c.B = B;
-        c.model_ids = ids;
-        c.forward_origins = {one.forward_origins.empty() ? 0 : one.forward_origins[0]};
-        continue;
-      }
-      for (size_t i = 0; i < c.tensors.size(); ++i)
-        c.tensors[i].values.insert(c.tensors[i].values.end(), one.tensors[i].values.begin(),
-                                   one.tensors[i].values.end());
-      c.optimizer_steps.push_back(one.optimizer_steps[0]);
-      c.skipped_steps.push_back(one.skipped_steps[0]);
-      c.forward_origins.push_back(one.forward_origins.empty() ? 0 : one.forward_origins[0]);
+  for (size_t b = 0; b < paths.size(); ++b) {
+    Checkpoint one = load_checkpoint(paths[b]);
+    HFTA_CHECK(one.B == 1, "{} holds {} models, not one trial's: choose another --out", paths[b],
+               one.B);
+    // One dropout origin per model (a net without dropout may record none).
+    const int64_t origin = one.forward_origins.empty() ? 0 : one.forward_origins[0];
+    if (b == 0) {
+      c = std::move(one);
+      c.forward_origins = {origin};
+      continue;
     }
-    for (CheckpointTensor& t : c.tensors) t.shape[0] = B;
-    restore_tensors(c, *array.model, array.optimizer.get());
-    skipped = c.skipped_steps;
+    HFTA_CHECK(one.epoch == c.epoch && one.tensors.size() == c.tensors.size(),
+               "{} is at budget {}, {} at {}: the trials of one array must have trained alike; "
+               "choose another --out",
+               paths[b], one.epoch, paths[0], c.epoch);
+    for (size_t i = 0; i < c.tensors.size(); ++i)
+      c.tensors[i].values.insert(c.tensors[i].values.end(), one.tensors[i].values.begin(),
+                                 one.tensors[i].values.end());
+    for (auto& [name, values] : c.hyper) values.push_back(one.hyper.at(name).at(0));
+    c.epoch_loss_sum.push_back(one.epoch_loss_sum.at(0));
+    c.last_train_loss.push_back(one.last_train_loss.at(0));
+    c.optimizer_steps.push_back(one.optimizer_steps.at(0));
+    c.skipped_steps.push_back(one.skipped_steps.at(0));
+    c.forward_origins.push_back(origin);
   }
+  c.B = static_cast<int64_t>(paths.size());
+  c.model_ids.resize(paths.size());
+  std::iota(c.model_ids.begin(), c.model_ids.end(), 0);
+  for (CheckpointTensor& t : c.tensors) t.shape[0] = c.B;
+  return c;
 }
 
-void TuneSearch::save_trial_states(const ModelConfig& config, const ArrayKey& key,
-                                   const std::vector<int64_t>& ids, const HyperValues& values,
-                                   ModelArray& array, const std::vector<int64_t>& skipped,
-                                   int64_t at, int64_t step, bool with_commands) {
+}  // namespace
+
+TrainOptions TuneSearch::array_options(const std::vector<int64_t>& ids, int64_t to) const {
+  TrainOptions t = trial_train_options(o_, space_.sample(o_.seed, ids[0]), ids[0], to, "");
+  t.first_model_id = 0;
+  t.model_streams = ids;
+  t.hyper.clear();
+  t.clip.clear();
+  t.lr_gamma.clear();
+  t.lr_step_size.clear();
+  for (int64_t id : ids) {
+    const TrainOptions one = trial_train_options(o_, space_.sample(o_.seed, id), id, to, "");
+    for (const auto& [name, v] : one.hyper) t.hyper[name].push_back(v.at(0));
+    if (!one.clip.empty()) t.clip.push_back(one.clip.at(0));
+    t.lr_gamma.push_back(one.lr_gamma.at(0));
+    t.lr_step_size.push_back(one.lr_step_size.at(0));
+  }
+  // lr fixes B when the optimizer's defaults fill the rest (array_size: the longest list).
   const int64_t B = static_cast<int64_t>(ids.size());
+  t.hyper = resolve_hyper(t.optimizer, t.hyper, B);
+  // Concurrent: the same arrays, but their models run side by side on threads of their own
+  // (plan threads), unfused: on CPU cores what HFHT's concurrent processes are on one GPU. --plan
+  // auto is resolved per array: arrays differ in B and batch size, and the plan cache remembers
+  // each choice.
+  t.plan = o_.mode == "concurrent" ? "threads" : o_.plan;
+  t.threads = o_.threads;
+  t.memory_budget_bytes = o_.memory_budget_bytes;
+  return t;
+}
+
+ArrayProgress TuneSearch::build_array(const TrainOptions& options, int64_t start,
+                                      const std::vector<int64_t>& ids,
+                                      std::unique_ptr<RunArray>& array) {
+  array = data_.make_array(options);
+  if (start == 0) return array->fresh_progress();
+  std::vector<std::string> paths;
+  for (int64_t id : ids) paths.push_back(trial_dir(id) + "/checkpoint.bin");
+  return array->restore(stack_checkpoints(paths));
+}
+
+void TuneSearch::save_trial_states(RunArray& array, const ArrayProgress& progress,
+                                   const std::vector<int64_t>& ids, int64_t at,
+                                   bool with_commands) {
   Checkpoint all;
-  all.model = config.name;
-  all.sample_shape.assign(config.sample_shape.begin(), config.sample_shape.end());
-  all.num_classes = config.num_classes;
-  all.dropout = config.dropout.value_or(-1.0f);
-  all.no_decay_norm_bias = config.no_decay_norm_bias;
-  all.B = B;
-  all.seed = o_.seed;
-  all.batch_size = key.batch_size;
-  all.model_ids = ids;
-  all.optimizer = key.optimizer;
-  all.hyper = hyper_record(values);
-  all.epoch = at;
-  all.step = step;
-  all.epoch_loss_sum.assign(ids.size(), 0.0);
-  for (int64_t b = 0; b < B; ++b) all.last_train_loss.push_back(array.model->losses()[b]);
-  auto steps = array.optimizer->steps();
-  all.optimizer_steps.assign(steps.begin(), steps.end());
-  all.skipped_steps = skipped;
-  all.forward_origins = array.model->net().forward_origins();
-  capture_tensors(*array.model, array.optimizer.get(), all.tensors);
-  for (int64_t b = 0; b < B; ++b) {
+  array.fill_checkpoint(all, progress);
+  for (size_t b = 0; b < ids.size(); ++b) {
     const std::string dir = trial_dir(ids[b]);
     fs::create_directories(dir);
-    save_checkpoint(dir + "/checkpoint.bin", extract_model(all, b));
+    Checkpoint one = extract_model(all, static_cast<int64_t>(b));
+    one.model_ids = {0};  // as `hfta train --first-model-id <trial>` saves it
+    save_checkpoint(dir + "/checkpoint.bin", one);
     if (!with_commands) continue;
     std::ofstream cmd(dir + "/command.txt", std::ios::trunc);
     cmd << trial_command(o_, space_.sample(o_.seed, ids[b]), ids[b], at, dir + "/reproduce")
@@ -398,7 +408,6 @@ void TuneSearch::save_trial_states(const ModelConfig& config, const ArrayKey& ke
 
 void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
                              const std::vector<Job>& jobs, std::vector<TuneOutcome>& outcomes) {
-  if (tunes_language_model(o_.model)) return train_lm_array(key, start, to, jobs, outcomes);
   if (InterruptGuard::interrupted())
     fail("interrupted; the search is saved in {}: run the same command with --resume to continue",
          dir_);
@@ -406,39 +415,11 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
   const int64_t B = static_cast<int64_t>(jobs.size());
   std::vector<int64_t> ids;
   for (const Job& j : jobs) ids.push_back(j.job.trial);
-  // Per-trial hyperparameters, then the optimizer's defaults for the rest.
-  HyperValues given;
-  for (const Job& j : jobs)
-    for (const auto& [name, v] : config_hyper(space_.sample(o_.seed, j.job.trial), key.optimizer))
-      given[name].push_back(v[0]);
-  const HyperValues values = resolve_hyper(key.optimizer, given, B);
-  ModelConfig config = config_;
-  if (key.dropout >= 0) config.dropout = key.dropout;
-  config.no_decay_norm_bias = key.no_decay_norm_bias;
-  ModelArray array;
-  std::vector<int64_t> skipped(jobs.size(), 0);
-  const bool live = take_live(key, start, ids, values, array, skipped);
-  if (!live) {
-    // One array in memory at a time: --memory-budget sizes arrays, not pairs of them.
-    live_.reset();
-    build_array(config, key, start, ids, values, array, skipped);
-  }
-  Loader loader(data_.train, {.batch_size = key.batch_size,
-                              .shuffle = true,
-                              .seed = o_.seed,
-                              .drop_last = true,
-                              .iters_per_epoch = o_.iters_per_epoch});
-  Batch batch = loader.make_batch();
-  const int64_t steps_per_unit = loader.batches_per_epoch();
-  if (!o_.quiet) {
-    fmt::print("training trial{} {} ({}) from budget {} to {}: {} model{} in one array{}\n",
-               B == 1 ? "" : "s", fmt::join(ids, ","), key.str(), start, to, B, B == 1 ? "" : "s",
-               !live       ? ""
-               : start > 0 ? " (the live array, continued)"
-                           : " (live slots refilled)");
-    std::fflush(stdout);
-  }
-  int64_t step = start * steps_per_unit;
+  std::unique_ptr<RunArray> array;
+  ArrayProgress progress;
+  bool failed = false, test_interrupt = false, live = false;
+  std::string failure;
+  int64_t step = 0;
   // An interrupt: "stopped" rows (their time counts in the search's), then the error --resume
   // continues from. The trials' checkpoints hold the last whole unit.
   auto stop = [&](const char* why) {
@@ -448,21 +429,51 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
     fail("{}; the search is saved in {}: run the same command with --resume to continue", why,
          dir_);
   };
-  bool failed = false, test_interrupt = false;
-  std::string failure;
   try {
+    live = take_live(key, start, ids, array, progress);
+    if (!live) {
+      // One array in memory at a time: --memory-budget sizes arrays, not pairs of them.
+      live_.reset();
+      progress = build_array(array_options(ids, to), start, ids, array);
+    }
+    if (!o_.quiet) {
+      fmt::print("training trial{} {} ({}) from budget {} to {}: {} model{} in one array{}\n",
+                 B == 1 ? "" : "s", fmt::join(ids, ","), key.str(), start, to, B, B == 1 ? "" : "s",
+                 !live       ? ""
+                 : start > 0 ? " (the live array, continued)"
+                             : " (live slots refilled)");
+      std::fflush(stdout);
+    }
+    step = progress.step;
+    // Per model, whatever the task's progress tracks (a language model's optimizer counts its
+    // skipped steps itself).
+    progress.skipped.resize(ids.size(), 0);
+    progress.epoch_loss.resize(ids.size(), 0.0);
+    progress.last_train_loss.resize(ids.size(), 0.0);
     for (int64_t u = start; u < to && !test_interrupt; ++u) {
-      loader.start_epoch(u);
-      train_steps(array, loader, batch, kUntilEpochEnds, [&](const TrainedStep& trained) {
+      // Budget unit u is epoch u of the task's data, as `hfta train --epochs` runs it.
+      array->begin_epoch(u, 0);
+      std::vector<double> unit_loss(ids.size(), 0.0);
+      int64_t unit_steps = 0;
+      array->train_epoch([&](const TrainedStepView& trained) {
         ++step;
-        for (int64_t b = 0; b < B; ++b)
-          if (trained.report.any_skipped() && trained.report.skipped[b]) ++skipped[b];
-        if (InterruptGuard::interrupted()) stop("interrupted");
+        ++unit_steps;
+        for (size_t b = 0; b < ids.size(); ++b) {
+          unit_loss[b] += trained.losses[b];
+          if (!trained.skipped.empty() && trained.skipped[b]) ++progress.skipped[b];
+        }
+        if (trained.current && InterruptGuard::interrupted()) stop("interrupted");
       });
+      progress.step = step;
+      progress.epochs_done = u + 1;
+      progress.batch_in_epoch = 0;
+      for (size_t b = 0; b < ids.size(); ++b)
+        progress.last_train_loss[b] =
+            unit_loss[b] / static_cast<double>(std::max<int64_t>(1, unit_steps));
       // Every whole unit short of `to` is saved, so an interrupt or a crash costs the unit in
       // progress, not the array's (a full-epoch rung of 9 units is an hour of LeNet arrays).
       if (u + 1 < to) {
-        save_trial_states(config, key, ids, values, array, skipped, u + 1, step, false);
+        save_trial_states(*array, progress, ids, u + 1, false);
         test_interrupt = o_.interrupt_after_units > 0 && ++units_saved_ >= o_.interrupt_after_units;
       }
     }
@@ -472,23 +483,30 @@ void TuneSearch::train_array(const ArrayKey& key, int64_t start, int64_t to,
     failure = e.what();
   }
   if (test_interrupt) stop("interrupted (test) after a saved budget unit");
-  Evaluation eval;
-  if (!failed) eval = evaluate(*array.model, data_.test);
-  // Save every trial's state (B = 1 checkpoints) before its row: a row always has its state.
-  if (!failed) save_trial_states(config, key, ids, values, array, skipped, to, step, true);
+  ValidationScores scores;
+  if (!failed) {
+    try {
+      scores = array->validate();
+      // Save every trial's state (B = 1 checkpoints) before its row: a row always has its state.
+      save_trial_states(*array, progress, ids, to, true);
+    } catch (const Error& e) {
+      failed = true;
+      failure = e.what();
+    }
+  }
   if (failed && !o_.quiet) {
     fmt::print("  failed: {}\n", failure);
     std::fflush(stdout);
   }
   std::vector<double> acc(jobs.size(), NAN), loss(jobs.size(), NAN);
   for (size_t b = 0; !failed && b < jobs.size(); ++b) {
-    acc[b] = eval.accuracy[b];
-    loss[b] = eval.loss[b];
+    acc[b] = scores.accuracy[b];
+    loss[b] = scores.loss[b];
   }
   record_outcomes(jobs, acc, loss, failed, step, seconds_since(array_start), outcomes);
   ++arrays_trained_;
   if (!failed && o_.live_arrays)
-    live_ = Live{.key = key, .at = to, .array = std::move(array), .skipped = skipped};
+    live_ = Live{.key = key, .at = to, .ids = ids, .array = std::move(array), .progress = progress};
   if (o_.interrupt_after_arrays > 0 && arrays_trained_ >= o_.interrupt_after_arrays)
     fail("interrupted (test) after {} arrays; run the same command with --resume to continue",
          arrays_trained_);

@@ -16,20 +16,12 @@
 
 #include "core/clock.h"
 #include "io/csv.h"
-#include "run/data.h"
-#include "tasks/classifier/train_loop.h"
+#include "run/epoch_loop.h"
+#include "run/task.h"
 #include "tune/tune.h"
 #include "tune/tune_mpi.h"
 
 namespace hfta {
-
-// The arena bytes of one language model of the search (its corpus' vocabulary, the array's
-// batch and dropout): --memory-budget's unit for transformer and bert arrays (tune_lm.cpp).
-int64_t lm_arena_bytes_per_model(const TuneOptions& options, const ArrayKey& key);
-// A language model's trial checkpoint (B = 1) as <path>.safetensors-style state_dict file with
-// the example's names (tune_lm.cpp).
-void write_lm_safetensors(const Checkpoint& checkpoint, const std::string& path,
-                          const std::string& source);
 
 // history.csv's columns for `space`: trial, one per parameter, then the outcome's.
 std::vector<std::string> history_columns(const TuneSpace& space);
@@ -37,13 +29,13 @@ std::vector<std::string> history_columns(const TuneSpace& space);
 std::string csv_metric(double x);
 
 // The executor of one search (run_tune): trains the scheduler's batches of jobs as arrays (fused,
-// or one model each in serial mode), writes history.csv and the trials' checkpoints, replays an
-// earlier run's rows on --resume and prunes the checkpoints of stopped trials.
+// or one model each in serial mode) of the model's task (run/task.h: arrays made by `data`,
+// trained budget unit by unit, an epoch each), writes history.csv and the trials' checkpoints,
+// replays an earlier run's rows on --resume and prunes the checkpoints of stopped trials.
 class TuneSearch {
  public:
-  TuneSearch(const TuneOptions& o, const TuneSpace& space, const Data& data, ModelConfig config,
-             std::string dir)
-      : o_(o), space_(space), data_(data), config_(std::move(config)), dir_(std::move(dir)) {}
+  TuneSearch(const TuneOptions& o, const TuneSpace& space, SearchData& data, std::string dir)
+      : o_(o), space_(space), data_(data), dir_(std::move(dir)) {}
 
   // Rows of an earlier run (--resume): their outcomes are replayed, not trained again.
   void load_history(const std::string& path);
@@ -76,11 +68,9 @@ class TuneSearch {
   };
   void train_array(const ArrayKey& key, int64_t start, int64_t to, const std::vector<Job>& jobs,
                    std::vector<TuneOutcome>& outcomes);
-  // A language model's array (tune_lm.cpp): `hfta train`'s own loop (run_train_lm,
-  // run_train_bert) on the trials' options, from their checkpoints stacked into one when start
-  // > 0. No live arrays: each array starts from the checkpoints.
-  void train_lm_array(const ArrayKey& key, int64_t start, int64_t to, const std::vector<Job>& jobs,
-                      std::vector<TuneOutcome>& outcomes);
+  // The `hfta train` options of the array of trials `ids` to budget `to`: the first trial's, then
+  // every trial's per-model values; model b's RNG stream is trial ids[b]'s.
+  TrainOptions array_options(const std::vector<int64_t>& ids, int64_t to) const;
   // The outcome and history row of each of `jobs` after its array: `acc` and `loss` per job
   // (NaN when failed or not measured).
   void record_outcomes(const std::vector<Job>& jobs, const std::vector<double>& acc,
@@ -90,29 +80,27 @@ class TuneSearch {
                  double wall, double time_s, const std::string& status);
   std::string trial_dir(int64_t t) const { return fmt::format("{}/trials/{}", dir_, t); }
   int64_t max_models(const ArrayKey& key);
-  // Each trial's state at budget `at` in trials/<id>/checkpoint.bin (B = 1 checkpoints), after
-  // the array's last unit (with_commands: also the command.txt that retrains it alone) and after
-  // every unit before it.
-  void save_trial_states(const ModelConfig& config, const ArrayKey& key,
-                         const std::vector<int64_t>& ids, const HyperValues& values,
-                         ModelArray& array, const std::vector<int64_t>& skipped, int64_t at,
-                         int64_t step, bool with_commands);
-  // A new array of trials `ids` at budget `start` (their checkpoints when start > 0).
-  void build_array(ModelConfig& config, const ArrayKey& key, int64_t start,
-                   const std::vector<int64_t>& ids, const HyperValues& values, ModelArray& array,
-                   std::vector<int64_t>& skipped);
+  // Each trial's state at budget `at` in trials/<id>/checkpoint.bin (B = 1 checkpoints, as `hfta
+  // train --first-model-id <trial>` saves it), after the array's last unit (with_commands: also
+  // the command.txt that retrains it alone) and after every unit before it.
+  void save_trial_states(RunArray& array, const ArrayProgress& progress,
+                         const std::vector<int64_t>& ids, int64_t at, bool with_commands);
+  // A new array of trials `ids` at budget `start` (their checkpoints stacked into one when
+  // start > 0); returns its progress.
+  ArrayProgress build_array(const TrainOptions& options, int64_t start,
+                            const std::vector<int64_t>& ids, std::unique_ptr<RunArray>& array);
   // The array trained last stays alive (models/slots.h): an array of the same key that continues
   // some of its trials from the budget it reached takes it compacted to them (no checkpoint
-  // read), and one of fresh trials takes its slots refilled (reinit_slot, reset_slot), instead
-  // of building a new array. Either trains what a new array would (tests/
-  // test_tune_live.cpp). False when the live array does not fit: build one.
+  // read), and one of fresh trials takes its slots refilled (RunArray::keep_models,
+  // refill_model), instead of building a new array. Either trains what a new array would
+  // (tests/tune/test_tune_live.cpp). False when the live array does not fit or its task cannot:
+  // build one.
   bool take_live(const ArrayKey& key, int64_t start, const std::vector<int64_t>& ids,
-                 const HyperValues& values, ModelArray& array, std::vector<int64_t>& skipped);
+                 std::unique_ptr<RunArray>& array, ArrayProgress& progress);
 
   const TuneOptions& o_;
   const TuneSpace& space_;
-  const Data& data_;
-  ModelConfig config_;
+  SearchData& data_;
   std::string dir_;
   std::unique_ptr<CsvWriter> history_;
   std::map<std::pair<int64_t, int64_t>, Done> replay_;  // (trial, budget) -> outcome
@@ -128,9 +116,10 @@ class TuneSearch {
   std::vector<std::vector<std::string>>* capture_ = nullptr;  // rows of train_task
   struct Live {
     ArrayKey key;
-    int64_t at = 0;  // the budget every slot's trial has reached
-    ModelArray array;
-    std::vector<int64_t> skipped;  // per slot
+    int64_t at = 0;            // the budget every slot's trial has reached
+    std::vector<int64_t> ids;  // the trial in each slot
+    std::unique_ptr<RunArray> array;
+    ArrayProgress progress;
   };
   std::optional<Live> live_;
   TuneLiveCounts live_counts_;

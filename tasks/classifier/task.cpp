@@ -13,6 +13,7 @@
 #include "run/plan_choice.h"
 #include "tasks/classifier/classifier.h"
 #include "tasks/classifier/evaluate.h"
+#include "tasks/classifier/train_loop.h"
 #include "tasks/tasks.h"
 
 namespace hfta {
@@ -67,6 +68,11 @@ class ClassifierTask final : public Task {
 
   std::optional<std::string> tune_metric(const std::string&, std::string*) const override {
     return "val_acc";
+  }
+
+  std::unique_ptr<SearchData> load_search_data(const TrainOptions& o,
+                                               int64_t largest_batch) const override {
+    return load_classifier_search_data(o, largest_batch);
   }
 
   TrainResult train(const TrainOptions& o) const override { return run_train_classifier(o); }

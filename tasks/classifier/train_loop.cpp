@@ -12,6 +12,8 @@
 #include "io/csv.h"
 #include "io/interrupt.h"
 #include "io/progress.h"
+#include "models/slots.h"
+#include "optim/slots.h"
 #include "run/plan_choice.h"
 #include "tasks/classifier/classifier_plan.h"
 #include "tasks/classifier/evaluate.h"
@@ -20,12 +22,18 @@
 
 namespace hfta {
 
-namespace {}  // namespace
-
 ModelSpec ModelConfig::spec(const std::vector<int64_t>& ids, int64_t batch_size,
                             uint64_t seed) const {
   std::vector<int64_t> streams = ids;
-  for (int64_t& id : streams) id += first_model_id;
+  for (int64_t& id : streams) {
+    if (model_streams.empty()) {
+      id += first_model_id;
+      continue;
+    }
+    HFTA_CHECK(id >= 0 && id < static_cast<int64_t>(model_streams.size()),
+               "model {} has no RNG stream: {} streams given", id, model_streams.size());
+    id = model_streams[static_cast<size_t>(id)];
+  }
   return {.B = static_cast<int64_t>(ids.size()),
           .batch_size = batch_size,
           .seed = seed,
@@ -141,6 +149,7 @@ namespace {
 // step, the test evaluation after every epoch.
 class ClassifierRun final : public RunArray {
  public:
+  // Holds copies of `o` and `config`: a search's live array outlives the options it was made of.
   ClassifierRun(const TrainOptions& o, const ModelConfig& config, const HyperValues& all_values,
                 const std::vector<int64_t>& ids, const Data& data, CsvWriter& metrics)
       : o_(o),
@@ -224,9 +233,36 @@ class ClassifierRun final : public RunArray {
   }
   ArrayProgress restore(const Checkpoint& c) override { return restore_checkpoint(c, array_); }
 
+  ValidationScores validate() override {
+    const Evaluation e = evaluate(*array_.model, data_.test, &data_.parts);
+    return {.accuracy = e.accuracy, .loss = e.loss};
+  }
+
+  bool keep_models(std::span<const int64_t> keep) override {
+    array_.model = compact(*array_.model, keep);
+    array_.optimizer = compact_optimizer(*array_.optimizer, array_.model->net(), keep);
+    array_.reports.clear();
+    values_ = pick_models(values_, std::vector<int64_t>(keep.begin(), keep.end()));
+    ids_.resize(keep.size());
+    std::iota(ids_.begin(), ids_.end(), 0);
+    array_.ids = ids_;
+    return true;
+  }
+
+  bool refill_model(int64_t slot, const TrainOptions& one) override {
+    const HyperValues h = resolve_hyper(one.optimizer, one.hyper, 1);
+    std::map<std::string, float> named;
+    for (const auto& [name, v] : h) named[name] = v.at(0);
+    // The optimizer checks the values before anything changes.
+    array_.optimizer->reset_slot(slot, SlotHyper::from_named(named));
+    array_.model->reinit_slot(slot, one.first_model_id);
+    for (auto& [name, v] : values_) v.at(static_cast<size_t>(slot)) = h.at(name).at(0);
+    return true;
+  }
+
  private:
-  const TrainOptions& o_;
-  const ModelConfig& config_;
+  TrainOptions o_;
+  ModelConfig config_;
   HyperValues values_;
   std::vector<int64_t> ids_;
   const Data& data_;
@@ -246,7 +282,7 @@ std::unique_ptr<RunArray> make_classifier_run(const TrainOptions& o, const Model
                                               const std::vector<int64_t>& ids, const Data& data,
                                               CsvWriter& metrics) {
   auto run = std::make_unique<ClassifierRun>(o, config, all_values, ids, data, metrics);
-  if (ids.front() == 0)  // once per run
+  if (ids.front() == 0)
     fmt::print(
         "{}: {} parameters per model; {:.1f} MiB of parameters, gradients, buffers and "
         "activations per model at batch {}\n",
@@ -255,6 +291,64 @@ std::unique_ptr<RunArray> make_classifier_run(const TrainOptions& o, const Model
             (1 << 20),
         o.batch_size);
   return run;
+}
+
+namespace {
+
+class ClassifierSearchData final : public SearchData {
+ public:
+  ClassifierSearchData(const TrainOptions& o, int64_t largest_batch) {
+    const ModelInfo& info = model_info(o.model);
+    Shape sample_shape = info.default_sample_shape;
+    if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds
+    data_ = load_data(o.dataset, o.data_dir, sample_shape, info.default_num_classes,
+                      o.synthetic_train_size, o.synthetic_test_size, o.seed,
+                      info.task == ModelTask::kSegment);
+    dataset_ = o.dataset;
+    HFTA_CHECK(largest_batch <= data_.train.size,
+               "batch size {} (--batch-size or the space's batch_size) exceeds the {} training "
+               "samples of {}",
+               largest_batch, data_.train.size, o.dataset);
+  }
+
+  std::unique_ptr<RunArray> make_array(const TrainOptions& o) override {
+    ModelConfig config = array_config(o);
+    config.plan = ExecutionPlan::parse(o.plan);
+    config.plan_memory_budget = o.memory_budget_bytes;
+    config.model_streams = o.model_streams;
+    const int64_t B = array_size(o.hyper);
+    std::vector<int64_t> ids(static_cast<size_t>(B));
+    std::iota(ids.begin(), ids.end(), 0);
+    return std::make_unique<ClassifierRun>(o, config, resolve_hyper(o.optimizer, o.hyper, B), ids,
+                                           data_, metrics_);
+  }
+
+  int64_t bytes_per_model(const TrainOptions& o) override {
+    // Arenas grow linearly in B, and every plan runs one model the same way.
+    const ModelConfig config = array_config(o);
+    return static_cast<int64_t>(
+        make_model(config.name, config.spec({0}, o.batch_size, o.seed))->arena_bytes());
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} ({} train samples)", dataset_, data_.train.size);
+  }
+
+ private:
+  ModelConfig array_config(const TrainOptions& o) const {
+    return model_config(o.model, data_, o.dropout, o.no_decay_norm_bias);
+  }
+
+  Data data_;
+  std::string dataset_;
+  CsvWriter metrics_{"", metrics_columns()};  // a search keeps no per-step rows
+};
+
+}  // namespace
+
+std::unique_ptr<SearchData> load_classifier_search_data(const TrainOptions& options,
+                                                        int64_t largest_batch) {
+  return std::make_unique<ClassifierSearchData>(options, largest_batch);
 }
 
 }  // namespace hfta

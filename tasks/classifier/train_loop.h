@@ -16,6 +16,7 @@
 #include "optim/optimizer.h"
 #include "run/data.h"
 #include "run/hyper.h"
+#include "run/task.h"
 #include "run/train.h"
 #include "run/train_run.h"
 
@@ -35,8 +36,10 @@ struct ModelConfig {
   // within plan_memory_budget bytes of arenas (0 = no limit).
   ExecutionPlan plan = {};
   int64_t plan_memory_budget = 0;
-  // Added to every model id of spec(): the RNG stream of model `id` is (seed, first_model_id + id).
+  // Added to every model id of spec(): the RNG stream of model `id` is (seed, first_model_id + id),
+  // or (seed, model_streams[id]) where model_streams is given (`hfta tune`'s trial ids).
   int64_t first_model_id = 0;
+  std::vector<int64_t> model_streams;
   // The spec of an array of models `ids`.
   ModelSpec spec(const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed) const;
 };
@@ -84,10 +87,16 @@ int64_t train_steps(ModelArray& array, Loader& loader, Batch& batch, int64_t max
 // The array of models `ids` of a `hfta train` run (run/train_run.h): the loader's epochs, a
 // metrics row per model and step, the test evaluation after every epoch, checkpoints of the
 // array, its optimizer and progress.
+// Says once per run (for the array of model 0) what one model holds.
 std::unique_ptr<RunArray> make_classifier_run(const TrainOptions& options,
                                               const ModelConfig& config,
                                               const HyperValues& all_values,
                                               const std::vector<int64_t>& ids, const Data& data,
                                               CsvWriter& metrics);
+
+// `hfta tune`'s data of a classifier search (run/task.h): the dataset of `options`, checked to
+// hold `largest_batch` training samples.
+std::unique_ptr<SearchData> load_classifier_search_data(const TrainOptions& options,
+                                                        int64_t largest_batch);
 
 }  // namespace hfta

@@ -7,12 +7,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <utility>
 
 #include "core/error.h"
 #include "io/interrupt.h"
+#include "models/slots.h"
 #include "optim/clip.h"
 #include "optim/lr_schedule.h"
+#include "optim/slots.h"
 #include "tasks/classifier/resume.h"
 
 namespace hfta {
@@ -50,6 +53,17 @@ std::vector<std::string> LmRunHyper::summary_row(int64_t b) const {
   row.push_back(num(gamma[i]));
   row.push_back(std::to_string(step_size[i]));
   return row;
+}
+
+LmRunHyper LmRunHyper::pick(const std::vector<int64_t>& ids) const {
+  LmRunHyper p{.optimizer = pick_models(optimizer, ids)};
+  for (int64_t id : ids) {
+    const size_t i = static_cast<size_t>(id);
+    if (!clip.empty()) p.clip.push_back(clip.at(i));
+    p.gamma.push_back(gamma.at(i));
+    p.step_size.push_back(step_size.at(i));
+  }
+  return p;
 }
 
 LmRunHyper lm_run_hyper(const TrainOptions& o, int64_t B) {
@@ -95,42 +109,79 @@ void check_lm_resume(const TrainOptions& o, const Checkpoint& c, const std::stri
   check_lm_checkpoint(c, path);
 }
 
+namespace {
+std::vector<int64_t> positions(size_t n) {
+  std::vector<int64_t> p(n);
+  std::iota(p.begin(), p.end(), 0);
+  return p;
+}
+}  // namespace
+
 LmRun::LmRun(const TrainOptions& o, Net& net, const std::vector<int64_t>& group,
              const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info)
     : o_(o),
-      net_(net),
+      net_(&net),
       group_(group),
-      hyper_(hyper),
+      hyper_(hyper.pick(group)),
       config_(config),
       info_(info),
-      record_(hyper.record(group)),
-      optimizer_(make_optimizer(o.optimizer, net, pick_models(hyper.optimizer, group),
-                                o.no_decay_norm_bias)),
+      record_(hyper_.record(positions(group.size()))),
+      optimizer_(make_optimizer(o.optimizer, net, hyper_.optimizer, o.no_decay_norm_bias)),
       lr_(group.size()) {
   for (const Param& p : net.params()) grads_.push_back(p.grad);
-  if (!hyper.clip.empty())
-    for (int64_t id : group) clip_.push_back(hyper.clip[static_cast<size_t>(id)]);
+  clip_ = hyper_.clip;
+}
+
+bool LmRun::keep_models(std::span<const int64_t> keep) {
+  Net& compacted = compact_model(keep);
+  const std::vector<int64_t> kept(keep.begin(), keep.end());
+  optimizer_ = compact_optimizer(*optimizer_, compacted, keep);
+  net_ = &compacted;
+  grads_.clear();
+  for (const Param& p : compacted.params()) grads_.push_back(p.grad);
+  hyper_ = hyper_.pick(kept);
+  clip_ = hyper_.clip;
+  group_ = positions(kept.size());
+  lr_.assign(kept.size(), 0.0f);
+  record_ = hyper_.record(group_);
+  return true;
+}
+
+bool LmRun::refill_model(int64_t slot, const TrainOptions& one) {
+  const LmRunHyper h = lm_run_hyper(one, 1);
+  if (h.clip.empty() != hyper_.clip.empty()) return false;
+  std::map<std::string, float> named;
+  for (const auto& [name, v] : h.optimizer) named[name] = v.at(0);
+  if (named.size() != hyper_.optimizer.size()) return false;
+  optimizer_->reset_slot(slot, SlotHyper::from_named(named));  // checks before it changes
+  const size_t i = static_cast<size_t>(slot);
+  for (auto& [name, v] : hyper_.optimizer) v.at(i) = h.optimizer.at(name).at(0);
+  if (!h.clip.empty()) hyper_.clip.at(i) = h.clip[0];
+  hyper_.gamma.at(i) = h.gamma[0];
+  hyper_.step_size.at(i) = h.step_size[0];
+  clip_ = hyper_.clip;
+  record_ = hyper_.record(positions(group_.size()));
+  reinit_model(slot, one.first_model_id);
+  return true;
 }
 
 void LmRun::fill_checkpoint(Checkpoint& c, const ArrayProgress& p) {
-  fill_lm_checkpoint(c, o_, config_, group_, record_, p, net_, *optimizer_, info_);
+  fill_lm_checkpoint(c, o_, config_, group_, record_, p, *net_, *optimizer_, info_);
 }
 
 void LmRun::reserve_checkpoint(Checkpoint& c) {
   // On the writer thread: shapes only, never the training's values.
-  capture_tensors(net_, optimizer_.get(), c.tensors, /*values=*/false);
+  capture_tensors(*net_, optimizer_.get(), c.tensors, /*values=*/false);
 }
 
 ArrayProgress LmRun::restore(const Checkpoint& c) {
-  return restore_lm_checkpoint(c, net_, *optimizer_);
+  return restore_lm_checkpoint(c, *net_, *optimizer_);
 }
 
 void LmRun::set_epoch_lr(int64_t epoch) {
-  for (size_t g = 0; g < group_.size(); ++g) {
-    const size_t id = static_cast<size_t>(group_[g]);
-    lr_[g] = static_cast<float>(LrSchedule::step_decay(hyper_.step_size[id], hyper_.gamma[id])
-                                    .lr_at(hyper_.optimizer.at("lr")[id], epoch));
-  }
+  for (size_t g = 0; g < group_.size(); ++g)
+    lr_[g] = static_cast<float>(LrSchedule::step_decay(hyper_.step_size[g], hyper_.gamma[g])
+                                    .lr_at(hyper_.optimizer.at("lr")[g], epoch));
   optimizer_->set_lr(lr_);
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct LmRunHyper {
   // lr_step_size) and model b's values in them.
   std::vector<std::string> summary_header() const;
   std::vector<std::string> summary_row(int64_t b) const;
+  // Models `ids`' values, in that order.
+  LmRunHyper pick(const std::vector<int64_t>& ids) const;
 };
 
 // Throws hfta::Error naming the flag and model for a bad value (a clip that is not positive, a
@@ -59,7 +62,8 @@ void check_lm_resume(const TrainOptions& options, const Checkpoint& c, const std
 // One array of a language-model run (the Transformer's, train_lm.cpp, or BERT's,
 // train_bert.cpp) as the epoch loop (run/epoch_loop.h) drives it: its optimizer, each model's
 // gradient clipping and StepLR, and its checkpoints. The two runs add their data, steps and
-// evaluation.
+// evaluation. It keeps copies of the options and its models' values (`hyper` holds the run's,
+// indexed by model id): a search's live array outlives what it was made of.
 class LmRun : public RunArray {
  public:
   LmRun(const TrainOptions& options, Net& net, const std::vector<int64_t>& group,
@@ -69,6 +73,10 @@ class LmRun : public RunArray {
   void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override;
   void reserve_checkpoint(Checkpoint& c) override;
   ArrayProgress restore(const Checkpoint& c) override;
+  // Live arrays: the model's slots, the optimizer's, and each model's clip and StepLR. A refill
+  // fails where clipping is on in `one` and off in the array or the other way round.
+  bool keep_models(std::span<const int64_t> keep) final;
+  bool refill_model(int64_t slot, const TrainOptions& one) final;
 
  protected:
   // Sets epoch `epoch`'s learning rates (each model's StepLR).
@@ -80,16 +88,21 @@ class LmRun : public RunArray {
   const std::vector<float>& step(LanguageModel& model, TokenWindow& window);
   // The same for a BERT array on `batch`.
   const std::vector<float>& step(MaskedLm& model, const MlmBatch& batch);
+  // The subclass's side of a live array's slots (keep_models, refill_model): its model compacted
+  // to `keep` (returns the new model's net), and slot `slot` a fresh model of RNG stream
+  // `stream`.
+  virtual Net& compact_model(std::span<const int64_t> keep) = 0;
+  virtual void reinit_model(int64_t slot, int64_t stream) = 0;
 
-  const TrainOptions& o_;
-  Net& net_;
+  TrainOptions o_;
+  Net* net_;
   std::vector<int64_t> group_;
 
  private:
-  const LmRunHyper& hyper_;
-  const LmConfig& config_;
-  const LmCheckpointInfo& info_;
-  std::map<std::string, std::vector<double>> record_;  // hyper_.record(group_)
+  LmRunHyper hyper_;  // this array's models', by position
+  LmConfig config_;
+  LmCheckpointInfo info_;
+  std::map<std::string, std::vector<double>> record_;  // hyper_'s record
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<TensorView> grads_;
   std::vector<float> clip_, lr_;  // this array's

@@ -70,6 +70,11 @@ class LanguageModelTask final : public Task {
   std::optional<std::string> tune_metric(const std::string&, std::string*) const override {
     return "val_loss";
   }
+  // The validation loss per token (perplexity is its exp); a word-level LM has no accuracy.
+  std::vector<std::string> tune_metrics(const std::string&) const override { return {"val_loss"}; }
+  std::unique_ptr<SearchData> load_search_data(const TrainOptions& o, int64_t) const override {
+    return load_transformer_search_data(o);
+  }
 
   std::string_view sample_unit() const override { return "tokens"; }
   TrainResult train(const TrainOptions& o) const override { return run_train_lm(o); }

@@ -22,6 +22,7 @@
 #include "io/interrupt.h"
 #include "models/language_model.h"
 #include "models/plan.h"
+#include "models/slots.h"
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "run/epoch_loop.h"
@@ -51,57 +52,6 @@ std::string num(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
-// Shared with BERT's training (tasks/masked_lm/train_bert.cpp), declared in train_lm.h.
-LmCheckpointInfo lm_info(const TrainOptions& o, const LmConfig& config, const TextCorpus& corpus) {
-  return {.vocab = config.vocab,
-          .vocab_hash = vocabulary_hash(corpus.dictionary),
-          .emsize = config.emsize,
-          .nhid = config.nhid,
-          .nlayers = config.nlayers,
-          .nhead = config.nhead,
-          .bptt = config.bptt,
-          .dropout = config.dropout,
-          .dataset = o.dataset,
-          .text_files = o.text_files,
-          .data_dir = o.data_dir,
-          .corpus = corpus.name};
-}
-
-void check_lm_resumable(const Checkpoint& c, const std::string& path, const TrainOptions& o,
-                        const LmCheckpointInfo& now,
-                        const std::map<std::string, std::vector<double>>& hyper,
-                        const std::vector<int64_t>& ids) {
-  HFTA_CHECK(c.lm.has_value(),
-             "cannot resume from {}: it holds {} models, not a language model; choose another "
-             "--out",
-             path, c.model);
-  const LmCheckpointInfo& was = *c.lm;
-  if (c.model == o.model && (was.vocab != now.vocab || was.vocab_hash != now.vocab_hash))
-    fail(
-        "cannot resume from {}: it was trained on a vocabulary of {} words (hash {:016x}) from "
-        "{}, but this command's corpus {} has {} words (hash {:016x}): resume with the same "
-        "--dataset, --text-files (or --data-dir) and --seed, or choose another --out",
-        path, was.vocab, was.vocab_hash, was.corpus, now.corpus, now.vocab, now.vocab_hash);
-  ResumeExpectation expect{.model = o.model,
-                           .optimizer = o.optimizer,
-                           .seed = o.seed,
-                           .batch_size = o.batch_size,
-                           .model_ids = ids,
-                           .epochs = o.epochs,
-                           .hyper_exactly = true};
-  for (const auto& [flag, sizes] : {std::pair{"--emsize", std::pair{was.emsize, now.emsize}},
-                                    std::pair{"--nhid", std::pair{was.nhid, now.nhid}},
-                                    std::pair{"--nlayers", std::pair{was.nlayers, now.nlayers}},
-                                    std::pair{"--nhead", std::pair{was.nhead, now.nhead}},
-                                    std::pair{"--bptt", std::pair{was.bptt, now.bptt}}})
-    expect.settings.push_back({flag, std::to_string(sizes.first), std::to_string(sizes.second)});
-  expect.settings.push_back({"--dropout", fmt::format("{:g}", static_cast<float>(was.dropout)),
-                             fmt::format("{:g}", static_cast<float>(now.dropout))});
-  for (const auto& [name, values] : hyper)
-    expect.hyper[name] = std::vector<float>(values.begin(), values.end());
-  check_resumable(c, path, expect);
-}
-
 namespace {
 
 const std::vector<std::string>& metrics_header() {
@@ -111,145 +61,6 @@ const std::vector<std::string>& metrics_header() {
 }
 
 }  // namespace
-
-uint64_t vocabulary_hash(const Dictionary& d) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](unsigned char c) {
-    h ^= c;
-    h *= 1099511628211ull;
-  };
-  for (const std::string& w : d.words()) {
-    for (char c : w) mix(static_cast<unsigned char>(c));
-    mix(0);  // words never hold NUL: "ab","c" and "a","bc" differ
-  }
-  return h;
-}
-
-TextCorpus synthetic_text_corpus(int64_t vocab, int64_t train_tokens, uint64_t seed) {
-  HFTA_CHECK(vocab >= 2, "--vocab must be at least 2 for --dataset synthetic-text, got {}", vocab);
-  HFTA_CHECK(train_tokens >= 2, "synthetic-text needs at least 2 training tokens, got {}",
-             train_tokens);
-  TextCorpus c;
-  c.name = fmt::format("synthetic-text (V {}, seed {})", vocab, seed);
-  c.dictionary.add(kEos);
-  for (int64_t w = 1; w < vocab; ++w) c.dictionary.add(fmt::format("w{}", w));
-  auto draw = [&](uint64_t stream, int64_t n) {
-    RngStream rng = RngStream::for_model(seed, static_cast<int64_t>(stream), kRngData);
-    std::vector<int32_t> ids(static_cast<size_t>(n));
-    for (int32_t& id : ids) id = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
-    return ids;
-  };
-  c.train = draw(0, train_tokens);
-  c.valid = draw(1, 16384);
-  c.test = draw(2, 16384);
-  return c;
-}
-
-TextCorpus load_lm_corpus(const LmCorpusSource& s) {
-  if (s.dataset == "wikitext2") {
-    HFTA_CHECK(!s.data_dir.empty(),
-               "--dataset wikitext2 needs --data-dir, the directory of wiki.train.tokens, "
-               "wiki.valid.tokens and wiki.test.tokens");
-    return load_wikitext2(s.data_dir);
-  }
-  if (s.dataset == "synthetic-text" || s.dataset == "synthetic")
-    return synthetic_text_corpus(s.vocab, s.synthetic_tokens, s.seed);
-  HFTA_CHECK(s.dataset == "text",
-             "--dataset {} holds no text: a language model reads --dataset text, wikitext2 or "
-             "synthetic-text",
-             s.dataset);
-  HFTA_CHECK(!s.text_files.empty(),
-             "--dataset text needs --text-files A,B,... (files or directories of plain UTF-8 "
-             "text, e.g. /usr/share/games/fortunes)");
-  return load_text_files(split_paths(s.text_files), {.seed = s.seed});
-}
-
-std::vector<double> evaluate_lm(LanguageModel& m, BpttReader& reader) {
-  std::vector<double> total(static_cast<size_t>(m.B()), 0.0);
-  TokenWindow w = reader.make_window();
-  int64_t tokens = 0;
-  reader.restart();
-  while (reader.next(w)) {
-    m.forward(w.inputs(), w.targets(), false);
-    for (int64_t b = 0; b < m.B(); ++b)
-      total[static_cast<size_t>(b)] +=
-          static_cast<double>(m.losses()[static_cast<size_t>(b)]) * static_cast<double>(w.length);
-    tokens += w.length;
-  }
-  for (double& t : total) t /= static_cast<double>(std::max<int64_t>(1, tokens));
-  return total;
-}
-
-LmConfig lm_config_of(const LmCheckpointInfo& info) {
-  return {.vocab = info.vocab,
-          .emsize = info.emsize,
-          .nhid = info.nhid,
-          .nlayers = info.nlayers,
-          .nhead = info.nhead,
-          .bptt = info.bptt,
-          .dropout = static_cast<float>(info.dropout)};
-}
-
-void check_lm_checkpoint(const Checkpoint& c, const std::string& path) {
-  HFTA_CHECK(c.lm.has_value(), "{} holds {} models, not a language model", path, c.model);
-  for (const CheckpointTensor& t : c.tensors) {
-    if (t.name.find('#') != std::string::npos) continue;  // optimizer state: checked by restore
-    // The embedding (BERT: its token table) is [B, V, D]; the decoder's weight [B, D, V] (rows
-    // layout: in, out) and bias [B, V].
-    int axis = 0;
-    if (t.name.ends_with(".encoder.weight") || t.name.ends_with(".embedding.token.weight"))
-      axis = 1;
-    // BERT's output layer (models/zoo_bert.cpp) is the decoder's counterpart.
-    if (t.name.ends_with(".decoder.weight") || t.name.ends_with(".decoder.bias") ||
-        t.name.ends_with(".output.weight") || t.name.ends_with(".output.bias"))
-      axis = t.shape.rank() - 1;
-    if (axis >= 1 && t.shape[axis] != c.lm->vocab)
-      fail(
-          "token ids out of range in checkpoint {}: its header gives a vocabulary of {} words but "
-          "tensor {} has shape {} ({} where the vocabulary belongs): the file does not match its "
-          "own header (edited, or written by another hfta); use the run's own checkpoint or "
-          "train again",
-          path, c.lm->vocab, t.name, t.shape.str(), t.shape[axis]);
-  }
-}
-
-void fill_lm_checkpoint(Checkpoint& c, const TrainOptions& o, const LmConfig& config,
-                        const std::vector<int64_t>& group,
-                        const std::map<std::string, std::vector<double>>& hyper,
-                        const LmProgress& p, const Net& net, const Optimizer& optimizer,
-                        const LmCheckpointInfo& info) {
-  c.model = o.model;
-  c.sample_shape = {config.bptt};
-  c.num_classes = config.vocab;
-  c.dropout = config.dropout;
-  c.no_decay_norm_bias = o.no_decay_norm_bias;
-  c.B = static_cast<int64_t>(group.size());
-  c.seed = o.seed;
-  c.batch_size = o.batch_size;
-  c.model_ids = group;
-  c.optimizer = o.optimizer;
-  c.hyper = hyper;
-  c.epoch = p.epochs_done;
-  c.batch_in_epoch = p.batch_in_epoch;
-  c.step = p.step;
-  c.epoch_loss_sum = p.epoch_loss;
-  c.last_train_loss = p.last_train_loss;
-  const auto steps = optimizer.steps();
-  c.optimizer_steps.assign(steps.begin(), steps.end());
-  const auto skips = optimizer.skip_counts();
-  c.skipped_steps.assign(skips.begin(), skips.end());
-  c.lm = info;
-  capture_tensors(net, &optimizer, c.tensors);
-}
-
-LmProgress restore_lm_checkpoint(const Checkpoint& c, Net& net, Optimizer& optimizer) {
-  restore_tensors(c, net, &optimizer);
-  return {.step = c.step,
-          .epochs_done = c.epoch,
-          .batch_in_epoch = c.batch_in_epoch,
-          .epoch_loss = c.epoch_loss_sum,
-          .last_train_loss = c.last_train_loss};
-}
 
 const StepReport& lm_array_step(Net& net, bool fused, Optimizer& optimizer,
                                 std::span<const TensorView> grads, std::span<const float> clip,
@@ -322,29 +133,83 @@ ExecutionPlan resolve_lm_plan(const std::string& asked, const std::string& model
 
 namespace {
 
+// What an array of a Transformer run reads: the corpus' splits in the run's streams, and the
+// sizes its checkpoints record.
+struct TransformerData {
+  LmConfig config;
+  BpttReader train, valid, test;
+  LmCheckpointInfo info;
+  int64_t steps_per_epoch = 0;
+};
+
+std::unique_ptr<TransformerData> transformer_data(const TrainOptions& o, const TextCorpus& corpus) {
+  const LmConfig config{.vocab = corpus.vocab_size(),
+                        .emsize = o.emsize,
+                        .nhid = o.nhid,
+                        .nlayers = o.nlayers,
+                        .nhead = o.nhead,
+                        .bptt = o.bptt,
+                        .dropout = o.dropout.value_or(0.2f)};
+  BpttReader train(batchify(corpus.train, o.batch_size, corpus.name + " train"), o.bptt);
+  const int64_t windows = train.windows_per_pass();
+  return std::make_unique<TransformerData>(TransformerData{
+      .config = config,
+      .train = std::move(train),
+      .valid = BpttReader(
+          batchify(corpus.valid, eval_streams(corpus.valid, o.batch_size, o.bptt, "validation"),
+                   corpus.name + " valid"),
+          o.bptt),
+      .test =
+          BpttReader(batchify(corpus.test, eval_streams(corpus.test, o.batch_size, o.bptt, "test"),
+                              corpus.name + " test"),
+                     o.bptt),
+      .info = lm_info(o, config, corpus),
+      .steps_per_epoch = o.iters_per_epoch > 0 ? std::min(o.iters_per_epoch, windows) : windows});
+}
+
+// --plan of the arrays of models `ids`: auto times the candidates on the first training window
+// (each epoch seeks its own first window).
+ExecutionPlan transformer_plan(const TrainOptions& o, TransformerData& d,
+                               const std::vector<int64_t>& ids) {
+  const ExecutionPlan plan = ExecutionPlan::parse(o.plan);
+  if (plan.kind != ExecutionPlan::Kind::kAuto) return plan;
+  TokenWindow first = d.train.make_window();
+  d.train.seek(0);
+  d.train.next(first);
+  return resolve_lm_plan(o.plan, o.model,
+                         {.B = static_cast<int64_t>(ids.size()),
+                          .streams = o.batch_size,
+                          .seed = o.seed,
+                          .model_ids = lm_model_streams(o, ids),
+                          .config = d.config,
+                          .threads = o.threads},
+                         o.optimizer, std::move(first), o.memory_budget_bytes);
+}
+
 // A Transformer array of a `hfta train` run: epochs of --iters-per-epoch windows (each epoch
 // reads on where the last stopped, around the pass), a metrics row per model and epoch with the
 // validation loss, the test loss at the end.
 class TransformerRun final : public LmRun {
  public:
   TransformerRun(const TrainOptions& o, std::unique_ptr<LanguageModel> model,
-                 const std::vector<int64_t>& group, const LmRunHyper& hyper, const LmConfig& config,
-                 const LmCheckpointInfo& info, BpttReader& train, BpttReader& valid,
-                 BpttReader& test, int64_t steps_per_epoch, CsvWriter& metrics)
-      : LmRun(o, model->net(), group, hyper, config, info),
-        owned_(std::move(model)),
-        model_(*owned_),
-        train_(train),
-        valid_(valid),
-        test_(test),
-        steps_per_epoch_(steps_per_epoch),
+                 const std::vector<int64_t>& group, const LmRunHyper& hyper, TransformerData& data,
+                 CsvWriter& metrics)
+      : LmRun(o, model->net(), group, hyper, data.config, data.info),
+        model_(std::move(model)),
+        train_(data.train),
+        valid_(data.valid),
+        test_(data.test),
+        steps_per_epoch_(data.steps_per_epoch),
         metrics_(metrics),
-        window_(train.make_window()) {}
+        window_(data.train.make_window()) {}
+
+  // A search's array owns its data.
+  void own(std::unique_ptr<TransformerData> data) { data_ = std::move(data); }
 
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override {
     LmRun::fill_checkpoint(c, p);
-    c.plan = model_.plan().str();
+    c.plan = model_->plan().str();
   }
 
   void begin_epoch(int64_t epoch, int64_t done) override {
@@ -358,7 +223,7 @@ class TransformerRun final : public LmRun {
   void train_epoch(const std::function<void(const TrainedStepView&)>& after_step) override {
     while (done_ < steps_per_epoch_) {
       if (!train_.next(window_)) continue;  // the end of the pass: next() rewound, read window 0
-      const std::vector<float>& losses = step(model_, window_);
+      const std::vector<float>& losses = step(*model_, window_);
       ++done_;
       tokens_ += window_.streams * window_.length;
       after_step({.losses = losses});
@@ -367,7 +232,7 @@ class TransformerRun final : public LmRun {
 
   void end_epoch(int64_t epoch, const ArrayProgress& p, int64_t, double seconds) override {
     const double tokens_per_s = static_cast<double>(tokens_ * models()) / std::max(seconds, 1e-9);
-    valid_loss_ = evaluate_lm(model_, valid_);
+    valid_loss_ = evaluate_lm(*model_, valid_);
     for (size_t g = 0; g < group_.size(); ++g) {
       const int64_t id = group_[g];
       const float lr = this->lr()[g];
@@ -383,10 +248,9 @@ class TransformerRun final : public LmRun {
 
   void finish(const ArrayProgress& p, bool trained, double wall,
               std::vector<ModelResult>& results) override {
-    if (!trained) valid_loss_ = evaluate_lm(model_, valid_);  // a finished run resumed
-    if (model_.profiling()) fmt::print(stderr, "{}\n", model_.profile_report());
-    const std::vector<double> test_loss =
-        o_.search_trial ? std::vector<double>(group_.size(), NAN) : evaluate_lm(model_, test_);
+    if (!trained) valid_loss_ = evaluate_lm(*model_, valid_);  // a finished run resumed
+    if (model_->profiling()) fmt::print(stderr, "{}\n", model_->profile_report());
+    const std::vector<double> test_loss = evaluate_lm(*model_, test_);
     for (size_t g = 0; g < group_.size(); ++g) {
       ModelResult& r = results[static_cast<size_t>(group_[g])];
       r.model = group_[g];
@@ -397,9 +261,20 @@ class TransformerRun final : public LmRun {
     }
   }
 
+  ValidationScores validate() override {
+    std::vector<double> loss = evaluate_lm(*model_, valid_);
+    return {.accuracy = std::vector<double>(loss.size(), NAN), .loss = std::move(loss)};
+  }
+
+  Net& compact_model(std::span<const int64_t> keep) override {
+    model_ = compact(*model_, keep);
+    return model_->net();
+  }
+  void reinit_model(int64_t slot, int64_t stream) override { model_->reinit_slot(slot, stream); }
+
  private:
-  std::unique_ptr<LanguageModel> owned_;
-  LanguageModel& model_;
+  std::unique_ptr<TransformerData> data_;  // before the references into it
+  std::unique_ptr<LanguageModel> model_;
   BpttReader &train_, &valid_, &test_;
   int64_t steps_per_epoch_;
   CsvWriter& metrics_;
@@ -408,7 +283,60 @@ class TransformerRun final : public LmRun {
   std::vector<double> valid_loss_;
 };
 
+// `hfta tune`'s data of a Transformer search: the corpus, read once; each array batchifies it
+// for its own streams.
+class TransformerSearchData final : public SearchData {
+ public:
+  explicit TransformerSearchData(const TrainOptions& o)
+      : corpus_(load_lm_corpus({.dataset = o.dataset,
+                                .text_files = o.text_files,
+                                .data_dir = o.data_dir,
+                                .seed = o.seed,
+                                .vocab = o.vocab,
+                                .synthetic_tokens = o.synthetic_train_size * o.bptt})) {}
+
+  std::unique_ptr<RunArray> make_array(const TrainOptions& o) override {
+    const int64_t B = array_size(o.hyper);
+    const LmRunHyper hyper = lm_run_hyper(o, B);
+    std::vector<int64_t> ids(static_cast<size_t>(B));
+    std::iota(ids.begin(), ids.end(), 0);
+    auto data = transformer_data(o, corpus_);
+    auto model = make_language_model(o.model, {.B = B,
+                                               .streams = o.batch_size,
+                                               .seed = o.seed,
+                                               .model_ids = lm_model_streams(o, ids),
+                                               .config = data->config,
+                                               .plan = transformer_plan(o, *data, ids),
+                                               .threads = o.threads});
+    auto run = std::make_unique<TransformerRun>(o, std::move(model), ids, hyper, *data, metrics_);
+    run->own(std::move(data));
+    return run;
+  }
+
+  int64_t bytes_per_model(const TrainOptions& o) override {
+    const auto data = transformer_data(o, corpus_);
+    return static_cast<int64_t>(
+        make_language_model(
+            o.model, {.B = 1, .streams = o.batch_size, .seed = o.seed, .config = data->config})
+            ->net()
+            .arena_bytes());
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} (vocabulary {}, {} train tokens)", corpus_.name, corpus_.vocab_size(),
+                       corpus_.train.size());
+  }
+
+ private:
+  TextCorpus corpus_;
+  CsvWriter metrics_{"", metrics_header()};  // a search keeps no per-epoch rows
+};
+
 }  // namespace
+
+std::unique_ptr<SearchData> load_transformer_search_data(const TrainOptions& options) {
+  return std::make_unique<TransformerSearchData>(options);
+}
 
 TrainResult run_train_lm(const TrainOptions& o) {
   const auto start = Clock::now();
@@ -425,46 +353,16 @@ TrainResult run_train_lm(const TrainOptions& o) {
                                             .seed = o.seed,
                                             .vocab = o.vocab,
                                             .synthetic_tokens = o.synthetic_train_size * o.bptt});
-  LmConfig config{.vocab = corpus.vocab_size(),
-                  .emsize = o.emsize,
-                  .nhid = o.nhid,
-                  .nlayers = o.nlayers,
-                  .nhead = o.nhead,
-                  .bptt = o.bptt,
-                  .dropout = o.dropout.value_or(0.2f)};
-  BpttReader train(batchify(corpus.train, o.batch_size, corpus.name + " train"), o.bptt);
-  BpttReader valid(
-      batchify(corpus.valid, eval_streams(corpus.valid, o.batch_size, o.bptt, "validation"),
-               corpus.name + " valid"),
-      o.bptt);
-  BpttReader test(batchify(corpus.test, eval_streams(corpus.test, o.batch_size, o.bptt, "test"),
-                           corpus.name + " test"),
-                  o.bptt);
-  const LmCheckpointInfo info = lm_info(o, config, corpus);
+  const std::unique_ptr<TransformerData> data = transformer_data(o, corpus);
+  const int64_t steps_per_epoch = data->steps_per_epoch;
 
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   HFTA_CHECK(!ec, "cannot create --out directory {}: {}", o.out, ec.message());
 
   const std::vector<std::vector<int64_t>> groups = array_groups(B, o.serial);
-  // One plan for every array (serial arrays of one model are fused); auto times the candidates
-  // on the first training window (each epoch seeks its own first window).
-  ExecutionPlan plan = ExecutionPlan::parse(o.plan);
-  if (plan.kind == ExecutionPlan::Kind::kAuto) {
-    TokenWindow first = train.make_window();
-    train.next(first);
-    plan = resolve_lm_plan(o.plan, o.model,
-                           {.B = static_cast<int64_t>(groups[0].size()),
-                            .streams = o.batch_size,
-                            .seed = o.seed,
-                            .model_ids = lm_model_streams(o, groups[0]),
-                            .config = config,
-                            .threads = o.threads},
-                           o.optimizer, std::move(first), o.memory_budget_bytes);
-  }
-  const int64_t steps_per_epoch = o.iters_per_epoch > 0
-                                      ? std::min(o.iters_per_epoch, train.windows_per_pass())
-                                      : train.windows_per_pass();
+  // One plan for every array (serial arrays of one model are fused).
+  ExecutionPlan plan = transformer_plan(o, *data, groups[0]);
 
   TrainResult result = train_arrays(
       o,
@@ -473,7 +371,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
        .metrics_per_epoch = true,
        .check_resumable =
            [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
-             check_lm_resume(o, c, path, info, hyper, ids);
+             check_lm_resume(o, c, path, data->info, hyper, ids);
              // The plan the checkpoint's array ran, rather than the one timed now.
              if (o.plan == "auto" && !c.plan.empty()) plan = ExecutionPlan::parse(c.plan);
            },
@@ -483,11 +381,11 @@ TrainResult run_train_lm(const TrainOptions& o) {
                                                         .streams = o.batch_size,
                                                         .seed = o.seed,
                                                         .model_ids = lm_model_streams(o, ids),
-                                                        .config = config,
+                                                        .config = data->config,
                                                         .plan = plan,
                                                         .threads = o.threads});
-             return std::make_unique<TransformerRun>(o, std::move(model), ids, hyper, config, info,
-                                                     train, valid, test, steps_per_epoch, metrics);
+             return std::make_unique<TransformerRun>(o, std::move(model), ids, hyper, *data,
+                                                     metrics);
            },
        .announce =
            [&] {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +32,7 @@
 #include "optim/optimizer.h"
 #include "run/epoch_loop.h"
 #include "run/hyper.h"
+#include "run/task.h"
 #include "run/train.h"
 #include "run/trial.h"
 
@@ -65,6 +67,8 @@ void check_lm_resumable(const Checkpoint& checkpoint, const std::string& path,
 // Throws hfta::Error on bad options, unreadable text (see datasets/text_corpus.h), or a --resume
 // whose checkpoint came from other flags or another corpus.
 TrainResult run_train_lm(const TrainOptions& options);
+// `hfta tune`'s data of a Transformer search (run/task.h): the corpus of `options`.
+std::unique_ptr<SearchData> load_transformer_search_data(const TrainOptions& options);
 
 // Where a language model's corpus comes from.
 struct LmCorpusSource {

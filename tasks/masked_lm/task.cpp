@@ -30,6 +30,9 @@ class MaskedLmTask final : public Task {
   std::optional<std::string> tune_metric(const std::string&, std::string*) const override {
     return "val_loss";
   }
+  std::unique_ptr<SearchData> load_search_data(const TrainOptions& o, int64_t) const override {
+    return load_bert_search_data(o);
+  }
 
   std::string_view sample_unit() const override { return "tokens"; }
   void apply_defaults(TrainOptions& o,

@@ -21,6 +21,7 @@
 #include "io/csv.h"
 #include "io/interrupt.h"
 #include "models/masked_lm.h"
+#include "models/slots.h"
 #include "optim/optimizer.h"
 #include "run/epoch_loop.h"
 #include "run/export.h"
@@ -35,6 +36,12 @@
 namespace hfta {
 
 namespace {
+
+void check_bert_options(const TrainOptions& o) {
+  HFTA_CHECK(o.bptt >= 1 && o.bptt <= kBertMaxPositions,
+             "--bptt must be in [1, {}] for BERT (its position table), got {}", kBertMaxPositions,
+             o.bptt);
+}
 
 // The validation and test masks: fixed per window, different from every training step's.
 constexpr uint64_t kEvalSeedMix = 0x5EA1ED0000000001ull;
@@ -95,6 +102,64 @@ EvalResult evaluate(MaskedLm& m, const MlmReader& reader, uint64_t seed) {
 }
 
 std::string num(double v) { return fmt::format("{:.6g}", v); }
+
+// What an array of a BERT run reads: the corpus' splits in the run's streams with their masking,
+// and the sizes its checkpoints record.
+struct BertData {
+  LmConfig config;
+  int64_t predicted_per_stream = 0;
+  MlmReader train, valid, test;
+  LmCheckpointInfo info;
+  int64_t steps_per_epoch = 0;
+};
+
+std::unique_ptr<BertData> bert_data(const TrainOptions& o, const TextCorpus& corpus) {
+  // Masked-only output (models/masked_lm.h): K output rows per stream, and masks capped to fit.
+  const int64_t predicted_per_stream = mlm_predicted_per_stream(o.bptt, o.batch_size);
+  const MlmMasking masking{.words = corpus.vocab_size(),
+                           .eos = corpus.dictionary.find(kEos),
+                           .max_per_stream = predicted_per_stream};
+  const LmConfig config{.vocab = corpus.vocab_size() + 1,  // + the mask token
+                        .emsize = o.emsize,
+                        .nhid = o.nhid,
+                        .nlayers = o.nlayers,
+                        .nhead = o.nhead,
+                        .bptt = o.bptt,
+                        .dropout = o.dropout.value_or(0.1f)};
+  MlmReader train(batchify(corpus.train, o.batch_size, corpus.name + " train"), o.bptt, masking);
+  const int64_t windows = train.windows();
+  return std::make_unique<BertData>(BertData{
+      .config = config,
+      .predicted_per_stream = predicted_per_stream,
+      .train = std::move(train),
+      .valid = eval_reader(corpus, "valid", o.batch_size, o.bptt, masking),
+      .test = eval_reader(corpus, "test", o.batch_size, o.bptt, masking),
+      // The checkpoint header of the Transformer LM's (tasks/language_model/train_lm.h): vocab
+      // counts the mask.
+      .info = lm_info(o, config, corpus),
+      .steps_per_epoch = o.iters_per_epoch > 0 ? std::min(o.iters_per_epoch, windows) : windows});
+}
+
+// The array of models `ids` (`plan`: a resumed checkpoint's, else --plan, auto timed on the first
+// training window).
+std::unique_ptr<MaskedLm> make_bert_array(const TrainOptions& o, const BertData& d,
+                                          const std::vector<int64_t>& ids,
+                                          const std::optional<ExecutionPlan>& plan) {
+  LanguageModelSpec spec{.B = static_cast<int64_t>(ids.size()),
+                         .streams = o.batch_size,
+                         .seed = o.seed,
+                         .model_ids = lm_model_streams(o, ids),
+                         .config = d.config};
+  if (plan) {
+    spec.plan = *plan;
+  } else {
+    MlmWindow w = d.train.make_window();
+    d.train.fill(0, o.seed, 0, w);
+    spec.plan = resolve_mlm_plan(o.plan, o.model, spec, d.predicted_per_stream, o.optimizer, w,
+                                 o.memory_budget_bytes);
+  }
+  return make_masked_lm(o.model, spec, d.predicted_per_stream);
+}
 
 }  // namespace
 
@@ -162,24 +227,24 @@ namespace {
 class BertRun final : public LmRun {
  public:
   BertRun(const TrainOptions& o, std::unique_ptr<MaskedLm> model, const std::vector<int64_t>& group,
-          const LmRunHyper& hyper, const LmConfig& config, const LmCheckpointInfo& info,
-          const MlmReader& train, const MlmReader& valid, const MlmReader& test,
-          int64_t steps_per_epoch, CsvWriter& metrics)
-      : LmRun(o, model->net(), group, hyper, config, info),
-        owned_(std::move(model)),
-        model_(*owned_),
-        config_(config),
-        train_(train),
-        valid_reader_(valid),
-        test_(test),
-        steps_per_epoch_(steps_per_epoch),
+          const LmRunHyper& hyper, const BertData& data, CsvWriter& metrics)
+      : LmRun(o, model->net(), group, hyper, data.config, data.info),
+        model_(std::move(model)),
+        config_(data.config),
+        train_(data.train),
+        valid_reader_(data.valid),
+        test_(data.test),
+        steps_per_epoch_(data.steps_per_epoch),
         metrics_(metrics),
-        window_(train.make_window()) {}
+        window_(data.train.make_window()) {}
+
+  // A search's array owns its data.
+  void own(std::unique_ptr<BertData> data) { data_ = std::move(data); }
 
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override {
     LmRun::fill_checkpoint(c, p);
-    c.plan = model_.plan().str();
+    c.plan = model_->plan().str();
   }
 
   void begin_epoch(int64_t epoch, int64_t done) override {
@@ -195,7 +260,7 @@ class BertRun final : public LmRun {
       // Window `done_` of the epoch, masked by the run's global step: a new mask every epoch.
       train_.fill((first + done_) % train_.windows(), o_.seed,
                   static_cast<uint64_t>(epoch_ * steps_per_epoch_ + done_), window_);
-      const std::vector<float>& losses = step(model_, window_.batch());
+      const std::vector<float>& losses = step(*model_, window_.batch());
       ++done_;
       tokens_ += window_.streams * window_.length;
       after_step({.losses = losses});
@@ -204,7 +269,7 @@ class BertRun final : public LmRun {
 
   void end_epoch(int64_t epoch, const ArrayProgress& p, int64_t, double seconds) override {
     const double tokens_per_s = static_cast<double>(tokens_ * models()) / std::max(seconds, 1e-9);
-    valid_eval_ = evaluate(model_, valid_reader(), o_.seed);
+    valid_eval_ = evaluate(*model_, valid_reader(), o_.seed);
     for (size_t g = 0; g < group_.size(); ++g) {
       const int64_t id = group_[g];
       const float lr = this->lr()[g];
@@ -223,11 +288,9 @@ class BertRun final : public LmRun {
   void finish(const ArrayProgress& p, bool trained, double wall,
               std::vector<ModelResult>& results) override {
     if (!trained)
-      valid_eval_ = evaluate(model_, valid_reader(), o_.seed);  // a finished run resumed
+      valid_eval_ = evaluate(*model_, valid_reader(), o_.seed);  // a finished run resumed
     const size_t G = group_.size();
-    const EvalResult t = o_.search_trial
-                             ? EvalResult{std::vector<double>(G, NAN), std::vector<double>(G, NAN)}
-                             : evaluate(model_, test_, o_.seed);
+    const EvalResult t = evaluate(*model_, test_, o_.seed);
     for (size_t g = 0; g < G; ++g) {
       const int64_t id = group_[g];
       ModelResult& r = results[static_cast<size_t>(id)];
@@ -239,20 +302,30 @@ class BertRun final : public LmRun {
       r.test_accuracy = t.accuracy[g];
       r.wall_seconds = wall;
       // Each model's trained weights with the example's state_dict names (as `hfta export`).
-      if (!o_.search_trial)
-        write_safetensors(
-            fmt::format("{}/model{}.safetensors", o_.out, id),
-            state_dict(net_, static_cast<int64_t>(g)),
-            bert_export_metadata(o_.model, config_,
-                                 fmt::format("hfta train, model {}, {} epochs", id, o_.epochs)));
+      write_safetensors(
+          fmt::format("{}/model{}.safetensors", o_.out, id),
+          state_dict(*net_, static_cast<int64_t>(g)),
+          bert_export_metadata(o_.model, config_,
+                               fmt::format("hfta train, model {}, {} epochs", id, o_.epochs)));
     }
+  }
+
+  Net& compact_model(std::span<const int64_t> keep) override {
+    model_ = compact(*model_, keep);
+    return model_->net();
+  }
+  void reinit_model(int64_t slot, int64_t stream) override { model_->reinit_slot(slot, stream); }
+
+  ValidationScores validate() override {
+    EvalResult r = evaluate(*model_, valid_reader(), o_.seed);
+    return {.accuracy = std::move(r.accuracy), .loss = std::move(r.loss)};
   }
 
  private:
   const MlmReader& valid_reader() const { return valid_reader_; }
 
-  std::unique_ptr<MaskedLm> owned_;
-  MaskedLm& model_;
+  std::unique_ptr<BertData> data_;  // before the references into it
+  std::unique_ptr<MaskedLm> model_;
   const LmConfig& config_;
   const MlmReader& train_;
   const MlmReader& valid_reader_;
@@ -273,35 +346,12 @@ TrainResult run_train_bert(const TrainOptions& o) {
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
-  HFTA_CHECK(o.bptt >= 1 && o.bptt <= kBertMaxPositions,
-             "--bptt must be in [1, {}] for BERT (its position table), got {}", kBertMaxPositions,
-             o.bptt);
+  check_bert_options(o);
   prepare_runtime(o.threads);
 
   const TextCorpus corpus = load_bert_corpus(o);
-  // Masked-only output (models/masked_lm.h): K output rows per stream, and masks capped to fit.
-  const int64_t predicted_per_stream = mlm_predicted_per_stream(o.bptt, o.batch_size);
-  const MlmMasking masking{.words = corpus.vocab_size(),
-                           .eos = corpus.dictionary.find(kEos),
-                           .max_per_stream = predicted_per_stream};
-  const LmConfig config{.vocab = corpus.vocab_size() + 1,  // + the mask token
-                        .emsize = o.emsize,
-                        .nhid = o.nhid,
-                        .nlayers = o.nlayers,
-                        .nhead = o.nhead,
-                        .bptt = o.bptt,
-                        .dropout = o.dropout.value_or(0.1f)};
-  const MlmReader train(batchify(corpus.train, o.batch_size, corpus.name + " train"), o.bptt,
-                        masking);
-  const MlmReader valid = eval_reader(corpus, "valid", o.batch_size, o.bptt, masking);
-  const MlmReader test = eval_reader(corpus, "test", o.batch_size, o.bptt, masking);
-
-  // The checkpoint header of the Transformer LM's (tasks/language_model/train_lm.h): vocab counts
-  // the mask.
-  const LmCheckpointInfo info = lm_info(o, config, corpus);
-
-  const int64_t steps_per_epoch =
-      o.iters_per_epoch > 0 ? std::min(o.iters_per_epoch, train.windows()) : train.windows();
+  const std::unique_ptr<BertData> data = bert_data(o, corpus);
+  const int64_t steps_per_epoch = data->steps_per_epoch;
 
   // A resumed array runs the plan its checkpoint ran (with --plan auto).
   std::optional<ExecutionPlan> resumed_plan;
@@ -312,28 +362,16 @@ TrainResult run_train_bert(const TrainOptions& o) {
           .metrics_per_epoch = true,
           .check_resumable =
               [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
-                check_lm_resume(o, c, path, info, hyper, ids);
+                check_lm_resume(o, c, path, data->info, hyper, ids);
                 if (o.plan == "auto" && !c.plan.empty())
                   resumed_plan = ExecutionPlan::parse(c.plan);
               },
           .make_array =
               [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {
-                LanguageModelSpec spec{.B = static_cast<int64_t>(ids.size()),
-                                       .streams = o.batch_size,
-                                       .seed = o.seed,
-                                       .model_ids = lm_model_streams(o, ids),
-                                       .config = config};
-                MlmWindow w = train.make_window();
-                train.fill(0, o.seed, 0, w);
-                spec.plan = resumed_plan
-                                ? *resumed_plan
-                                : resolve_mlm_plan(o.plan, o.model, spec, predicted_per_stream,
-                                                   o.optimizer, w, o.memory_budget_bytes);
-                auto model = make_masked_lm(o.model, spec, predicted_per_stream);
+                auto model = make_bert_array(o, *data, ids, resumed_plan);
                 if (ids.size() > 1)
                   fmt::print("{} models: plan {}\n", ids.size(), model->plan().str());
-                return std::make_unique<BertRun>(o, std::move(model), ids, hyper, config, info,
-                                                 train, valid, test, steps_per_epoch, metrics);
+                return std::make_unique<BertRun>(o, std::move(model), ids, hyper, *data, metrics);
               },
           .announce =
               [&] {
@@ -385,6 +423,54 @@ TrainResult run_train_bert(const TrainOptions& o) {
       result.wall_seconds, corpus.vocab_size(), best - valid_loss.begin(), *best,
       100.0 * valid_acc[static_cast<size_t>(best - valid_loss.begin())], o.out, o.out);
   return result;
+}
+
+namespace {
+
+// `hfta tune`'s data of a BERT search: the corpus, read once; each array batchifies it for its
+// own streams.
+class BertSearchData final : public SearchData {
+ public:
+  explicit BertSearchData(const TrainOptions& o) : corpus_(load_bert_corpus(o)) {}
+
+  std::unique_ptr<RunArray> make_array(const TrainOptions& o) override {
+    check_bert_options(o);
+    const int64_t B = array_size(o.hyper);
+    const LmRunHyper hyper = lm_run_hyper(o, B);
+    std::vector<int64_t> ids(static_cast<size_t>(B));
+    std::iota(ids.begin(), ids.end(), 0);
+    auto data = bert_data(o, corpus_);
+    auto run = std::make_unique<BertRun>(o, make_bert_array(o, *data, ids, std::nullopt), ids,
+                                         hyper, *data, metrics_);
+    run->own(std::move(data));
+    return run;
+  }
+
+  int64_t bytes_per_model(const TrainOptions& o) override {
+    check_bert_options(o);
+    const auto data = bert_data(o, corpus_);
+    return static_cast<int64_t>(
+        make_masked_lm(o.model,
+                       {.B = 1, .streams = o.batch_size, .seed = o.seed, .config = data->config},
+                       data->predicted_per_stream)
+            ->net()
+            .arena_bytes());
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} (vocabulary {} + [MASK], {} train tokens)", corpus_.name,
+                       corpus_.vocab_size(), corpus_.train.size());
+  }
+
+ private:
+  TextCorpus corpus_;
+  CsvWriter metrics_{"", {"model"}};  // a search keeps no per-epoch rows
+};
+
+}  // namespace
+
+std::unique_ptr<SearchData> load_bert_search_data(const TrainOptions& options) {
+  return std::make_unique<BertSearchData>(options);
 }
 
 namespace {

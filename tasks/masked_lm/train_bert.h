@@ -27,11 +27,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "datasets/bert_data.h"
 #include "models/language_model.h"
 #include "models/plan.h"
+#include "run/task.h"
 #include "run/train.h"
 #include "run/trial.h"
 #include "tasks/language_model/train_lm.h"
@@ -40,6 +42,8 @@ namespace hfta {
 
 // Throws hfta::Error on bad options or unreadable text (see datasets/text_corpus.h).
 TrainResult run_train_bert(const TrainOptions& options);
+// `hfta tune`'s data of a BERT search (run/task.h): the corpus of `options`.
+std::unique_ptr<SearchData> load_bert_search_data(const TrainOptions& options);
 
 // --plan of a BERT array, as resolve_lm_plan (tasks/language_model/train_lm.h): `asked` parsed, or
 // for auto the fastest plan for `spec`'s models on this machine, each candidate timing whole

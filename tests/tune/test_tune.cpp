@@ -226,6 +226,44 @@ TEST(Tune, ATrialRetrainsAloneWithHftaTrain) {
   EXPECT_NEAR(summary.number(0, summary.column("test_accuracy")), row.acc, 2e-3);
 }
 
+// `hfta train`'s model-specific flags given to `hfta tune` reach every trial, and the command
+// that retrains a trial alone repeats them: its test accuracy on the same (small) test split is
+// the search's.
+TEST(Tune, TheModelFlagsReachEveryTrialAndItsRetrainCommand) {
+  TempDir dir("tune_model_flags");
+  const std::string space = write_space(dir, "lr.json", R"({
+  "lr": {"dist": "loguniform", "low": 1e-3, "high": 1e-2}
+})");
+  const std::string out = (dir.path / "out").string();
+  test::CommandResult r = test::run_hfta(
+      "tune --model lenet --dataset synthetic --synthetic-size 96 --synthetic-test-size 40 "
+      "--dropout 0.3 --no-decay-norm-bias --space " +
+      space +
+      " --algorithm random --num-samples 2 --max-iters 1 --iters-per-epoch 2 --batch-size 16 "
+      "--threads 1 --out " +
+      out);
+  ASSERT_EQ(r.exit_code, 0) << r.output();
+  const std::string dir1 = out + "/fused";
+  std::string command = test::read_file(dir1 + "/trials/1/command.txt");
+  for (const char* flag :
+       {"--synthetic-size 96", "--synthetic-test-size 40", "--dropout 0.3", "--no-decay-norm-bias"})
+    EXPECT_NE(command.find(flag), std::string::npos) << flag << " missing from " << command;
+  command = command.substr(5);
+  command.erase(command.find_last_not_of('\n') + 1);
+  test::CommandResult run = test::run_hfta(command + " --threads 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output();
+  const CsvTable summary = read_csv(dir1 + "/trials/1/reproduce/summary.csv");
+  const CsvTable h = read_csv(dir1 + "/history.csv");
+  ASSERT_EQ(h.rows.size(), 2u);
+  const size_t row = h.rows[0][h.column("trial")] == "1" ? 0 : 1;
+  EXPECT_NEAR(summary.number(0, summary.column("test_accuracy")),
+              h.number(row, h.column("val_acc")), 1e-6);
+  // A flag the model does not read is refused by name.
+  expect_hfta_error("tune --model lenet --dataset synthetic --emsize 8 --space " + space +
+                        " --out " + (dir.path / "o3").string(),
+                    "--emsize");
+}
+
 TEST(Tune, BadSpacesFailWithOneLine) {
   TempDir dir("tune_bad");
   const std::string bad =

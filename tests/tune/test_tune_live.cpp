@@ -47,7 +47,7 @@ TuneOptions small(const TempDir& dir, const std::string& algorithm, const std::s
   o.iters_per_epoch = 2;
   o.out = (dir.path / out).string();
   o.seed = 5;
-  o.quiet = true;
+  o.quiet = getenv("HFTA_TEST_LOUD") == nullptr;
   o.threads = 1;
   return o;
 }

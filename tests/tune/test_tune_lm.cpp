@@ -1,8 +1,8 @@
-// `hfta tune` of language models (tune/tune_lm.cpp) on tiny Transformers and BERTs over a
-// small patterned text corpus: Hyperband finishes with finite validation losses,
-// serial and fused arrays give the same history, a trial promoted through its checkpoint
-// retrains alone with `hfta train` to the same validation loss, --iters-per-epoch epochs read on
-// through the corpus, and what cannot be tuned fails with a clear error.
+// `hfta tune` of language models (tune/tune_search.cpp over their tasks' RunArrays) on tiny
+// Transformers and BERTs over a small patterned text corpus: Hyperband finishes with finite
+// validation losses, serial and fused arrays give the same history, a trial promoted through its
+// checkpoint retrains alone with `hfta train` to the same validation loss, --iters-per-epoch epochs
+// read on through the corpus, and what cannot be tuned fails with a clear error.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -56,12 +56,12 @@ TuneOptions tiny_lm_options(const TempDir& dir, const std::string& model) {
   TuneOptions o;
   o.model = model;
   o.dataset = "text";
-  o.lm.text_files = write_corpus(dir);
-  o.lm.emsize = 16;
-  o.lm.nhid = 16;
-  o.lm.nlayers = 1;
-  o.lm.nhead = 2;
-  o.lm.bptt = 8;
+  o.model_flags.text_files = write_corpus(dir);
+  o.model_flags.emsize = 16;
+  o.model_flags.nhid = 16;
+  o.model_flags.nlayers = 1;
+  o.model_flags.nhead = 2;
+  o.model_flags.bptt = 8;
   o.optimizer = "adadelta";
   o.batch_size = 4;
   o.iters_per_epoch = 3;
@@ -131,8 +131,6 @@ TEST(TuneLm, TransformerHyperbandSameInEveryModeAndAPromotedTrialRetrainsAlone) 
                                        "cannot tell one trial from another";
   for (const char* f : {"best.bin", "best.safetensors", "trajectory.csv"})
     EXPECT_TRUE(std::filesystem::exists(fused.dir + "/" + f)) << f;
-  // No array directory is left behind: the trials' checkpoints hold their states.
-  EXPECT_TRUE(std::filesystem::is_empty(fused.dir + "/arrays"));
 
   // Every row (each slot of each array, the promoted trial's continuation from its stacked
   // checkpoint) equals training that trial alone from scratch, within the fused == serial
@@ -156,7 +154,7 @@ TEST(TuneLm, TransformerHyperbandSameInEveryModeAndAPromotedTrialRetrainsAlone) 
 TEST(TuneLm, BertRandomSearchRanksByMaskedAccuracyAndATrialRetrainsAlone) {
   TempDir dir("tune_lm_bert");
   TuneOptions o = tiny_lm_options(dir, "bert");
-  o.lm.clip.clear();  // BERT's default: no clipping
+  o.model_flags.clip.clear();  // BERT's default: no clipping
   o.metric = "val_acc";
   o.space = write_file(dir, "bert.json", R"({
     "lr": {"dist": "loguniform", "low": 0.3, "high": 3.0},
@@ -215,42 +213,50 @@ TEST(TuneLm, PartialEpochsReadOnThroughTheCorpus) {
     EXPECT_NEAR(two.models[b].valid_loss, one.models[b].valid_loss, 1e-5) << "model " << b;
 }
 
-// A search's array skips the test split (and BERT its per-model exports), nothing else.
-TEST(TuneLm, ASearchTrialSkipsOnlyTheTestSplitAndTheExports) {
-  TempDir dir("tune_lm_search_trial");
-  for (const char* model : {"transformer", "bert"}) {
-    SCOPED_TRACE(model);
-    TrainOptions t;
-    t.model = model;
-    t.dataset = "text";
-    t.text_files = write_corpus(dir);
-    t.emsize = t.nhid = 16;
-    t.nlayers = 1;
-    t.nhead = 2;
-    t.bptt = 8;
-    t.batch_size = 4;
-    t.iters_per_epoch = 3;
-    t.optimizer = "adadelta";
-    t.hyper = {{"lr", {1.0f, 0.5f}}};
-    t.threads = 1;
-    t.progress = false;
-    auto run = [&](bool search, const char* name) {
-      TrainOptions u = t;
-      u.search_trial = search;
-      u.out = (dir.path / fmt::format("{}_{}", model, name)).string();
-      return std::make_pair(run_train(u), u.out);
-    };
-    const auto [full, full_out] = run(false, "full");
-    const auto [search, search_out] = run(true, "search");
-    for (size_t b = 0; b < 2; ++b) {
-      EXPECT_EQ(search.models[b].valid_loss, full.models[b].valid_loss) << "model " << b;
-      EXPECT_TRUE(std::isfinite(full.models[b].test_loss));
-      EXPECT_TRUE(std::isnan(search.models[b].test_loss));
-    }
-    if (std::string(model) == "bert") {
-      EXPECT_TRUE(std::filesystem::exists(full_out + "/model0.safetensors"));
-      EXPECT_FALSE(std::filesystem::exists(search_out + "/model0.safetensors"));
-    }
+// Live arrays of Transformers and BERTs (tune_search.h, take_live), one array key, at most 3
+// models per array: fresh trials refill the slots of the array before, and promoted ones go on
+// in it compacted to them. Every validation loss equals, bit for bit, what arrays built anew
+// from the trials' checkpoints give, and (within rounding) what each trial gives trained alone.
+class TuneLmLive : public testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Models, TuneLmLive, testing::Values("transformer", "bert"));
+
+TEST_P(TuneLmLive, ArraysTrainAsRebuiltOnesAndAsEachTrialAlone) {
+  TempDir dir("tune_lm_live_" + GetParam());
+  const std::string space = write_file(dir, "live.json", R"({
+  "optimizer": {"dist": "choice", "values": ["adadelta"], "fusible": false},
+  "lr": {"dist": "loguniform", "low": 0.3, "high": 3.0},
+  "clip": {"dist": "loguniform", "low": 0.1, "high": 1.0},
+  "lr_gamma": {"dist": "choice", "values": [0.5, 1.0]}
+})");
+  auto options = [&](const std::string& out, const std::string& mode, bool live) {
+    TuneOptions o = tiny_lm_options(dir, GetParam());
+    o.metric = "val_loss";
+    o.space = space;
+    o.schedule = {.algorithm = "hyperband", .max_iters = 9, .eta = 3, .skip_last = 0};
+    o.max_fused = 3;
+    o.mode = mode;
+    o.live_arrays = live;
+    o.seed = 3;
+    o.out = (dir.path / out).string();
+    return o;
+  };
+  const TuneRunResult live = run_tune(options("live", "fused", true));
+  EXPECT_GE(live.live.slots_refilled, 3);
+  EXPECT_GE(live.live.arrays_continued, 1);
+  EXPECT_GE(live.live.compactions, 1);
+  const TuneRunResult rebuilt = run_tune(options("rebuilt", "fused", false));
+  EXPECT_EQ(rebuilt.live.slots_refilled + rebuilt.live.arrays_continued, 0);
+  const TuneRunResult alone = run_tune(options("alone", "serial", true));
+  ASSERT_EQ(rebuilt.records.size(), live.records.size());
+  ASSERT_EQ(alone.records.size(), live.records.size());
+  for (size_t i = 0; i < live.records.size(); ++i) {
+    const TuneRecord &a = live.records[i], &b = rebuilt.records[i], &c = alone.records[i];
+    SCOPED_TRACE(fmt::format("trial {} to budget {}", a.job.trial, a.job.to));
+    EXPECT_EQ(b.job.trial, a.job.trial);
+    EXPECT_EQ(c.job.trial, a.job.trial);
+    EXPECT_FALSE(a.outcome.failed);
+    EXPECT_EQ(a.outcome.metric, b.outcome.metric);
+    EXPECT_NEAR(a.outcome.metric, c.outcome.metric, 1e-4 * std::max(1.0, c.outcome.metric));
   }
 }
 
@@ -278,15 +284,11 @@ TEST(TuneLm, WhatCannotBeTunedFailsClearly) {
   expect_hfta_error(fmt::format("tune --model mlp --dataset synthetic --space {} --metric val_loss "
                                 "--out {}",
                                 lm_space, out),
-                    "only language models (transformer, bert) read it");
+                    "--model mlp does not read --clip");
   expect_hfta_error(fmt::format("tune --model transformer --dataset synthetic-text --space {} "
                                 "--metric val_loss --clip 0.1,0.2 --out {}",
                                 lm_space, out),
                     "--clip takes one value in hfta tune");
-  expect_hfta_error(fmt::format("tune --model bert --dataset text --text-files {} --space {} "
-                                "--metric val_loss --mode concurrent --out {}",
-                                lm_space, lm_space, out),
-                    "BERT does not have");
   expect_hfta_error(fmt::format("tune --model transformer --dataset synthetic-text --space {} "
                                 "--metric val_loss --out {}",
                                 write_file(dir, "bad.json",

@@ -19,8 +19,9 @@ namespace {
 const std::vector<std::string> kNonFusible = {"batch_size", "dropout", "no_decay_norm_bias",
                                               "optimizer"};
 const std::vector<std::string> kDists = {"uniform", "loguniform", "int", "choice"};
-// Per model, outside the optimizer: a language model's gradient clip and StepLR.
-const std::vector<std::string> kLmParams = {"clip", "lr_gamma", "lr_step_size"};
+// Per model, outside the optimizer: the --clip, --lr-gamma and --lr-step-size of the models that
+// read them (run/task.h).
+const std::vector<std::string> kPerModelFlagParams = {"clip", "lr_gamma", "lr_step_size"};
 
 const HyperRow* find_row(const std::string& name) {
   for (const HyperRow& row : hyper_table())
@@ -32,14 +33,15 @@ std::vector<std::string> known_params() {
   std::vector<std::string> names;
   for (const HyperRow& row : hyper_table()) names.emplace_back(row.name);
   names.insert(names.end(), kNonFusible.begin(), kNonFusible.end());
-  names.insert(names.end(), kLmParams.begin(), kLmParams.end());
+  names.insert(names.end(), kPerModelFlagParams.begin(), kPerModelFlagParams.end());
   return names;
 }
 
 }  // namespace
 
-bool is_lm_param(const std::string& name) {
-  return std::find(kLmParams.begin(), kLmParams.end(), name) != kLmParams.end();
+bool is_per_model_flag_param(const std::string& name) {
+  return std::find(kPerModelFlagParams.begin(), kPerModelFlagParams.end(), name) !=
+         kPerModelFlagParams.end();
 }
 
 bool is_non_fusible_param(const std::string& name) {
@@ -81,7 +83,7 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
       fail("search space {}, parameter \"{}\": {}", file, name, why);
     };
     const bool non_fusible = is_non_fusible_param(name);
-    if (!non_fusible && !is_lm_param(name) && find_row(name) == nullptr)
+    if (!non_fusible && !is_per_model_flag_param(name) && find_row(name) == nullptr)
       bad(fmt::format("unknown parameter; the known ones are {}", fmt::join(known_params(), ", ")));
     if (!spec.is_object()) bad("must be an object with \"dist\" and its bounds or values");
     TuneParam p{.name = name};

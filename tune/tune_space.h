@@ -85,7 +85,8 @@ HyperValues config_hyper(const TuneConfig& config, const std::string& optimizer)
 
 // The parameters that only split arrays.
 bool is_non_fusible_param(const std::string& name);
-// A language model's per-model parameters outside the optimizer: clip, lr_gamma, lr_step_size.
-bool is_lm_param(const std::string& name);
+// Per-model parameters outside the optimizer, each a model-specific flag of `hfta train`: clip,
+// lr_gamma, lr_step_size (tune.cpp refuses them for a model that does not read the flag).
+bool is_per_model_flag_param(const std::string& name);
 
 }  // namespace hfta

@@ -89,6 +89,9 @@ void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);
 // The cache keeps at most conv2d_cache_capacity() of them per calling thread (32 by default) and
 // evicts the least recently used; set_conv2d_cache_capacity (at least 1) shrinks it at once.
 int64_t conv2d_cached_problems();
+// Drops every cached problem and the memory it holds (plan auto, once a timed candidate array is
+// gone: its shapes' entries would otherwise stay until evicted).
+void clear_conv2d_cache();
 void set_conv2d_cache_capacity(int64_t problems);
 int64_t conv2d_cache_capacity();
 

@@ -101,6 +101,8 @@ ConvTranspose2dStrategy conv_transpose2d_strategy();
 ConvTranspose2dStrategy conv_transpose2d_strategy_for(const ConvTranspose2dParams& p);
 // Number of problems whose primitives are cached (at most 32, least recently used evicted).
 int64_t conv_transpose2d_cached_problems();
+// Drops every cached problem and the memory it holds (as clear_conv2d_cache).
+void clear_conv_transpose2d_cache();
 }  // namespace cpu
 
 }  // namespace hfta

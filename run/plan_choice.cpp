@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "fused_ops/conv2d.h"
+#include "fused_ops/conv_transpose2d.h"
 #include "io/process_stats.h"
 #include "run/hyper.h"
 
@@ -124,6 +127,17 @@ struct Candidate {
   std::vector<double> ms;              // timed steps (a call's time over its steps), load removed
   std::vector<double> foreign_shares;  // per burst (0 where too short to measure)
 };
+
+// What a freed candidate leaves behind, handed back: the conv primitive caches' entries for its
+// shapes (blocked activation copies, about two activations per conv shape and calling thread),
+// then the pages glibc keeps of freed blocks below its mmap threshold (which grows to 32 MiB as
+// big blocks are freed). Without it the next candidate, and then the chosen array, sit on top of
+// every earlier candidate's leftovers (docs/benchmarks.md, "Plan auto's memory").
+void release_freed_memory() {
+  cpu::clear_conv2d_cache();
+  cpu::clear_conv_transpose2d_cache();
+  malloc_trim(0);
+}
 
 // Builds `plan`'s array and, unless its arenas exceed the budget, runs its warm-up step.
 Candidate build_candidate(const ExecutionPlan& plan, const PlanTrialBuilder& build,
@@ -233,29 +247,31 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
     const double call_ms = k.ms.front() * static_cast<double>(k.steps_per_call);
     return static_cast<int>(std::clamp(20.0 / std::max(call_ms, 1e-3), 2.0, 10.0));
   };
+  // Interleaved only while every candidate fits beside the others, judged by the first one's
+  // arenas before any other is built: each candidate held at once adds its memory to the peak of
+  // the process, which then trains the winner (plan_choice.h).
   std::vector<Candidate> all;
-  double bytes = 0.0;
-  bool interleave = true;
-  for (const ExecutionPlan& plan : plans) {
-    all.push_back(build_candidate(plan, build, memory_budget_bytes));
-    bytes += all.back().timing.arena_bytes;
-    if (bytes > interleave_bytes) {
-      interleave = false;
-      break;
-    }
-  }
+  all.push_back(build_candidate(plans.front(), build, memory_budget_bytes));
+  const bool interleave =
+      all.front().timing.arena_bytes * static_cast<double>(plans.size()) <= interleave_bytes;
   if (!interleave) {
-    all.clear();
-    for (const ExecutionPlan& plan : plans) {
-      Candidate k = build_candidate(plan, build, memory_budget_bytes);
+    // One candidate alive at a time: each is timed, then freed before the next is built.
+    for (size_t i = 0; i < plans.size(); ++i) {
+      Candidate k =
+          i == 0 ? std::move(all.front()) : build_candidate(plans[i], build, memory_budget_bytes);
+      if (i == 0) all.clear();
       double total = 0.0;
       for (int round = 0; !k.timing.over_budget && (round < 3 || (total < 300.0 && round < 15));
            ++round)
         total += burst(k, round == 0 ? 2 : burst_calls(k));
       finish(k);
+      k = Candidate{};
+      release_freed_memory();
     }
     return timings;
   }
+  for (size_t i = 1; i < plans.size(); ++i)
+    all.push_back(build_candidate(plans[i], build, memory_budget_bytes));
   std::vector<Candidate*> live;
   for (Candidate& k : all)
     if (!k.timing.over_budget) live.push_back(&k);
@@ -271,6 +287,8 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
     if (!more) break;
   }
   for (Candidate& k : all) finish(k);
+  all.clear();
+  release_freed_memory();
   return timings;
 }
 
@@ -310,9 +328,11 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
     }
   }
   const PlanTiming* best = nullptr;
-  // Interleaved while the candidates' arrays fit in an eighth of the memory.
+  // Interleaved while the candidates' arrays fit in kInterleaveBytes together (and an eighth of
+  // the memory).
   const double interleave_bytes =
-      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 8;
+      std::min(kInterleaveBytes, static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                                     static_cast<double>(sysconf(_SC_PAGESIZE)) / 8);
   choice.timings = time_plans(candidates, build, memory_budget_bytes, interleave_bytes);
   if (visits) time_visits(choice.timings, B, build, memory_budget_bytes, interleave_bytes);
   // The choice is the last round's fastest; the cache keeps each plan's latest timing.

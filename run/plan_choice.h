@@ -73,6 +73,12 @@ struct PlanTrialRun {
 // Builds the array of one candidate plan (any kind of array: a classifier, a GAN).
 using PlanTrialBuilder = std::function<PlanTrialRun(const ExecutionPlan&)>;
 
+// Candidates are timed side by side (interleaved) only while all of them together take at most
+// this many arena bytes: above it the peak memory of a first run, which times them, would be
+// several arrays' instead of one (docs/benchmarks.md, "Plan auto's memory"), so each is built,
+// timed and freed in turn, its long bursts load-corrected instead.
+inline constexpr double kInterleaveBytes = 256.0 * (1 << 20);
+
 // The median time of a step of each of `plans`, built by `build`, in their order; those whose
 // arenas exceed `memory_budget_bytes` (0 = no limit) are marked over budget and not run. While
 // the candidates' arrays fit in `interleave_bytes` together they are all built and timed in

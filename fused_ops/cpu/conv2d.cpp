@@ -548,6 +548,11 @@ int64_t conv2d_cached_problems() {
   return static_cast<int64_t>(g_cache.size());
 }
 
+void clear_conv2d_cache() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_cache.clear();  // an entry in use lives on in its caller's shared_ptr until the call returns
+}
+
 void set_conv2d_cache_capacity(int64_t problems) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   g_capacity = std::max<int64_t>(1, problems);

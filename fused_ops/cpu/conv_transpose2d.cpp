@@ -389,4 +389,9 @@ int64_t conv_transpose2d_cached_problems() {
   return static_cast<int64_t>(g_cache.size());
 }
 
+void clear_conv_transpose2d_cache() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_cache.clear();  // an entry in use lives on in its caller's shared_ptr until the call returns
+}
+
 }  // namespace hfta::cpu

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "cli/commands.h"
+#include "cli/version.h"
 #include "sweep/sweep.h"
 #include "tune/tune.h"
 
@@ -18,6 +19,9 @@ int main(int argc, char** argv) {
   hfta::cpu::init_runtime(argv, 0);
   CLI::App app{"hfta: train arrays of horizontally fused models"};
   app.require_subcommand(1);
+  app.set_version_flag(
+      "--version", [] { return hfta::version_text(); },
+      "Print the version, the build's options and the libraries, then exit");
   hfta::add_train_command(app);
   hfta::add_extract_command(app);
   hfta::add_eval_command(app);

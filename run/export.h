@@ -21,4 +21,14 @@ std::vector<SafeTensor> state_dict(const Model& model, int64_t b);
 // or discriminator's).
 std::vector<SafeTensor> state_dict(const Net& net, int64_t b);
 
+// The inverse: replica b's parameters and buffers become `tensors` (a state_dict as state_dict()
+// writes it, or as PyTorch saves the same module), strictly: every parameter and buffer of the
+// net must be there with its PyTorch shape, and nothing else. Checks all before writing any;
+// throws hfta::Error naming the missing, unexpected or misshapen tensors. `source` names where
+// the tensors came from in the error (a file).
+void load_state_dict(Model& model, int64_t b, const std::vector<SafeTensor>& tensors,
+                     const std::string& source);
+void load_state_dict(Net& net, int64_t b, const std::vector<SafeTensor>& tensors,
+                     const std::string& source);
+
 }  // namespace hfta

@@ -76,6 +76,60 @@ TEST(Export, StateDictHasTorchvisionNamesShapesAndLayouts) {
   EXPECT_THROW(state_dict(*model, 2), Error);
 }
 
+// load_state_dict takes back what state_dict wrote, into any slot of any array of the same
+// architecture (through a file, as a user's program loads an export), and refuses a state_dict
+// of another shape without writing anything.
+TEST(Export, LoadStateDictTakesBackAnExportIntoAnySlot) {
+  TempDir tmp("load_state_dict");
+  const std::string path = tmp.str() + "/model1.safetensors";
+  for (const std::string name : {"mlp", "resnet18"}) {
+    SCOPED_TRACE(name);
+    auto from = make_model(name, {.B = 3, .batch_size = 2, .seed = 4});
+    // Buffers that differ from their initial values (running statistics, counters).
+    for (const ModelBuffer& buf : from->buffers()) {
+      TensorView v = buf.value.replica(1);
+      for (int64_t i = 0; i < v.numel(); ++i) v.data[i] = static_cast<float>(i % 7 + 2);
+    }
+    write_safetensors(path, state_dict(*from, 1));
+    auto to = make_model(name, {.B = 2, .batch_size = 2, .seed = 9});
+    const std::vector<float> untouched = to->extract(1);
+    load_state_dict(*to, 0, read_safetensors(path), path);
+    EXPECT_EQ(to->extract(0), from->extract(1));
+    EXPECT_EQ(to->extract(1), untouched);
+    const auto back = by_name(state_dict(*to, 0)), orig = by_name(state_dict(*from, 1));
+    for (const auto& [n, t] : orig) {
+      EXPECT_EQ(back.at(n).floats, t.floats) << n;
+      EXPECT_EQ(back.at(n).integers, t.integers) << n;
+    }
+  }
+  auto mlp = make_model("mlp", {.B = 1, .batch_size = 2, .seed = 1});
+  const std::vector<float> before = mlp->extract(0);
+  std::vector<SafeTensor> sd = state_dict(*mlp, 0);
+  auto expect_refused = [&](const std::vector<SafeTensor>& bad, const std::string& mention) {
+    try {
+      load_state_dict(*mlp, 0, bad, "bad.safetensors");
+      ADD_FAILURE() << "accepted a state_dict that should mention " << mention;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad.safetensors"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(mlp->extract(0), before);
+  };
+  std::vector<SafeTensor> bad = sd;
+  bad.pop_back();
+  expect_refused(bad, "missing " + sd.back().name);
+  bad = sd;
+  bad.push_back({.name = "fc9.weight", .shape = {1}, .floats = {0.0f}});
+  expect_refused(bad, "unexpected fc9.weight");
+  bad = sd;
+  bad[0].shape = {bad[0].shape[1], bad[0].shape[0]};  // fc1.weight as stored here, not [out, in]
+  expect_refused(bad, bad[0].name + " is F32");
+  bad = sd;
+  bad.push_back(sd[0]);
+  expect_refused(bad, "appears twice");
+  EXPECT_THROW(load_state_dict(*mlp, 1, sd, "x"), Error);
+}
+
 TEST(Export, CommandExportsAModelOfARunAndRejectsAMissingOne) {
   TempDir tmp("export_run");
   const std::string run = tmp.str() + "/run";

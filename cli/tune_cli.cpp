@@ -80,6 +80,12 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--max-fused", o->max_fused, "At most this many models per array (0: any)")
       ->check(integer_at_least(0))
       ->capture_default_str();
+  cmd->add_option("--optuna", o->optuna_storage,
+                  "Write the search into an Optuna study at this storage URL when it ends "
+                  "(sqlite:///study.db; needs python3-optuna): parameters, the metric at each "
+                  "budget, complete or pruned");
+  cmd->add_option("--optuna-study", o->optuna_study,
+                  "The Optuna study's name (default: <out folder>-<mode>); replaced if it exists");
   cmd->add_flag("--keep-checkpoints", o->keep_checkpoints,
                 "Keep the checkpoint of every trial (by default those of trials stopped for good "
                 "are deleted, except the best's; pruned.log lists them)");

@@ -14,6 +14,7 @@ packages=(
   dataset-fashion-mnist    # /usr/share/datasets/fashion-mnist
   fortunes-min fortunes    # plain English text in /usr/share/games/fortunes (language models)
   libopenmpi-dev openmpi-bin  # `mpirun -np K hfta tune` (optional: tune builds without MPI)
+  python3-optuna           # `hfta tune --optuna` writes Optuna studies (optional at run time)
 )
 missing=()
 for p in "${packages[@]}"; do

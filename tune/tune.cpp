@@ -19,9 +19,11 @@
 #include "io/checkpoint.h"
 #include "io/interrupt.h"
 #include "io/safetensors.h"
+#include "io/shell_quote.h"
 #include "run/export.h"
 #include "run/plan_choice.h"
 #include "tasks/tasks.h"
+#include "tune/optuna_study.h"
 #include "tune/tune_search.h"
 
 namespace hfta {
@@ -29,15 +31,6 @@ namespace hfta {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string quote_arg(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789-_./=:,+") == std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
 // What the search state depends on: --resume must find the same.
 nlohmann::json run_identity(const TuneOptions& o, const TuneSpace& space) {
@@ -339,6 +332,7 @@ TuneRunResult run_tune(const TuneOptions& options) {
                "{} already holds a search ({}): continue it with --resume, or choose another --out",
                dir, history);
   }
+  if (!o.optuna_storage.empty()) check_optuna_available();
   const std::unique_ptr<SearchData> data = load_search_data(o, space);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -383,6 +377,12 @@ TuneRunResult run_tune(const TuneOptions& options) {
   for (const auto& [t, r] : last)
     if (!r.outcome.failed && (best == nullptr || better_outcome(r, *best, schedule.maximize)))
       best = &r;
+  if (!o.optuna_storage.empty())
+    write_optuna_study(dir, o.optuna_storage,
+                       o.optuna_study.empty()
+                           ? fmt::format("{}-{}", fs::path(o.out).filename().string(), o.mode)
+                           : o.optuna_study,
+                       o.quiet);
   result.wall_seconds = seconds_since(start);
   if (best == nullptr) {
     fmt::print("every trial failed; see {}\n", history);

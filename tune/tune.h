@@ -67,6 +67,10 @@ struct TuneOptions {
   // false builds every array anew from the trials' checkpoints (the same numbers, slower).
   bool live_arrays = true;
   bool quiet = false;  // no per-array lines (tests)
+  // An Optuna storage URL (sqlite:///study.db): at the end the search is written there as a
+  // study (tune/optuna_study.h); empty: none. The study's name: optuna_study, or <out>-<mode>.
+  std::string optuna_storage;
+  std::string optuna_study;
   // For tests: fail as an interrupt does after this many arrays have trained (0 = never).
   int64_t interrupt_after_arrays = 0;
   // For tests: stop as an interrupt does once this many budget units short of their arrays' ends

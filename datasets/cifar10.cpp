@@ -1,5 +1,7 @@
 #include "datasets/cifar10.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -75,11 +77,20 @@ Dataset load_cifar10(const std::string& dir, Split split) {
     scale[c] = 1.0f / (255.0f * kCifar10Std[c]);
     shift[c] = -kCifar10Mean[c] / kCifar10Std[c];
   }
-  // Every file's size is checked before anything is read.
+  // Every file's size is checked before anything is read or allocated. A file's size is its
+  // claim: records that would not fit in memory as floats are refused rather than allocated.
+  const uint64_t memory =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   std::vector<int64_t> records;
   for (const auto& path : paths) {
     records.push_back(count_records(path));
     out.size += records.back();
+    const uint64_t needed = static_cast<uint64_t>(out.size) * (kPixels * sizeof(float) + 1);
+    HFTA_CHECK(needed <= memory,
+               "CIFAR-10 file '{}' has {} records ({} bytes): the split's records so far need {} "
+               "bytes of memory as floats, more than this machine's {}; a CIFAR-10 batch has "
+               "10000 records, so the file is not one",
+               path, records.back(), records.back() * kCifar10RecordBytes, needed, memory);
   }
   out.images.resize(static_cast<size_t>(out.size * kPixels));
   out.labels.resize(static_cast<size_t>(out.size));

@@ -105,15 +105,24 @@ IdxData read_idx(const std::string& path) {
     HFTA_CHECK(d >= 1, "IDX file '{}' has dimension {} of size 0: the file is empty or corrupt",
                path, i);
     out.dims.push_back(d);
-    total *= d;  // each d < 2^32 and total stays below kMaxIdxBytes, so this cannot overflow
-    HFTA_CHECK(total <= kMaxIdxBytes,
-               "IDX file '{}' declares dimensions whose product exceeds {} bytes: the header is "
-               "corrupt",
-               path, kMaxIdxBytes);
+    // Checked before the product is formed: 2^36 times a dimension near 2^32 overflows.
+    HFTA_CHECK(d <= kMaxIdxBytes / total,
+               "IDX file '{}' declares dimensions [{}, ...] whose product exceeds {} bytes: the "
+               "header is corrupt",
+               path, fmt::join(out.dims, ", "), kMaxIdxBytes);
+    total *= d;
   }
 
-  out.bytes.resize(static_cast<size_t>(total));
-  got = read_some(f.get(), out.bytes.data(), total, path);
+  // The payload grows with the bytes actually read (doubling), so a corrupt header that claims
+  // up to kMaxIdxBytes allocates at most about twice what the file holds.
+  got = 0;
+  while (got < total) {
+    const int64_t want = std::min(total, std::max(2 * got, int64_t{1} << 20));
+    out.bytes.resize(static_cast<size_t>(want));
+    const int64_t n = read_some(f.get(), out.bytes.data() + got, want - got, path);
+    got += n;
+    if (got < want) break;
+  }
   HFTA_CHECK(got == total,
              "IDX file '{}' is truncated: dimensions [{}] need {} payload bytes, but only {} are "
              "present; download or reinstall the file",

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/error.h"
 #include "models/model.h"
@@ -89,15 +92,44 @@ void sync_directory(const std::filesystem::path& dir) {
 
 std::vector<int64_t> dims(const Shape& s) { return {s.begin(), s.end()}; }
 
-Shape shape_of(const std::vector<int64_t>& d, const std::string& path, const std::string& name) {
+// The shape of a tensor read from `path`, whose elements must number at most `max_numel` (the
+// floats in the file): checked dimension by dimension, so that a corrupt one cannot overflow.
+Shape shape_of(const std::vector<int64_t>& d, const std::string& path, const std::string& name,
+               uint64_t max_numel) {
   HFTA_CHECK(d.size() >= 1 && d.size() <= static_cast<size_t>(kMaxRank),
              "{}: tensor {} has rank {}, expected 1 to {}", path, name, d.size(), kMaxRank);
   Shape s;
+  uint64_t numel = 1;
   for (int64_t v : d) {
     HFTA_CHECK(v >= 1, "{}: tensor {} has a dimension {}", path, name, v);
+    HFTA_CHECK(static_cast<uint64_t>(v) <= max_numel / numel,
+               "{}: tensor {} has shape [{}], more than the {} floats of data in the file: the "
+               "header is corrupt",
+               path, name, fmt::join(d, ", "), max_numel);
+    numel *= static_cast<uint64_t>(v);
     s.push_back(v);
   }
   return s;
+}
+
+// nlohmann converts a JSON float to an integer with a cast, undefined when it overflows (a
+// corrupt "B": 1e300); the writer writes integers, so the fields read as integers must be ones.
+void check_integer_fields(const nlohmann::json& j, const std::string& path) {
+  // The keys read as integers: at the top, in "dataset", "language_model" and each tensor.
+  constexpr std::string_view kIntegerKeys =
+      " num_classes B seed batch_size model_ids epoch step batch_in_epoch optimizer_steps "
+      "skipped_steps data_floats shape offset forward_origins sample_shape vocab vocab_hash emsize "
+      "nhid nlayers nhead bptt synthetic_test_size ";
+  if (!j.is_object()) return;
+  for (const auto& [key, value] : j.items()) {
+    if (kIntegerKeys.find(" " + key + " ") == std::string_view::npos) continue;
+    const bool integers =
+        value.is_array() ? std::none_of(value.begin(), value.end(),
+                                        [](const nlohmann::json& v) { return v.is_number_float(); })
+                         : !value.is_number_float();
+    HFTA_CHECK(integers, "{} has a malformed header: {} is {}, expected an integer", path, key,
+               value.dump());
+  }
 }
 
 // The float offset of a parameter inside its arena (state buffers mirror the arena).
@@ -165,6 +197,45 @@ void Checkpoint::check() const {
   }
 }
 
+// JSON has no NaN or infinity (nlohmann writes them as null, which does not read back as a
+// number), yet a diverged model's training loss is NaN: such values are written as the strings
+// "nan", "inf" and "-inf", and read back from them.
+nlohmann::json losses_json(const std::vector<double>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double v : values) {
+    if (std::isnan(v))
+      out.push_back("nan");
+    else if (std::isinf(v))
+      out.push_back(v > 0 ? "inf" : "-inf");
+    else
+      out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<double> losses_from_json(const nlohmann::json& j, const std::string& path,
+                                     const char* key) {
+  HFTA_CHECK(j.is_array(), "{} has a malformed header: {} is {}, expected a list of numbers", path,
+             key, j.dump());
+  std::vector<double> out;
+  for (const nlohmann::json& v : j) {
+    if (v.is_number()) {
+      out.push_back(v.get<double>());
+    } else if (v == "nan") {
+      out.push_back(std::numeric_limits<double>::quiet_NaN());
+    } else if (v == "inf" || v == "-inf") {
+      out.push_back(v == "inf" ? std::numeric_limits<double>::infinity()
+                               : -std::numeric_limits<double>::infinity());
+    } else {
+      fail(
+          "{} has a malformed header: {} holds {}, expected a number, \"nan\", \"inf\" or "
+          "\"-inf\"",
+          path, key, v.dump());
+    }
+  }
+  return out;
+}
+
 void save_checkpoint(const std::string& path, const Checkpoint& c) {
   c.check();
   nlohmann::json header = {
@@ -182,8 +253,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
       {"epoch", c.epoch},
       {"batch_in_epoch", c.batch_in_epoch},
       {"step", c.step},
-      {"epoch_loss_sum", c.epoch_loss_sum},
-      {"last_train_loss", c.last_train_loss},
+      {"epoch_loss_sum", losses_json(c.epoch_loss_sum)},
+      {"last_train_loss", losses_json(c.last_train_loss)},
       {"optimizer_steps", c.optimizer_steps},
       {"skipped_steps", c.skipped_steps},
   };
@@ -259,6 +330,9 @@ Checkpoint load_checkpoint(const std::string& path) {
   std::vector<float> data;
   try {
     h = nlohmann::json::parse(text);
+    check_integer_fields(h, path);
+    for (const char* part : {"dataset", "language_model"})
+      if (h.is_object() && h.contains(part)) check_integer_fields(h.at(part), path);
     c.model = h.at("model").get<std::string>();
     c.sample_shape = h.at("sample_shape").get<std::vector<int64_t>>();
     c.num_classes = h.at("num_classes").get<int64_t>();
@@ -273,11 +347,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     c.epoch = h.at("epoch").get<int64_t>();
     c.batch_in_epoch = h.at("batch_in_epoch").get<int64_t>();
     c.step = h.at("step").get<int64_t>();
-    c.epoch_loss_sum = h.at("epoch_loss_sum").get<std::vector<double>>();
-    c.last_train_loss = h.at("last_train_loss").get<std::vector<double>>();
+    c.epoch_loss_sum = losses_from_json(h.at("epoch_loss_sum"), path, "epoch_loss_sum");
+    c.last_train_loss = losses_from_json(h.at("last_train_loss"), path, "last_train_loss");
     c.optimizer_steps = h.at("optimizer_steps").get<std::vector<int64_t>>();
     c.skipped_steps = h.at("skipped_steps").get<std::vector<int64_t>>();
     const auto floats = h.at("data_floats").get<uint64_t>();
+    // Before floats * 4 is computed: a corrupt count can overflow it.
+    HFTA_CHECK(floats <= file_size / sizeof(float),
+               "{} is {} bytes but its header claims {} floats of data: the file is truncated or "
+               "corrupt",
+               path, file_size, floats);
     const uint64_t expected_size = sizeof kMagic + sizeof version + sizeof header_bytes +
                                    header_bytes + floats * sizeof(float) + sizeof(uint32_t);
     HFTA_CHECK(file_size == expected_size,
@@ -300,18 +379,29 @@ Checkpoint load_checkpoint(const std::string& path) {
       c.data_dir = h.at("dataset").at("data_dir").get<std::string>();
       c.synthetic_test_size = h.at("dataset").value("synthetic_test_size", int64_t{0});
     }
+    // The writer puts the tensors one after another: a header whose offsets or shapes leave a
+    // gap, an overlap or data over is corrupt (the checksum covers the data, not the header).
+    uint64_t next = 0;
     for (const auto& t : h.at("tensors")) {
+      check_integer_fields(t, path);
       CheckpointTensor tensor;
       tensor.name = t.at("name").get<std::string>();
-      tensor.shape = shape_of(t.at("shape").get<std::vector<int64_t>>(), path, tensor.name);
+      tensor.shape =
+          shape_of(t.at("shape").get<std::vector<int64_t>>(), path, tensor.name, data.size());
       const auto offset = t.at("offset").get<uint64_t>();
       const auto n = static_cast<uint64_t>(tensor.shape.numel());
-      HFTA_CHECK(offset + n <= data.size(), "{}: tensor {} lies outside the data", path,
-                 tensor.name);
+      HFTA_CHECK(offset == next && n <= data.size() - offset,
+                 "{}: tensor {} of {} floats is at offset {}, expected {} in data of {} floats: "
+                 "the header is corrupt",
+                 path, tensor.name, n, offset, next, data.size());
       tensor.values.assign(data.begin() + static_cast<int64_t>(offset),
                            data.begin() + static_cast<int64_t>(offset + n));
       c.tensors.push_back(std::move(tensor));
+      next = offset + n;
     }
+    HFTA_CHECK(next == data.size(),
+               "{}: its tensors hold {} floats, its data {}: the header is corrupt", path, next,
+               data.size());
   } catch (const nlohmann::json::exception& e) {
     fail("{} has a malformed header: {}", path, e.what());
   }

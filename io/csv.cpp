@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -130,18 +131,31 @@ CsvTable read_csv(const std::string& path) {
   std::string line;
   int64_t line_no = 0;
   while (std::getline(in, line)) {
-    ++line_no;
+    const int64_t first_line = ++line_no;
+    // A quoted field may hold line breaks (csv_escape writes them as they are): while the
+    // quotes are unbalanced, the record goes on in the next line.
+    bool open_quote = std::count(line.begin(), line.end(), '"') % 2 == 1;
+    for (std::string more; open_quote && std::getline(in, more); ++line_no) {
+      open_quote ^= std::count(more.begin(), more.end(), '"') % 2 == 1;
+      line += '\n';
+      line += more;
+    }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    auto fields = csv_split(line);
+    std::vector<std::string> fields;
+    try {
+      fields = csv_split(line);
+    } catch (const Error& e) {
+      fail("{} line {}: {}", path, first_line, e.what());
+    }
     if (table.header.empty()) {
       table.header = std::move(fields);
       continue;
     }
     HFTA_CHECK(fields.size() == table.header.size(), "{} line {}: {} fields, header has {}", path,
-               line_no, fields.size(), table.header.size());
+               first_line, fields.size(), table.header.size());
     table.rows.push_back(std::move(fields));
-    table.line_numbers.push_back(line_no);
+    table.line_numbers.push_back(first_line);
   }
   HFTA_CHECK(!table.header.empty(), "{} is empty: expected a CSV header", path);
   return table;

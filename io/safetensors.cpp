@@ -1,5 +1,6 @@
 #include "io/safetensors.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -65,11 +66,16 @@ std::vector<SafeTensor> read_safetensors(const std::string& path,
                                          std::map<std::string, std::string>* metadata) {
   std::ifstream in(path, std::ios::binary);
   HFTA_CHECK(in.good(), "cannot open {}", path);
-  const auto file_bytes = std::filesystem::file_size(path);
+  std::error_code ec;
+  const auto file_bytes = std::filesystem::file_size(path, ec);
+  HFTA_CHECK(!ec, "cannot read {}: {}", path, ec.message());
   uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), sizeof(n));
-  HFTA_CHECK(in.good() && n <= file_bytes - sizeof(n),
-             "{} is not a safetensors file (its header length {} exceeds the file)", path, n);
+  HFTA_CHECK(in.good(), "{} is not a safetensors file: {} bytes, too short for a header length",
+             path, file_bytes);
+  HFTA_CHECK(n <= file_bytes - sizeof(n),
+             "{} is not a safetensors file: its header length {} exceeds the file of {} bytes",
+             path, n, file_bytes);
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
   nlohmann::json header;
@@ -78,6 +84,8 @@ std::vector<SafeTensor> read_safetensors(const std::string& path,
   } catch (const std::exception& e) {
     fail("{} is not a safetensors file: its header is not JSON ({})", path, e.what());
   }
+  HFTA_CHECK(header.is_object(), "{} is not a safetensors file: its header is not a JSON object",
+             path);
   const uint64_t data_bytes = file_bytes - sizeof(n) - n;
   std::vector<char> data(data_bytes);
   in.read(data.data(), static_cast<std::streamsize>(data_bytes));
@@ -85,28 +93,55 @@ std::vector<SafeTensor> read_safetensors(const std::string& path,
   std::vector<SafeTensor> out;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
-      if (metadata != nullptr) *metadata = entry.get<std::map<std::string, std::string>>();
+      try {
+        if (metadata != nullptr) *metadata = entry.get<std::map<std::string, std::string>>();
+      } catch (const nlohmann::json::exception& e) {
+        fail("{}: __metadata__ is not a map of strings to strings ({})", path, e.what());
+      }
       continue;
     }
     SafeTensor t;
     t.name = name;
     try {
       t.dtype = entry.at("dtype").get<std::string>();
-      t.shape = entry.at("shape").get<std::vector<int64_t>>();
-      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       HFTA_CHECK(t.dtype == "F32" || t.dtype == "I64",
                  "{}: tensor {} has dtype {}, expected F32 or I64", path, name, t.dtype);
-      HFTA_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_bytes &&
-                     offsets[1] - offsets[0] ==
-                         static_cast<uint64_t>(numel(t.shape)) * element_bytes(t.dtype),
-                 "{}: tensor {} has bad data offsets for its shape (truncated file?)", path, name);
-      const size_t count = static_cast<size_t>(numel(t.shape));
+      // Integers only (nlohmann casts a float such as 1e300 with undefined overflow), each
+      // dimension checked against the data before the product is formed, so it cannot overflow.
+      const nlohmann::json& shape = entry.at("shape");
+      const nlohmann::json& offsets = entry.at("data_offsets");
+      auto integers = [](const nlohmann::json& a) {
+        return a.is_array() && std::all_of(a.begin(), a.end(), [](const nlohmann::json& v) {
+                 return v.is_number_integer();
+               });
+      };
+      HFTA_CHECK(integers(shape) && integers(offsets) && offsets.size() == 2,
+                 "{}: tensor {} has shape {} and data_offsets {}, expected arrays of integers "
+                 "(two offsets)",
+                 path, name, shape.dump(), offsets.dump());
+      const uint64_t max_count = data_bytes / element_bytes(t.dtype);
+      uint64_t count = 1;
+      for (const nlohmann::json& d : shape) {
+        const int64_t dim = d.get<int64_t>();
+        HFTA_CHECK(dim >= 0 && (count == 0 || static_cast<uint64_t>(dim) <= max_count / count),
+                   "{}: tensor {} has shape {}: more elements than its {} data bytes hold", path,
+                   name, shape.dump(), data_bytes);
+        t.shape.push_back(dim);
+        count *= static_cast<uint64_t>(dim);
+      }
+      const uint64_t bytes = count * element_bytes(t.dtype);
+      const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+      HFTA_CHECK(begin <= end && end <= data_bytes && end - begin == bytes,
+                 "{}: tensor {} has data_offsets [{}, {}], expected {} bytes for its shape {} "
+                 "within the {} data bytes (truncated file?)",
+                 path, name, begin, end, bytes, shape.dump(), data_bytes);
+      // memcpy of an empty tensor would pass a null pointer.
       if (t.dtype == "F32") {
         t.floats.resize(count);
-        std::memcpy(t.floats.data(), data.data() + offsets[0], count * sizeof(float));
+        if (bytes > 0) std::memcpy(t.floats.data(), data.data() + begin, bytes);
       } else {
         t.integers.resize(count);
-        std::memcpy(t.integers.data(), data.data() + offsets[0], count * sizeof(int64_t));
+        if (bytes > 0) std::memcpy(t.integers.data(), data.data() + begin, bytes);
       }
     } catch (const nlohmann::json::exception& e) {
       fail("{}: tensor {} has a malformed header entry ({})", path, name, e.what());

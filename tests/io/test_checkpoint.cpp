@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -83,6 +85,22 @@ TEST(CheckpointFile, RoundTripsEveryField) {
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
+// A diverged model's training loss is NaN or infinite, which JSON cannot hold: the checkpoint
+// must still load (before, nlohmann wrote null and no such checkpoint could be resumed).
+TEST(CheckpointFile, NonFiniteLossesRoundTrip) {
+  TempDir tmp("nonfinite");
+  Checkpoint c = small_checkpoint();
+  c.epoch_loss_sum.assign(c.epoch_loss_sum.size(), std::numeric_limits<double>::quiet_NaN());
+  c.last_train_loss.assign(c.last_train_loss.size(), -std::numeric_limits<double>::infinity());
+  c.last_train_loss.front() = std::numeric_limits<double>::infinity();
+  const std::string path = tmp.str() + "/c.bin";
+  save_checkpoint(path, c);
+  const Checkpoint back = load_checkpoint(path);
+  ASSERT_EQ(back.epoch_loss_sum.size(), c.epoch_loss_sum.size());
+  for (double v : back.epoch_loss_sum) EXPECT_TRUE(std::isnan(v));
+  EXPECT_EQ(back.last_train_loss, c.last_train_loss);
+}
+
 TEST(CheckpointFile, ExtractTakesReplicaBOfEveryTensor) {
   Checkpoint one = extract_model(small_checkpoint(), 1);
   EXPECT_EQ(one.B, 1);
@@ -153,6 +171,19 @@ TEST(CheckpointCli, ResumingAfterAnEpochGivesTheUninterruptedMetrics) {
   succeed(once + " --out " + split.str());
   const std::string out = succeed(kRun + " --out " + split.str() + " --resume");
   EXPECT_NE(out.find("resuming after step 12"), std::string::npos) << out;
+  EXPECT_EQ(metric_rows(split.str()), metric_rows(full.str()));
+}
+
+// Through the command line: an array with one model that diverges resumes, and the diverged
+// model stays diverged while the other trains on as in the uninterrupted run.
+TEST(CheckpointCli, ARunWithADivergedModelResumes) {
+  TempDir full("diverged_full"), split("diverged_split");
+  const std::string run =
+      "train --model mlp --dataset synthetic --lr 0.001,1e12 --iters-per-epoch 4 --seed 2";
+  succeed(run + " --epochs 2 --out " + full.str());
+  succeed(run + " --epochs 1 --out " + split.str());
+  const std::string out = succeed(run + " --epochs 2 --resume --out " + split.str());
+  EXPECT_NE(out.find("resuming"), std::string::npos) << out;
   EXPECT_EQ(metric_rows(split.str()), metric_rows(full.str()));
 }
 

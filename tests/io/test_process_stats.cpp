@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,8 +29,11 @@ TEST(ForeignLoadMeter, AChildsCpuTimeIsForeignUnlessGiven) {
   if (!meter.readable()) GTEST_SKIP() << "/proc/stat is not readable here";
   const pid_t child = fork();
   if (child == 0) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
-    while (std::chrono::steady_clock::now() < end) {
+    // Spins until it has used 0.6 s of CPU (not of wall time: on a loaded machine a child that
+    // spins for a wall-clock time gets only part of it as CPU time).
+    for (timespec t{};
+         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0 &&
+         static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec) < 0.6;) {
     }
     _exit(0);
   }

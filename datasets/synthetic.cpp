@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/arena.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 
@@ -26,6 +27,15 @@ Dataset make_synthetic(const Shape& sample_shape, int num_classes, int64_t size,
              "synthetic noise_std must be finite and >= 0, got {}", options.noise_std);
 
   const int64_t D = sample_shape.numel();
+  // Refused before allocating: a size the machine cannot hold would end in std::bad_alloc (or the
+  // kernel's OOM killer) with nothing said about which flag asked for it.
+  const double needed = static_cast<double>(size) * static_cast<double>(D * sizeof(float) + 4);
+  const size_t available = available_memory_bytes();
+  HFTA_CHECK(needed <= static_cast<double>(available),
+             "synthetic dataset of {} samples of shape {} needs {:.1f} GiB, but this machine has "
+             "{:.1f} GiB available: lower --synthetic-size or --synthetic-test-size",
+             size, sample_shape.str(), needed / (1 << 30),
+             static_cast<double>(available) / (1 << 30));
   std::vector<float> means(static_cast<size_t>(num_classes * D));
   for (int c = 0; c < num_classes; ++c) {
     RngStream rng(seed ^ kMeansMix, static_cast<uint64_t>(c));

@@ -185,17 +185,28 @@ std::vector<int64_t> asha_rungs(int64_t min_iters, int64_t max_iters, int64_t et
 void check_schedule(const TuneSchedule& s) {
   HFTA_CHECK(s.algorithm == "random" || s.algorithm == "hyperband" || s.algorithm == "asha",
              "--algorithm must be random, hyperband or asha, got {}", s.algorithm);
-  HFTA_CHECK(s.max_iters >= 1, "--max-iters must be at least 1, got {}", s.max_iters);
+  HFTA_CHECK(s.max_iters >= 1 && s.max_iters <= kMaxTuneBudget,
+             "--max-iters must be in [1, {}] budget units, got {}", kMaxTuneBudget, s.max_iters);
   HFTA_CHECK(s.eta >= 2, "--eta must be at least 2, got {}", s.eta);
   HFTA_CHECK(s.skip_last >= 0, "--skip-last must be >= 0, got {}", s.skip_last);
-  HFTA_CHECK(s.num_samples >= 1, "--num-samples must be at least 1, got {}", s.num_samples);
+  HFTA_CHECK(s.num_samples >= 1 && s.num_samples <= kMaxTuneTrials,
+             "--num-samples must be in [1, {}] (one search; split a larger one into several "
+             "--out runs), got {}",
+             kMaxTuneTrials, s.num_samples);
   HFTA_CHECK(s.min_iters >= 1 && s.min_iters <= s.max_iters,
              "--min-iters must be in [1, --max-iters {}], got {}", s.max_iters, s.min_iters);
   HFTA_CHECK(s.workers >= 1, "--workers must be at least 1, got {}", s.workers);
   if (s.algorithm == "hyperband") {
     bool any = false;
-    for (const auto& b : hyperband_brackets(s.max_iters, s.eta, s.skip_last))
+    int64_t trials = 0;
+    for (const auto& b : hyperband_brackets(s.max_iters, s.eta, s.skip_last)) {
       any = any || !b.rounds.empty();
+      trials += b.n;
+    }
+    HFTA_CHECK(trials <= kMaxTuneTrials,
+               "--max-iters {} with --eta {} plans {} Hyperband trials, more than the {} one "
+               "search holds: lower --max-iters or raise --eta",
+               s.max_iters, s.eta, trials, kMaxTuneTrials);
     HFTA_CHECK(any,
                "--skip-last {} leaves Hyperband no round with --max-iters {} and --eta {}: lower "
                "--skip-last or raise --max-iters",

@@ -68,6 +68,12 @@ std::vector<HyperbandBracket> hyperband_brackets(int64_t max_iters, int64_t eta,
 // ASHA's rung budgets.
 std::vector<int64_t> asha_rungs(int64_t min_iters, int64_t max_iters, int64_t eta);
 
+// The most trials one search plans (random search and ASHA: --num-samples; Hyperband: the sum of
+// its brackets' trials), and the largest budget: the scheduler holds every planned job at once,
+// so a larger search would run out of memory before its first trial.
+inline constexpr int64_t kMaxTuneTrials = 1000000;
+inline constexpr int64_t kMaxTuneBudget = 1000000;
+
 // Throws hfta::Error naming the flag when the schedule is out of range.
 void check_schedule(const TuneSchedule& schedule);
 

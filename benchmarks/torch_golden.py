@@ -34,7 +34,8 @@ SEED = 7
 BATCH = 32
 STEPS = 3
 MODELS = {"mlp": (1, 28, 28), "lenet": (1, 28, 28), "resnet18": (3, 32, 32),
-          "mobilenetv2": (3, 32, 32), "pointnet_cls": (64, 3), "pointnet_cls_ft": (64, 3),
+          "mobilenetv2": (3, 32, 32), "mobilenetv3_small": (3, 32, 32),
+          "mobilenetv3_large": (3, 32, 32), "pointnet_cls": (64, 3), "pointnet_cls_ft": (64, 3),
           "pointnet_seg": (64, 3), "pointnet_seg_ft": (64, 3)}
 OPTIMIZERS = {"adam": torch.optim.Adam, "adadelta": torch.optim.Adadelta}
 # Learning rates per model. The two deep BatchNorm nets are chaotic at larger steps: in PyTorch
@@ -48,6 +49,8 @@ OPTIMIZERS = {"adam": torch.optim.Adam, "adadelta": torch.optim.Adadelta}
 LR = {("mlp", "adam"): 1e-3, ("mlp", "adadelta"): 1.0, ("lenet", "adam"): 1e-3,
       ("lenet", "adadelta"): 1.0, ("resnet18", "adam"): 1e-5, ("resnet18", "adadelta"): 0.01,
       ("mobilenetv2", "adam"): 1e-5, ("mobilenetv2", "adadelta"): 0.01,
+      ("mobilenetv3_small", "adam"): 1e-5, ("mobilenetv3_small", "adadelta"): 0.01,
+      ("mobilenetv3_large", "adam"): 1e-5, ("mobilenetv3_large", "adadelta"): 0.01,
       ("pointnet_cls", "adam"): 1e-6, ("pointnet_cls", "adadelta"): 1e-4,
       ("pointnet_cls_ft", "adam"): 1e-6, ("pointnet_cls_ft", "adadelta"): 1e-4,
       ("pointnet_seg", "adam"): 1e-6, ("pointnet_seg", "adadelta"): 1e-4,

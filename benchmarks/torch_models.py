@@ -393,6 +393,15 @@ def build(name, sample_shape, num_classes=10, dropout=None):
         if dropout is not None:
             model.classifier[0].p = dropout
         return model
+    if name in ("mobilenetv3_small", "mobilenetv3_large"):
+        build_v3 = (torchvision.models.mobilenet_v3_small if name == "mobilenetv3_small"
+                    else torchvision.models.mobilenet_v3_large)
+        model = build_v3(num_classes=num_classes)
+        # The stem follows the data's channels, as for MobileNetV2 (weights come from hfta).
+        model.features[0][0] = nn.Conv2d(channels, 16, 3, 2, 1, bias=False)
+        if dropout is not None:
+            model.classifier[2].p = dropout
+        return model
     raise SystemExit(f"unknown model {name}")
 
 

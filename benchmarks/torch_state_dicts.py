@@ -32,8 +32,8 @@ GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "te
 
 # The matrix's sizes (tests/cli/test_cli_matrix_slow.cpp's data_flags):
 # - image classifiers on --dataset synthetic take their model's default sample shape and 10
-#   classes (models/model.cpp's table): [1, 28, 28] for mlp and lenet, [3, 32, 32] for resnet18
-#   and mobilenetv2;
+#   classes (models/model.cpp's table): [1, 28, 28] for mlp and lenet, [3, 32, 32] for resnet18,
+#   mobilenetv2 and mobilenetv3_small / _large;
 # - the PointNets on --dataset shapes --npoints 32: samples [32, 3], 10 classes
 #   (datasets/shapes.h's kShapesClasses) or 22 parts (kShapesParts) for the segmenters;
 # - the language models on the test's corpus (write_corpus: 120 lines over the 30 words
@@ -55,7 +55,7 @@ def module(model):
     discriminator)."""
     if model in ("mlp", "lenet"):
         return torch_models.build(model, (1, 28, 28), IMAGE_CLASSES)
-    if model in ("resnet18", "mobilenetv2"):
+    if model in ("resnet18", "mobilenetv2", "mobilenetv3_small", "mobilenetv3_large"):
         return torch_models.build(model, (3, 32, 32), IMAGE_CLASSES)
     if model in ("pointnet_cls", "pointnet_cls_ft"):
         return torch_models.build(model, (POINTS, 3), SHAPES_CLASSES)
@@ -74,8 +74,9 @@ def module(model):
     raise SystemExit(f"unknown model {model}")
 
 
-MODELS = ["mlp", "lenet", "resnet18", "mobilenetv2", "pointnet_cls", "pointnet_cls_ft",
-          "pointnet_seg", "pointnet_seg_ft", "transformer", "bert", "dcgan", "dcgan:d"]
+MODELS = ["mlp", "lenet", "resnet18", "mobilenetv2", "mobilenetv3_small", "mobilenetv3_large",
+          "pointnet_cls", "pointnet_cls_ft", "pointnet_seg", "pointnet_seg_ft", "transformer",
+          "bert", "dcgan", "dcgan:d"]
 DTYPES = {torch.float32: "F32", torch.int64: "I64"}
 
 

@@ -20,6 +20,10 @@ const char* activation_name(ActivationKind kind) {
       return "sigmoid";
     case ActivationKind::kRelu6:
       return "relu6";
+    case ActivationKind::kHardswish:
+      return "hardswish";
+    case ActivationKind::kHardsigmoid:
+      return "hardsigmoid";
   }
   return "unknown";
 }

@@ -1,4 +1,5 @@
-// Fused elementwise activations: ReLU, LeakyReLU, GELU (exact erf form), Tanh, Sigmoid.
+// Fused elementwise activations: ReLU, LeakyReLU, GELU (exact erf form), Tanh, Sigmoid, ReLU6,
+// Hardswish and Hardsigmoid (MobileNetV3).
 //
 // Elementwise, so B and the layout do not matter: x may be any tensor ([B, N, F],
 // [N, B*C, H, W], ...), and every element of model b is transformed exactly as it would be alone.
@@ -11,8 +12,18 @@
 //   from y: kRelu, kRelu6 (min(max(x, 0), 6): dx = dy where 0 < y < 6), kTanh, kSigmoid, and
 //   kLeakyRelu with negative_slope >= 0. x may be an empty
 //           view, so a model can run the forward in place and keep only y.
-//   from x: kGelu, and kLeakyRelu with negative_slope < 0 (y does not determine the sign of x).
+//   from x: kGelu, and kLeakyRelu with negative_slope < 0 (y does not determine the sign of x),
+//           kHardswish (not monotonic on [-3, -1.5]) and kHardsigmoid (its float output rounds
+//           to 1 just below x = 3, where PyTorch's gradient is still 1/6).
 //           y may be an empty view; do not run the forward in place when backward is needed.
+// Hardswish and Hardsigmoid run PyTorch's float arithmetic, operation for operation, so that
+// values and gradients equal PyTorch's bit for bit, kinks included:
+//   hardswish(x)    = x * min(max(x + 3, 0), 6) / 6
+//   hardswish'(x)   = 0 for x < -3, x / 3 + 0.5 for -3 <= x < 3 (-0.5 at -3), 1 for x >= 3,
+//                     NaN for NaN: PyTorch 1.13's vectorized kernel, which computes every element
+//                     but a tensor's last few (its scalar tail gives 1.5 at 3 and 1 for NaN)
+//   hardsigmoid(x)  = min(max(x + 3, 0), 6) / 6
+//   hardsigmoid'(x) = 1/6 (the float 1.0f / 6) for -3 < x < 3, else 0
 // NaN inputs give NaN outputs (as in PyTorch), so a diverged model shows up in its loss.
 #pragma once
 
@@ -22,9 +33,18 @@
 
 namespace hfta {
 
-enum class ActivationKind { kRelu, kLeakyRelu, kGelu, kTanh, kSigmoid, kRelu6 };
+enum class ActivationKind {
+  kRelu,
+  kLeakyRelu,
+  kGelu,
+  kTanh,
+  kSigmoid,
+  kRelu6,
+  kHardswish,
+  kHardsigmoid
+};
 
-// "relu", "leaky_relu", "gelu", "tanh", "sigmoid", "relu6".
+// "relu", "leaky_relu", "gelu", "tanh", "sigmoid", "relu6", "hardswish", "hardsigmoid".
 const char* activation_name(ActivationKind kind);
 
 struct ActivationParams {
@@ -35,6 +55,8 @@ struct ActivationParams {
   bool backward_reads_output() const {
     switch (kind) {
       case ActivationKind::kGelu:
+      case ActivationKind::kHardswish:
+      case ActivationKind::kHardsigmoid:
         return false;
       case ActivationKind::kLeakyRelu:
         return negative_slope >= 0.0f;

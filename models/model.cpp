@@ -270,6 +270,8 @@ const std::vector<ModelInfo>& registry() {
       {"lenet", Shape{1, 28, 28}, 10, define_lenet},
       {"mlp", Shape{1, 28, 28}, 10, define_mlp},
       {"mobilenetv2", Shape{3, 32, 32}, 10, define_mobilenetv2},
+      {"mobilenetv3_large", Shape{3, 32, 32}, 10, define_mobilenetv3_large},
+      {"mobilenetv3_small", Shape{3, 32, 32}, 10, define_mobilenetv3_small},
       {"pointnet_cls", Shape{1024, 3}, 10, define_pointnet_cls},
       {"pointnet_cls_ft", Shape{1024, 3}, 10, define_pointnet_cls_ft},
       {"pointnet_seg", Shape{2500, 3}, kShapesParts, define_pointnet_seg, ModelTask::kSegment},

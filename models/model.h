@@ -195,6 +195,8 @@ Value define_mlp(Net& n, Value images, int64_t num_classes);
 Value define_lenet(Net& n, Value images, int64_t num_classes);
 Value define_resnet18(Net& n, Value images, int64_t num_classes);
 Value define_mobilenetv2(Net& n, Value images, int64_t num_classes);
+Value define_mobilenetv3_small(Net& n, Value images, int64_t num_classes);
+Value define_mobilenetv3_large(Net& n, Value images, int64_t num_classes);
 // PointNet on [L, 3] clouds; _ft adds the feature transform and its regularizer loss.
 Value define_pointnet_cls(Net& n, Value points, int64_t num_classes);
 Value define_pointnet_cls_ft(Net& n, Value points, int64_t num_classes);

@@ -233,6 +233,12 @@ class Net {
   Value batchnorm2d(Value x, const std::string& name, double eps = 1e-5, double momentum = 0.1);
   Value relu(Value x);
   Value relu6(Value x);
+  // MobileNetV3's activations (PyTorch's float arithmetic and gradients, fused_ops/activation.h).
+  Value hardswish(Value x);
+  Value hardsigmoid(Value x);
+  // Squeeze-and-excitation's `scale * x`: x [C, H, W] times a per-model scale [C, 1, 1], one
+  // value per sample and channel (fused_ops/scale_channels.h).
+  Value scale_channels(Value x, Value scale);
   Value max_pool2d(Value x, int64_t kernel, int64_t stride = 0, int64_t pad = 0);
   Value adaptive_avg_pool2d(Value x, int64_t out_h, int64_t out_w);
   // [C, H, W] (kChannels) -> [C*H*W] (kRows).

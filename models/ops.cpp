@@ -11,6 +11,7 @@
 #include "fused_ops/flatten.h"
 #include "fused_ops/linear.h"
 #include "fused_ops/pool2d.h"
+#include "fused_ops/scale_channels.h"
 #include "models/net.h"
 
 namespace hfta {
@@ -196,6 +197,42 @@ class ActivationNode : public Node {
 
  private:
   ActivationParams p_;
+};
+
+// Squeeze-and-excitation's `scale * x`: inputs x [C, H, W] and s [C, 1, 1], both per model in
+// the channel layout.
+class ScaleChannelsNode : public Node {
+ public:
+  explicit ScaleChannelsNode(ScaleChannelsParams p) : p_(p) {}
+  std::string describe() const override { return fmt::format("ScaleChannels({})", p_.C); }
+  void forward(Net& net, int64_t n, bool) override {
+    const ScaleChannelsParams p = with_rows(p_, n);
+    scale_channels_forward(p, {.x = x(net, p), .s = s(net, p), .y = y(net, p)});
+  }
+  void backward(Net& net, int64_t n) override {
+    const ScaleChannelsParams p = with_rows(p_, n);
+    InputGrad dx = net.input_grad(*this, 0), ds = net.input_grad(*this, 1);
+    scale_channels_backward(p, {.x = x(net, p),
+                                .s = s(net, p),
+                                .dy = net.grad(output).reshaped(p.x_shape()),
+                                .dx = dx.view.empty() ? dx.view : dx.view.reshaped(p.x_shape()),
+                                .ds = ds.view.empty() ? ds.view : ds.view.reshaped(p.s_shape()),
+                                .accumulate_dx = dx.accumulate,
+                                .accumulate_ds = ds.accumulate});
+  }
+  bool accumulates_dx() const override { return true; }
+
+ private:
+  TensorView x(Net& net, const ScaleChannelsParams& p) const {
+    return net.value(inputs[0]).reshaped(p.x_shape());
+  }
+  TensorView s(Net& net, const ScaleChannelsParams& p) const {
+    return net.value(inputs[1]).reshaped(p.s_shape());
+  }
+  TensorView y(Net& net, const ScaleChannelsParams& p) const {
+    return net.value(output).reshaped(p.x_shape());
+  }
+  ScaleChannelsParams p_;
 };
 
 class Pool2dNode : public Node {
@@ -482,6 +519,23 @@ Value Net::leaky_relu(Value x, float negative_slope) {
 Value Net::tanh(Value x) { return activation(*this, x, {.kind = ActivationKind::kTanh}); }
 Value Net::sigmoid(Value x) { return activation(*this, x, {.kind = ActivationKind::kSigmoid}); }
 Value Net::gelu(Value x) { return activation(*this, x, {.kind = ActivationKind::kGelu}); }
+Value Net::hardswish(Value x) { return activation(*this, x, {.kind = ActivationKind::kHardswish}); }
+Value Net::hardsigmoid(Value x) {
+  return activation(*this, x, {.kind = ActivationKind::kHardsigmoid});
+}
+
+Value Net::scale_channels(Value x, Value scale) {
+  expect_image(*this, x, "ScaleChannels");
+  expect_not_shared(*this, x, "ScaleChannels");
+  expect_not_shared(*this, scale, "ScaleChannels");
+  const Shape& f = features(x);
+  HFTA_CHECK(layout(scale) == Layout::kChannels && features(scale) == Shape({f[0], 1, 1}),
+             "ScaleChannels: the scale has features {}, expected [{}, 1, 1] (one per channel of "
+             "the input {}) in the channel layout",
+             features(scale).str(), f[0], f.str());
+  ScaleChannelsParams p{.B = B(), .N = capacity(), .C = f[0], .HW = f[1] * f[2]};
+  return add_node(std::make_unique<ScaleChannelsNode>(p), {x, scale}, f, Layout::kChannels);
+}
 
 Value Net::max_pool2d(Value x, int64_t kernel, int64_t stride, int64_t pad) {
   const std::string what = fmt::format("MaxPool2d({})", kernel);

@@ -101,6 +101,56 @@ void relu6_backward(const float* ys, const float* gs, float* out, int64_t n, boo
   });
 }
 
+// Hardswish and Hardsigmoid (MobileNetV3): PyTorch's float operations in PyTorch's order
+// (fused_ops/activation.h), as branch-free selects that GCC vectorizes; `t < 0` and `6 < t` are
+// false for NaN, which passes through as with std::max / std::min. The division by 6 stays a
+// division (a multiply by 1/6 rounds differently).
+void hard_forward(ActivationKind kind, const float* xs, float* ys, int64_t n) {
+  const bool swish = kind == ActivationKind::kHardswish;
+  for_each_chunk(n, [xs, ys, swish](int64_t begin, int64_t end) {
+    const float* __restrict in = xs;
+    float* __restrict out = ys;
+    if (swish) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = in[i], t = v + 3.0f, low = t < 0.0f ? 0.0f : t, r = 6.0f < low ? 6.0f : low;
+        out[i] = v * r / 6.0f;
+      }
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        const float t = in[i] + 3.0f, low = t < 0.0f ? 0.0f : t, r = 6.0f < low ? 6.0f : low;
+        out[i] = r / 6.0f;
+      }
+    }
+  });
+}
+
+// From x (backward_reads_output() is false for both): hardswish' = 0 below -3, x / 3 + 0.5 on
+// [-3, 3), 1 from 3 on (NaN for NaN); hardsigmoid' = 1/6 on (-3, 3), 0 elsewhere. Compiled without
+// FMA contraction, so dx += dy * f' rounds the product first, as PyTorch does.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+template <bool kSwish, bool kAccumulate>
+void hard_backward_chunk(const float* __restrict vs, const float* __restrict gs,
+                         float* __restrict os, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float v = vs[i], g = gs[i];
+    float d;
+    if constexpr (kSwish) {
+      const float mid = g * (v / 3.0f + 0.5f), high = v >= 3.0f ? g : mid;
+      d = v < -3.0f ? 0.0f : high;
+    } else {
+      const float inside = g * (1.0f / 6.0f);
+      d = v > -3.0f && v < 3.0f ? inside : 0.0f;
+    }
+    if constexpr (kAccumulate) {
+      os[i] += d;
+    } else {
+      os[i] = d;
+    }
+  }
+}
+#pragma GCC pop_options
+
 }  // namespace
 
 void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a) {
@@ -108,6 +158,8 @@ void activation_forward(const ActivationParams& p, const ActivationForwardArgs& 
   const int64_t n = x.numel();
   if (n == 0) return;
   if (p.kind == ActivationKind::kRelu6) return relu6_forward(x.data, y.data, n);
+  if (p.kind == ActivationKind::kHardswish || p.kind == ActivationKind::kHardsigmoid)
+    return hard_forward(p.kind, x.data, y.data, n);
   if (p.kind != ActivationKind::kRelu && p.kind != ActivationKind::kLeakyRelu)
     return onednn_forward(p.kind, x, y);
   // ReLU is LeakyReLU with slope 0; `v < 0` is false for NaN, which passes through.
@@ -149,6 +201,17 @@ void activation_backward(const ActivationParams& p, const ActivationBackwardArgs
   const bool from_y = p.backward_reads_output();
   if (p.kind == ActivationKind::kRelu6)
     return relu6_backward(y.data, dy.data, dx.data, n, a.accumulate_dx);
+  if (p.kind == ActivationKind::kHardswish || p.kind == ActivationKind::kHardsigmoid) {
+    const bool swish = p.kind == ActivationKind::kHardswish, accumulate = a.accumulate_dx;
+    for_each_chunk(
+        n, [v = x.data, g = dy.data, o = dx.data, swish, accumulate](int64_t begin, int64_t end) {
+          if (swish && accumulate) return hard_backward_chunk<true, true>(v, g, o, begin, end);
+          if (swish) return hard_backward_chunk<true, false>(v, g, o, begin, end);
+          if (accumulate) return hard_backward_chunk<false, true>(v, g, o, begin, end);
+          hard_backward_chunk<false, false>(v, g, o, begin, end);
+        });
+    return;
+  }
   if (p.kind != ActivationKind::kRelu && p.kind != ActivationKind::kLeakyRelu) {
     if (!a.accumulate_dx) return onednn_backward(p.kind, from_y ? y : x, from_y, dy, dx);
     thread_local std::vector<float> scratch;

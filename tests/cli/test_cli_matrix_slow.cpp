@@ -1,8 +1,9 @@
 // Every workflow of the `hfta` command against every model it trains, through the real binary
 // (HFTA_CLI_PATH), with tiny sizes so that the whole matrix runs in a few minutes on 2 cores.
 //
-// The matrix: rows are the 11 model names
-//   mlp, lenet, resnet18, mobilenetv2            (image classifiers, --dataset synthetic)
+// The matrix: rows are the 13 model names
+//   mlp, lenet, resnet18, mobilenetv2,           (image classifiers, --dataset synthetic)
+//   mobilenetv3_small, mobilenetv3_large
 //   pointnet_cls, pointnet_cls_ft,               (point-cloud classifiers and part segmenters,
 //   pointnet_seg, pointnet_seg_ft                 --dataset shapes, few points per cloud)
 //   transformer, bert                            (language models, --dataset text on a small
@@ -103,6 +104,8 @@ const std::vector<ModelCase>& model_cases() {
       // The deep BatchNorm nets: small steps (their fp32 trajectories are chaotic at large ones).
       {"resnet18", Kind::kImage, "0.00001,0.00003", "0.00001,0.00003,0.00002"},
       {"mobilenetv2", Kind::kImage, "0.00001,0.00003", "0.00001,0.00003,0.00002"},
+      {"mobilenetv3_small", Kind::kImage, "0.00001,0.00003", "0.00001,0.00003,0.00002"},
+      {"mobilenetv3_large", Kind::kImage, "0.00001,0.00003", "0.00001,0.00003,0.00002"},
       {"pointnet_cls", Kind::kPoints, "0.001,0.002", "0.001,0.002,0.0005"},
       {"pointnet_cls_ft", Kind::kPoints, "0.001,0.002", "0.001,0.002,0.0005"},
       {"pointnet_seg", Kind::kPoints, "0.001,0.002", "0.001,0.002,0.0005"},
@@ -554,8 +557,9 @@ TEST_P(CliMatrix, UnreadFlagIsAnError) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CliMatrix,
                          ::testing::Values("mlp", "lenet", "resnet18", "mobilenetv2",
-                                           "pointnet_cls", "pointnet_cls_ft", "pointnet_seg",
-                                           "pointnet_seg_ft", "transformer", "bert", "dcgan"),
+                                           "mobilenetv3_small", "mobilenetv3_large", "pointnet_cls",
+                                           "pointnet_cls_ft", "pointnet_seg", "pointnet_seg_ft",
+                                           "transformer", "bert", "dcgan"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -1,7 +1,7 @@
 // Fused activations on the op harness (tests/op_harness.h): the CPU kernel on B models equals the
-// reference on each model alone, every kind (ReLU6 included), in both activation layouts, in place
-// and not, dx written or accumulated; reference gradients equal finite differences; NaN
-// propagates; bad shapes and slopes raise hfta::Error.
+// reference on each model alone, every kind (ReLU6, Hardswish, Hardsigmoid included), in both
+// activation layouts, in place and not, dx written or accumulated; reference gradients equal finite
+// differences; NaN propagates; bad shapes and slopes raise hfta::Error.
 #include <cstring>
 #include <limits>
 
@@ -28,7 +28,9 @@ std::vector<ActivationParams> all_params() {
           {ActivationKind::kGelu},
           {ActivationKind::kTanh},
           {ActivationKind::kSigmoid},
-          {ActivationKind::kRelu6}};
+          {ActivationKind::kRelu6},
+          {ActivationKind::kHardswish},
+          {ActivationKind::kHardsigmoid}};
 }
 
 std::string describe(const ActivationParams& p) {
@@ -37,15 +39,18 @@ std::string describe(const ActivationParams& p) {
 
 // Tolerance of the CPU kernel against the double reference, per element (the reference rounds
 // once). ReLU/LeakyReLU/ReLU6 run the same float operations as the reference (compares, one
-// multiply, each exactly rounded): bit-identical. Tanh and Sigmoid run oneDNN's JIT polynomials,
-// measured at <= 1.2 and 4.2 ulp (forward) and <= 1.6 ulp (backward) on [-12, 12]; we allow 16 ulp
-// plus 2e-7 absolute near zero. GELU uses oneDNN's erf approximation, whose error is absolute:
-// measured <= 3.7e-7 (forward) and 2.6e-7 (backward) on [-12, 12]; we allow 1e-6.
+// multiply, each exactly rounded): bit-identical; so do Hardswish and Hardsigmoid, whose reference
+// is PyTorch's float arithmetic (fused_ops/activation.h). Tanh and Sigmoid run oneDNN's JIT
+// polynomials, measured at <= 1.2 and 4.2 ulp (forward) and <= 1.6 ulp (backward) on [-12, 12]; we
+// allow 16 ulp plus 2e-7 absolute near zero. GELU uses oneDNN's erf approximation, whose error is
+// absolute: measured <= 3.7e-7 (forward) and 2.6e-7 (backward) on [-12, 12]; we allow 1e-6.
 double atol_for(ActivationKind kind) {
   switch (kind) {
     case ActivationKind::kRelu:
     case ActivationKind::kLeakyRelu:
     case ActivationKind::kRelu6:
+    case ActivationKind::kHardswish:
+    case ActivationKind::kHardsigmoid:
       return 0.0;
     case ActivationKind::kGelu:
       return 1e-6;
@@ -89,18 +94,21 @@ struct ActivationOp {
                        : q.fd ? 3.0f
                               : 5.0f,
                  .channels = q.C};
-    if (q.fd)  // off the kinks at 0 (and 6), where a finite difference straddles two slopes
+    if (q.fd)  // off the kinks at 0, +-3 (and 6), where a finite difference straddles two slopes
       x.adjust = [](std::vector<float>& v) {
         for (float& e : v) {
           if (std::fabs(e) < 0.1f) e = e < 0.0f ? -0.1f : 0.1f;
           if (std::fabs(e - 6.0f) < 0.1f) e = e < 6.0f ? 5.9f : 6.1f;
+          if (std::fabs(std::fabs(e) - 3.0f) < 0.1f) e = e < 0.0f ? -2.9f : 2.9f;
         }
       };
-    else  // exact zeros, negative zeros and ReLU6's 6 at the kinks
+    else  // exact zeros, negative zeros, ReLU6's 6 and the hard activations' +-3 at the kinks
       x.adjust = [](std::vector<float>& v) {
         for (size_t i = 0; i < v.size(); i += 7) v[i] = 0.0f;
         for (size_t i = 3; i < v.size(); i += 11) v[i] = -0.0f;
         for (size_t i = 5; i < v.size(); i += 13) v[i] = 6.0f;
+        for (size_t i = 2; i < v.size(); i += 17) v[i] = 3.0f;
+        for (size_t i = 4; i < v.size(); i += 19) v[i] = -3.0f;
       };
     TensorSpec dy = x, y = x, dx = x;
     dy.name = "dy", dy.lo = -1.0f, dy.hi = 1.0f, dy.adjust = nullptr;

@@ -115,6 +115,28 @@ TEST(Init, MobileNetV2FollowsTorchvision) {
   expect_constant(*net, "classifier.1.bias", 0.0f);
 }
 
+TEST(Init, MobileNetV3FollowsTorchvision) {
+  for (const char* name : {"mobilenetv3_small", "mobilenetv3_large"}) {
+    SCOPED_TRACE(name);
+    auto net = make_model(name, {.B = 1, .batch_size = 2, .seed = 11});
+    expect_normal(*net, "features.0.0.weight", 0.117851130);  // sqrt(2 / (16 * 3 * 3))
+    expect_constant(*net, "features.0.1.weight", 1.0f);
+    expect_constant(*net, "features.0.1.bias", 0.0f);
+    expect_normal(*net, "classifier.0.weight", 0.01);
+    expect_constant(*net, "classifier.0.bias", 0.0f);
+    expect_normal(*net, "classifier.3.weight", 0.01);
+    expect_constant(*net, "classifier.3.bias", 0.0f);
+  }
+  auto small = make_model("mobilenetv3_small", {.B = 1, .batch_size = 2, .seed = 11});
+  // Squeeze-and-excitation's 1x1 convs: kaiming_normal_(fan_out) weights, zero biases.
+  expect_normal(*small, "features.1.block.1.fc1.weight", 0.5);          // sqrt(2 / 8)
+  expect_normal(*small, "features.1.block.1.fc2.weight", 0.353553391);  // sqrt(2 / 16)
+  expect_constant(*small, "features.1.block.1.fc1.bias", 0.0f);
+  expect_constant(*small, "features.1.block.1.fc2.bias", 0.0f);
+  // Depthwise 5x5 over 96 channels: PyTorch's fan_out of a [96, 1, 5, 5] weight is 96 * 25.
+  expect_normal(*small, "features.4.block.1.0.weight", 0.0288675135);  // sqrt(2 / (96 * 25))
+}
+
 TEST(Init, NamesAreTorchvisionStateDictNames) {
   auto resnet = make_model("resnet18", {.B = 1, .batch_size = 2, .seed = 1});
   std::map<std::string, int64_t> sizes;
@@ -130,6 +152,37 @@ TEST(Init, NamesAreTorchvisionStateDictNames) {
   auto mobilenet = make_model("mobilenetv2", {.B = 1, .batch_size = 2, .seed = 1});
   EXPECT_EQ(mobilenet->params().size(), 158u);
   EXPECT_EQ(mobilenet->params_per_model(), 2236682);  // torchvision's count for 10 classes
+  // torchvision.models.mobilenet_v3_small / _large(num_classes=10): parameter tensors, their
+  // size, buffers (3 per BatchNorm2d), and a few names and shapes of their state_dicts.
+  struct V3 {
+    const char* name;
+    size_t params, buffers;
+    int64_t size;
+  };
+  for (const V3& v :
+       {V3{"mobilenetv3_small", 142, 102, 1528106}, V3{"mobilenetv3_large", 174, 138, 4214842}}) {
+    SCOPED_TRACE(v.name);
+    auto net = make_model(v.name, {.B = 1, .batch_size = 2, .seed = 1});
+    EXPECT_EQ(net->params().size(), v.params);
+    EXPECT_EQ(net->buffers().size(), v.buffers);
+    EXPECT_EQ(net->params_per_model(), v.size);
+    std::map<std::string, int64_t> numel;
+    for (const Param& p : net->params()) numel[p.name] = p.value.numel();
+    for (const ModelBuffer& b : net->buffers()) numel[b.name] = b.value.numel();
+    EXPECT_EQ(numel.at("features.0.0.weight"), 16 * 3 * 3 * 3);
+    EXPECT_EQ(numel.at("features.0.1.num_batches_tracked"), 1);
+    EXPECT_EQ(numel.at("classifier.3.weight"), 10 * (v.params == 142 ? 1024 : 1280));
+  }
+  auto small = make_model("mobilenetv3_small", {.B = 1, .batch_size = 2, .seed = 1});
+  std::map<std::string, int64_t> numel;
+  for (const Param& p : small->params()) numel[p.name] = p.value.numel();
+  for (const ModelBuffer& b : small->buffers()) numel[b.name] = b.value.numel();
+  EXPECT_EQ(numel.at("features.1.block.1.fc1.weight"), 8 * 16);  // (8, 16, 1, 1)
+  EXPECT_EQ(numel.at("features.1.block.1.fc1.bias"), 8);
+  EXPECT_EQ(numel.at("features.1.block.2.0.weight"), 16 * 16);
+  EXPECT_EQ(numel.at("features.1.block.2.1.running_var"), 16);
+  EXPECT_EQ(numel.at("features.12.0.weight"), 576 * 96);
+  EXPECT_EQ(numel.at("classifier.0.weight"), 1024 * 576);
 }
 
 }  // namespace

@@ -198,7 +198,8 @@ TEST_P(ModelArray, PartialBatchesAndEvaluationWork) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelArray,
-                         ::testing::Values("mlp", "lenet", "resnet18", "mobilenetv2"));
+                         ::testing::Values("mlp", "lenet", "resnet18", "mobilenetv2",
+                                           "mobilenetv3_small", "mobilenetv3_large"));
 
 TEST(Model, FlopCountsAreWrittenDown) {
   // MLP: 784*256 + 256*256 + 256*10 multiply-adds; x2 forward, x2 weight grads, x2 input grads

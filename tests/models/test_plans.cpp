@@ -58,7 +58,7 @@ TEST_P(PlanEquivalence, TrainsTheSameModelsAsFused) {
   const PlanCase& c = GetParam();
   const uint64_t seed = test::case_seed(case_name({c, 0}));
   HFTA_CASE_TRACE(seed);
-  const bool small_images = c.model == "resnet18" || c.model == "mobilenetv2";
+  const bool small_images = c.model == "resnet18" || c.model.starts_with("mobilenet");
   const int64_t batch = small_images ? 4 : 16;
   ModelSpec spec{.B = c.B, .batch_size = batch, .seed = seed, .dropout = 0.3f};
   if (small_images) spec.dropout.reset();
@@ -136,7 +136,7 @@ std::vector<PlanCase> plan_cases() {
         cases.push_back({model, B, "threads:2", 2});
       }
     }
-  for (const char* model : {"resnet18", "mobilenetv2"}) {
+  for (const char* model : {"resnet18", "mobilenetv2", "mobilenetv3_small", "mobilenetv3_large"}) {
     cases.push_back({model, 3, "chunk:2", 2});
     cases.push_back({model, 3, "threads", 2});
   }

@@ -127,7 +127,8 @@ TEST_P(TorchGolden, LossesMatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchGolden,
                          ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18",
-                                                              "mobilenetv2", "pointnet_cls",
+                                                              "mobilenetv2", "mobilenetv3_small",
+                                                              "mobilenetv3_large", "pointnet_cls",
                                                               "pointnet_cls_ft"),
                                             ::testing::Values("adam", "adadelta")));
 

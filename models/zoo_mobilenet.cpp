@@ -24,8 +24,26 @@ namespace hfta {
 
 namespace {
 
-// Conv2dNormActivation: conv (no bias) "0", BatchNorm "1", ReLU6 (no parameters) "2".
-Value conv_bn_relu6(Net& n, Value x, int64_t out, int64_t kernel, int64_t stride, int64_t groups) {
+enum class Act { kNone, kRelu, kRelu6, kHardswish };
+
+Value activate(Net& n, Value x, Act act) {
+  switch (act) {
+    case Act::kRelu:
+      return n.relu(x);
+    case Act::kRelu6:
+      return n.relu6(x);
+    case Act::kHardswish:
+      return n.hardswish(x);
+    case Act::kNone:
+      break;
+  }
+  return x;
+}
+
+// torchvision's Conv2dNormActivation: conv (no bias) "0", BatchNorm "1" (V2: eps 1e-5, momentum
+// 0.1; V3: 0.001, 0.01), the activation (no parameters) "2".
+Value conv_bn_act(Net& n, Value x, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
+                  Act act, double eps = 1e-5, double momentum = 0.1) {
   Value h = n.conv2d(x, "0",
                      {.out_channels = out,
                       .kernel = kernel,
@@ -34,7 +52,7 @@ Value conv_bn_relu6(Net& n, Value x, int64_t out, int64_t kernel, int64_t stride
                       .groups = groups,
                       .bias = false,
                       .weight_init = Init::kaiming_normal_fan_out()});
-  return n.relu6(n.batchnorm2d(h, "1"));
+  return activate(n, n.batchnorm2d(h, "1", eps, momentum), act);
 }
 
 Value inverted_residual(Net& n, Value x, int64_t out, int64_t stride, int64_t expand_ratio) {
@@ -44,11 +62,11 @@ Value inverted_residual(Net& n, Value x, int64_t out, int64_t stride, int64_t ex
   Value h = x;
   if (expand_ratio != 1) {
     auto s = n.scope(std::to_string(index++));
-    h = conv_bn_relu6(n, h, hidden, 1, 1, 1);
+    h = conv_bn_act(n, h, hidden, 1, 1, 1, Act::kRelu6);
   }
   {
     auto s = n.scope(std::to_string(index++));
-    h = conv_bn_relu6(n, h, hidden, 3, stride, hidden);
+    h = conv_bn_act(n, h, hidden, 3, stride, hidden, Act::kRelu6);
   }
   h = n.conv2d(h, std::to_string(index++),
                {.out_channels = out,
@@ -61,34 +79,8 @@ Value inverted_residual(Net& n, Value x, int64_t out, int64_t stride, int64_t ex
 
 // ---- MobileNetV3 ----------------------------------------------------------------------------
 
-enum class Act { kNone, kRelu, kHardswish };
-
-Value activate(Net& n, Value x, Act act) {
-  switch (act) {
-    case Act::kRelu:
-      return n.relu(x);
-    case Act::kHardswish:
-      return n.hardswish(x);
-    case Act::kNone:
-      break;
-  }
-  return x;
-}
-
-// MobileNetV3's Conv2dNormActivation: conv (no bias) "0", BatchNorm(eps 0.001, momentum 0.01)
-// "1", the activation (no parameters) "2".
-Value conv_bn_act(Net& n, Value x, int64_t out, int64_t kernel, int64_t stride, int64_t groups,
-                  Act act) {
-  Value h = n.conv2d(x, "0",
-                     {.out_channels = out,
-                      .kernel = kernel,
-                      .stride = stride,
-                      .pad = (kernel - 1) / 2,
-                      .groups = groups,
-                      .bias = false,
-                      .weight_init = Init::kaiming_normal_fan_out()});
-  return activate(n, n.batchnorm2d(h, "1", 1e-3, 0.01), act);
-}
+// MobileNetV3's BatchNorm: torchvision builds it with eps 0.001 and momentum 0.01.
+constexpr double kV3Eps = 1e-3, kV3Momentum = 0.01;
 
 // torchvision's _make_divisible(v, 8): v rounded to the nearest multiple of 8, at least 8, and
 // never more than 10% below v.
@@ -128,11 +120,11 @@ Value inverted_residual_v3(Net& n, Value x, const BlockConfig& c) {
   Value h = x;
   if (c.expanded != in) {
     auto s = n.scope(std::to_string(index++));
-    h = conv_bn_act(n, h, c.expanded, 1, 1, 1, act);
+    h = conv_bn_act(n, h, c.expanded, 1, 1, 1, act, kV3Eps, kV3Momentum);
   }
   {
     auto s = n.scope(std::to_string(index++));
-    h = conv_bn_act(n, h, c.expanded, c.kernel, c.stride, c.expanded, act);
+    h = conv_bn_act(n, h, c.expanded, c.kernel, c.stride, c.expanded, act, kV3Eps, kV3Momentum);
   }
   if (c.se) {
     auto s = n.scope(std::to_string(index++));
@@ -140,7 +132,7 @@ Value inverted_residual_v3(Net& n, Value x, const BlockConfig& c) {
   }
   {
     auto s = n.scope(std::to_string(index++));
-    h = conv_bn_act(n, h, c.out, 1, 1, 1, Act::kNone);
+    h = conv_bn_act(n, h, c.out, 1, 1, 1, Act::kNone, kV3Eps, kV3Momentum);
   }
   return c.stride == 1 && in == c.out ? n.add(h, x) : h;
 }
@@ -153,14 +145,14 @@ Value mobilenetv3(Net& n, Value images, int64_t num_classes, const std::vector<B
     int index = 0;
     {
       auto s = n.scope(std::to_string(index++));
-      h = conv_bn_act(n, images, 16, 3, 2, 1, Act::kHardswish);
+      h = conv_bn_act(n, images, 16, 3, 2, 1, Act::kHardswish, kV3Eps, kV3Momentum);
     }
     for (const BlockConfig& c : blocks) {
       auto s = n.scope(std::to_string(index++));
       h = inverted_residual_v3(n, h, c);
     }
     auto s = n.scope(std::to_string(index));
-    h = conv_bn_act(n, h, 6 * blocks.back().out, 1, 1, 1, Act::kHardswish);
+    h = conv_bn_act(n, h, 6 * blocks.back().out, 1, 1, 1, Act::kHardswish, kV3Eps, kV3Momentum);
   }
   h = n.flatten(n.adaptive_avg_pool2d(h, 1, 1));
   auto classifier = n.scope("classifier");
@@ -207,7 +199,7 @@ Value define_mobilenetv2(Net& n, Value images, int64_t num_classes) {
     int index = 0;
     {
       auto s = n.scope(std::to_string(index++));
-      h = conv_bn_relu6(n, images, 32, 3, 2, 1);
+      h = conv_bn_act(n, images, 32, 3, 2, 1, Act::kRelu6);
     }
     for (const Stage& st : stages)
       for (int64_t r = 0; r < st.repeats; ++r) {
@@ -215,7 +207,7 @@ Value define_mobilenetv2(Net& n, Value images, int64_t num_classes) {
         h = inverted_residual(n, h, st.channels, r == 0 ? st.stride : 1, st.expand);
       }
     auto s = n.scope(std::to_string(index));
-    h = conv_bn_relu6(n, h, 1280, 1, 1, 1);
+    h = conv_bn_act(n, h, 1280, 1, 1, 1, Act::kRelu6);
   }
   h = n.dropout(n.flatten(n.adaptive_avg_pool2d(h, 1, 1)), 0.2f);
   auto classifier = n.scope("classifier");

@@ -186,8 +186,9 @@ int64_t array_size(const HyperValues& given) {
 HyperValues resolve_hyper(std::string_view optimizer, const HyperValues& given, int64_t B) {
   const OptimizerEntry& entry = optimizer_entry(optimizer);
   for (const auto& [name, values] : given) {
+    // An init-capture: clang 14 (HFTA_FUZZ builds) cannot capture a structured binding.
     auto row = std::find_if(hyper_table().begin(), hyper_table().end(),
-                            [&](const HyperRow& r) { return r.name == name; });
+                            [&name = name](const HyperRow& r) { return r.name == name; });
     HFTA_CHECK(row != hyper_table().end(), "internal: no hyperparameter {}", name);
     std::vector<std::string_view> users;
     for (const HyperDefault& d : row->used_by) users.push_back(d.optimizer);

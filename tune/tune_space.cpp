@@ -79,7 +79,8 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
              "{{\"dist\": \"loguniform\", \"low\": 1e-4, \"high\": 0.1}}}}",
              file);
   for (const auto& [name, spec] : j.items()) {
-    auto bad = [&](const std::string& why) {
+    // An init-capture: clang 14 (HFTA_FUZZ builds) cannot capture a structured binding.
+    auto bad = [&, &name = name](const std::string& why) {
       fail("search space {}, parameter \"{}\": {}", file, name, why);
     };
     const bool non_fusible = is_non_fusible_param(name);

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "io/csv.h"
 #include "io/safetensors.h"
+#include "tests/io/seed_files.h"
 
 namespace hfta {
 namespace {
@@ -32,51 +33,6 @@ void write_gzip(const std::string& path, const std::string& bytes) {
   if (f == nullptr || gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) <= 0 ||
       gzclose(f) != Z_OK)
     throw Error("cannot write " + path);
-}
-
-// A small array checkpoint; `everything` fills the optional parts (data, plan, language model,
-// optimizer state).
-Checkpoint checkpoint(bool everything) {
-  Checkpoint c;
-  c.model = "mlp";
-  c.sample_shape = {1, 4, 4};
-  c.num_classes = 3;
-  c.B = 2;
-  c.seed = 9;
-  c.batch_size = 8;
-  c.model_ids = {0, 1};
-  c.optimizer = "adam";
-  c.hyper = {{"lr", {0.1, 0.2}}, {"beta1", {0.9, 0.8}}};
-  c.epoch = 1;
-  c.batch_in_epoch = 3;
-  c.step = 7;
-  c.epoch_loss_sum = {1.5, 2.5};
-  c.last_train_loss = {0.5, 0.7};
-  c.optimizer_steps = {7, 6};
-  c.skipped_steps = {0, 1};
-  c.tensors = {{"0.weight", Shape{2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
-               {"0.bias", Shape{2, 3}, {-1, -2, -3, -4, -5, -6}}};
-  if (everything) {
-    c.dataset = "synthetic";
-    c.data_dir = "/data/x";
-    c.synthetic_test_size = 16;
-    c.plan = "threads:1/8";
-    c.forward_origins = {0, 5};
-    c.lm = LmCheckpointInfo{.vocab = 11,
-                            .vocab_hash = 0xfeedbeefcafeull,
-                            .emsize = 4,
-                            .nhid = 8,
-                            .nlayers = 2,
-                            .nhead = 2,
-                            .bptt = 5,
-                            .dropout = 0.2,
-                            .dataset = "text",
-                            .text_files = "a.txt",
-                            .data_dir = "/d",
-                            .corpus = "tiny"};
-    c.tensors.push_back({"0.weight#state0", Shape{2, 2, 3}, std::vector<float>(12, 0.25f)});
-  }
-  return c;
 }
 
 std::string idx_bytes(const std::vector<uint32_t>& dims) {
@@ -103,8 +59,8 @@ std::string cifar_bytes(int64_t records) {
 void make_seeds(const fs::path& corpus) {
   for (const char* reader : {"checkpoint", "safetensors", "idx", "cifar10", "csv"})
     fs::create_directories(corpus / reader);
-  save_checkpoint(corpus / "checkpoint/small.ckpt", checkpoint(false));
-  save_checkpoint(corpus / "checkpoint/full.ckpt", checkpoint(true));
+  save_checkpoint(corpus / "checkpoint/small.ckpt", seed_checkpoint(false));
+  save_checkpoint(corpus / "checkpoint/full.ckpt", seed_checkpoint(true));
 
   write_safetensors(
       corpus / "safetensors/small.safetensors",

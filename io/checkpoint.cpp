@@ -24,24 +24,32 @@ namespace hfta {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'F', 'T', 'A', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 2;
+// Version 3's CRC covers every byte before it; version 2's covered the data only, so a damaged
+// header (a hyperparameter, the step, a model id) loaded as if it were whole. Both are read.
+constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersionDataCrc = 2;
 
 // zlib's crc32 takes 32-bit lengths: longer spans go in pieces.
-uint32_t crc_update(uint32_t crc, const float* data, size_t count) {
+uint32_t crc_update(uint32_t crc, const void* data, size_t size) {
   uLong c = crc;
-  const auto* bytes = reinterpret_cast<const Bytef*>(data);
-  size_t left = count * sizeof(float);
-  while (left > 0) {
-    uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+  const auto* bytes = static_cast<const Bytef*>(data);
+  while (size > 0) {
+    uInt chunk = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
     c = crc32(c, bytes, chunk);
     bytes += chunk;
-    left -= chunk;
+    size -= chunk;
   }
   return static_cast<uint32_t>(c);
 }
 
-uint32_t crc_of(const std::vector<float>& data) {
-  return crc_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), data.data(), data.size());
+uint32_t crc_start() { return static_cast<uint32_t>(crc32(0L, Z_NULL, 0)); }
+
+// The CRC of a file's parts before the data: magic, version, header length and header.
+uint32_t crc_of_head(uint32_t version, uint64_t header_bytes, const std::string& text) {
+  uint32_t crc = crc_update(crc_start(), kMagic, sizeof kMagic);
+  crc = crc_update(crc, &version, sizeof version);
+  crc = crc_update(crc, &header_bytes, sizeof header_bytes);
+  return crc_update(crc, text.data(), text.size());
 }
 
 // A file written with plain POSIX calls, so that it can be fsync'ed before the rename.
@@ -288,10 +296,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     out.write(&kVersion, sizeof kVersion);
     out.write(&header_bytes, sizeof header_bytes);
     out.write(text.data(), text.size());
-    uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+    uint32_t crc = crc_of_head(kVersion, header_bytes, text);
     for (const CheckpointTensor& t : c.tensors) {
       out.write(t.values.data(), t.values.size() * sizeof(float));
-      crc = crc_update(crc, t.values.data(), t.values.size());
+      crc = crc_update(crc, t.values.data(), t.values.size() * sizeof(float));
     }
     out.write(&crc, sizeof crc);
     out.sync_and_close();
@@ -314,8 +322,9 @@ Checkpoint load_checkpoint(const std::string& path) {
   in.read(reinterpret_cast<char*>(&version), sizeof version);
   in.read(reinterpret_cast<char*>(&header_bytes), sizeof header_bytes);
   HFTA_CHECK(in.good(), "{} is truncated: it ends inside its header", path);
-  HFTA_CHECK(version == kVersion, "{} is a version {} checkpoint; this hfta reads version {}", path,
-             version, kVersion);
+  HFTA_CHECK(version == kVersion || version == kVersionDataCrc,
+             "{} is a version {} checkpoint; this hfta reads versions {} and {}", path, version,
+             kVersionDataCrc, kVersion);
   const auto file_size = std::filesystem::file_size(path);
   HFTA_CHECK(header_bytes < file_size,
              "{} is truncated or corrupt: header of {} bytes in a file "
@@ -324,10 +333,28 @@ Checkpoint load_checkpoint(const std::string& path) {
   std::string text(header_bytes, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_bytes));
   HFTA_CHECK(in.good(), "{} is truncated: it ends inside its header", path);
+  // The data and the CRC fill the rest of the file; the sum is checked before the header is
+  // interpreted, so a damaged file is reported as damaged, not as a strange header.
+  const uint64_t head_size = sizeof kMagic + sizeof version + sizeof header_bytes + header_bytes;
+  const uint64_t rest = file_size - head_size;
+  HFTA_CHECK(rest >= sizeof(uint32_t) && (rest - sizeof(uint32_t)) % sizeof(float) == 0,
+             "{} is {} bytes, which its header of {} bytes leaves no whole floats and checksum "
+             "after: the file is truncated or corrupt",
+             path, file_size, header_bytes);
+  std::vector<float> data((rest - sizeof(uint32_t)) / sizeof(float));
+  in.read(reinterpret_cast<char*>(data.data()),
+          static_cast<std::streamsize>(data.size() * sizeof(float)));
+  uint32_t crc = 0;
+  in.read(reinterpret_cast<char*>(&crc), sizeof crc);
+  HFTA_CHECK(in.good(), "{} is truncated: it ends inside its data", path);
+  const uint32_t expected_crc =
+      crc_update(version == kVersion ? crc_of_head(version, header_bytes, text) : crc_start(),
+                 data.data(), data.size() * sizeof(float));
+  HFTA_CHECK(crc == expected_crc, "{} is corrupt: the checksum of its {} does not match", path,
+             version == kVersion ? "header and data" : "data");
 
   Checkpoint c;
   nlohmann::json h;
-  std::vector<float> data;
   try {
     h = nlohmann::json::parse(text);
     check_integer_fields(h, path);
@@ -352,24 +379,9 @@ Checkpoint load_checkpoint(const std::string& path) {
     c.optimizer_steps = h.at("optimizer_steps").get<std::vector<int64_t>>();
     c.skipped_steps = h.at("skipped_steps").get<std::vector<int64_t>>();
     const auto floats = h.at("data_floats").get<uint64_t>();
-    // Before floats * 4 is computed: a corrupt count can overflow it.
-    HFTA_CHECK(floats <= file_size / sizeof(float),
-               "{} is {} bytes but its header claims {} floats of data: the file is truncated or "
-               "corrupt",
-               path, file_size, floats);
-    const uint64_t expected_size = sizeof kMagic + sizeof version + sizeof header_bytes +
-                                   header_bytes + floats * sizeof(float) + sizeof(uint32_t);
-    HFTA_CHECK(file_size == expected_size,
-               "{} is {} bytes but its header describes {} bytes: the file is truncated or "
-               "corrupt",
-               path, file_size, expected_size);
-    data.resize(floats);
-    in.read(reinterpret_cast<char*>(data.data()),
-            static_cast<std::streamsize>(floats * sizeof(float)));
-    uint32_t crc = 0;
-    in.read(reinterpret_cast<char*>(&crc), sizeof crc);
-    HFTA_CHECK(in.good(), "{} is truncated: it ends inside its data", path);
-    HFTA_CHECK(crc == crc_of(data), "{} is corrupt: the checksum of its data does not match", path);
+    HFTA_CHECK(floats == data.size(),
+               "{} holds {} floats of data but its header claims {}: the file is corrupt", path,
+               data.size(), floats);
     if (h.contains("forward_origins"))
       c.forward_origins = h.at("forward_origins").get<std::vector<int64_t>>();
     if (h.contains("language_model")) c.lm = lm_from_json(h.at("language_model"));
@@ -380,7 +392,7 @@ Checkpoint load_checkpoint(const std::string& path) {
       c.synthetic_test_size = h.at("dataset").value("synthetic_test_size", int64_t{0});
     }
     // The writer puts the tensors one after another: a header whose offsets or shapes leave a
-    // gap, an overlap or data over is corrupt (the checksum covers the data, not the header).
+    // gap, an overlap or data over is corrupt (a version 2 file's checksum covers only its data).
     uint64_t next = 0;
     for (const auto& t : h.at("tensors")) {
       check_integer_fields(t, path);

@@ -1,9 +1,10 @@
 // Checkpoints of a model array with its optimizer: to resume an interrupted `hfta train`, to pull
 // one model out of an array (`hfta extract`), and to evaluate a saved model (`hfta eval`).
 //
-// File format (version 2), little-endian:
-//   "HFTACKPT"  uint32 version  uint64 header_bytes  header (JSON)  float32 data  uint32
-//   crc32(data)
+// File format (version 3), little-endian:
+//   "HFTACKPT"  uint32 version  uint64 header_bytes  header (JSON)  float32 data  uint32 crc32
+// where the CRC-32 covers every byte before it. Version 2 files (the same layout, their CRC over
+// the data only) still load.
 // The JSON header holds the architecture (name, sample shape, classes, dropout), B, seed, model
 // ids, optimizer and per-model hyperparameters, training progress, and the list of tensors (name,
 // shape [B, ...], offset into the data). Tensors are the parameters in recording order, named

@@ -62,7 +62,7 @@ void write_bytes(const std::string& path, std::string_view bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-std::string gzip(std::string_view bytes) {
+[[maybe_unused]] std::string gzip(std::string_view bytes) {
   uLongf size = compressBound(bytes.size()) + 32;
   std::string out(size, '\0');
   z_stream z{};
@@ -83,10 +83,14 @@ struct Tally {
   double seconds = 0;
 };
 
-// Writes each mutation of `seed` to `path` (gzip-compressed first when `gzip_after`) and calls
+// What a mutation becomes before it is written: gzip-compressed, or given a valid checksum, so
+// that the reader's later checks meet the damage too.
+using Encode = std::function<std::string(const std::string&)>;
+
+// Writes each mutation of `seed` to `path` (passed through `encode` first, if given) and calls
 // `read`, which must succeed or throw hfta::Error naming `path`.
 Tally replay(const std::string& reader, const SeedFile& seed, const std::string& path,
-             const std::function<void()>& read, bool gzip_after = false) {
+             const std::function<void()>& read, const Encode& encode = {}) {
   install_crash_report();
   Tally tally;
   const auto start = std::chrono::steady_clock::now();
@@ -99,7 +103,7 @@ Tally replay(const std::string& reader, const SeedFile& seed, const std::string&
     const uint64_t mutation_seed = only ? std::strtoull(only, nullptr, 10) : base + i;
     std::string what;
     const std::string bytes = mutate(seed, mutation_seed, what);
-    write_bytes(path, gzip_after ? gzip(bytes) : bytes);
+    write_bytes(path, encode ? encode(bytes) : bytes);
     const std::string where =
         fmt::format("{} mutation {} of {}: {}", reader, mutation_seed, seed.name, what);
     SCOPED_TRACE(fmt::format("{}\n  reproduce alone: HFTA_FUZZ_SEED={}{}", where, mutation_seed,

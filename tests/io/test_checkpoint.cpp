@@ -5,9 +5,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -143,7 +145,38 @@ TEST(CheckpointFile, DamagedFilesAreRejectedNamingTheProblem) {
   write_file(dir + "/version.bin", version);
   expect_load_error(dir + "/version.bin", "version 7");
   write_file(dir + "/header.bin", good.substr(0, 20) + std::string(good.size() - 20, '{'));
-  expect_load_error(dir + "/header.bin", "malformed header");
+  expect_load_error(dir + "/header.bin", "checksum of its header and data");
+  // A changed hyperparameter in the JSON header: the CRC covers the header too.
+  std::string hyper = good;
+  const size_t lr = hyper.find("0.2");
+  ASSERT_NE(lr, std::string::npos);
+  hyper[lr + 2] = '3';
+  write_file(dir + "/hyper.bin", hyper);
+  expect_load_error(dir + "/hyper.bin", "checksum of its header and data");
+}
+
+// Version 2 files (the same layout, the CRC over the data only) load as they did.
+TEST(CheckpointFile, ReadsVersion2Files) {
+  TempDir tmp("version2");
+  const std::string path = tmp.str() + "/v2.bin";
+  const Checkpoint c = small_checkpoint();
+  save_checkpoint(path, c);
+  std::string bytes = read_file(path);
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, bytes.data() + 12, sizeof header_bytes);
+  const size_t data_begin = 20 + header_bytes, data_size = bytes.size() - 4 - data_begin;
+  const uint32_t version = 2;
+  std::memcpy(bytes.data() + 8, &version, sizeof version);
+  const auto data_crc = static_cast<uint32_t>(
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data() + data_begin),
+            static_cast<uInt>(data_size)));
+  std::memcpy(bytes.data() + bytes.size() - 4, &data_crc, sizeof data_crc);
+  write_file(path, bytes);
+  const Checkpoint back = load_checkpoint(path);
+  EXPECT_EQ(back.hyper, c.hyper);
+  ASSERT_EQ(back.tensors.size(), c.tensors.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i)
+    EXPECT_EQ(back.tensors[i].values, c.tensors[i].values);
 }
 
 // --- through the command line ---------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/temp_file.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 
@@ -289,9 +290,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   const std::string text = header.dump();
   const uint64_t header_bytes = text.size();
 
-  const std::string tmp = path + ".tmp";
+  TempFile tmp(path + ".tmp");
   {
-    RawFile out(tmp);
+    RawFile out(tmp.path());
     out.write(kMagic, sizeof kMagic);
     out.write(&kVersion, sizeof kVersion);
     out.write(&header_bytes, sizeof header_bytes);
@@ -305,8 +306,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     out.sync_and_close();
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  HFTA_CHECK(!ec, "cannot move checkpoint {} to {}: {}", tmp, path, ec.message());
+  std::filesystem::rename(tmp.path(), path, ec);
+  HFTA_CHECK(!ec, "cannot move checkpoint {} to {}: {}", tmp.path(), path, ec.message());
+  tmp.renamed();
   sync_directory(std::filesystem::path(path).parent_path());
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/temp_file.h"
 
 namespace hfta {
 
@@ -39,9 +40,9 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensor>& t
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-  const std::string tmp = path + ".tmp";
+  TempFile tmp(path + ".tmp");
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    std::ofstream out(tmp.path(), std::ios::binary | std::ios::trunc);
     HFTA_CHECK(out.good(), "cannot write {}: check that its directory exists and is writable",
                path);
     const uint64_t n = text.size();
@@ -58,8 +59,9 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensor>& t
     HFTA_CHECK(out.good(), "writing {} failed (disk full?)", path);
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  HFTA_CHECK(!ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+  std::filesystem::rename(tmp.path(), path, ec);
+  HFTA_CHECK(!ec, "cannot rename {} to {}: {}", tmp.path(), path, ec.message());
+  tmp.renamed();
 }
 
 std::vector<SafeTensor> read_safetensors(const std::string& path,

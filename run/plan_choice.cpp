@@ -21,6 +21,7 @@
 #include "fused_ops/conv2d.h"
 #include "fused_ops/conv_transpose2d.h"
 #include "io/process_stats.h"
+#include "io/temp_file.h"
 #include "run/hyper.h"
 
 namespace hfta {
@@ -107,17 +108,58 @@ void write_cache(const std::string& path, const std::string& key, const nlohmann
   j[key] = entry;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = fmt::format("{}.tmp{}", path, getpid());
+  TempFile tmp(fmt::format("{}.tmp{}", path, getpid()));
   {
-    std::ofstream out(tmp);
+    std::ofstream out(tmp.path());
     if (out) out << j.dump(2) << "\n";
     if (!out) {
       log(fmt::format("could not write the plan cache {} (measuring again next time)", path));
       return;
     }
   }
-  fs::rename(tmp, path, ec);
+  fs::rename(tmp.path(), path, ec);
+  if (!ec) tmp.renamed();
 }
+
+}  // namespace
+
+std::optional<ExecutionPlan> cached_plan(const std::string& path, const std::string& key) {
+  const nlohmann::json cache = read_cache(path);
+  const auto it = cache.find(key);
+  if (it == cache.end() || !it->is_object() || !it->contains("plan")) return std::nullopt;
+  try {
+    return ExecutionPlan::parse(it->at("plan").get<std::string>());
+  } catch (const std::exception&) {
+    return std::nullopt;  // a stale or hand-edited entry: measure again
+  }
+}
+
+std::optional<cpu::GemmRouting> cached_gemm_routing(const std::string& path,
+                                                    const std::string& key) {
+  const nlohmann::json cache = read_cache(path);
+  const auto it = cache.find(key);
+  if (it == cache.end() || !it->is_object() || !it->contains("routing")) return std::nullopt;
+  cpu::GemmRouting routing;
+  routing.fill(cpu::GemmBackend::kOneDnn);
+  try {
+    for (size_t c : cpu::kTimedGemmCases)
+      routing[c] =
+          cpu::parse_gemm_backend(it->at("routing").at(cpu::gemm_case_name(c)).get<std::string>());
+    return routing;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a stale or hand-edited entry: measure again
+  }
+}
+
+void cache_plan(const std::string& path, const std::string& key, const ExecutionPlan& plan,
+                const std::vector<std::pair<std::string, double>>& timings_ms,
+                const std::function<void(const std::string&)>& log) {
+  nlohmann::json entry = {{"timings_ms", nlohmann::json::object()}, {"plan", plan.str()}};
+  for (const auto& [name, ms] : timings_ms) entry["timings_ms"][name] = ms;
+  write_cache(path, key, entry, log);
+}
+
+namespace {
 
 // One candidate under test: its step and what was measured.
 struct Candidate {
@@ -315,17 +357,12 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
   }
   choice.cache_path = plan_cache_path();
   const std::string key = cache_key(configuration);
-  nlohmann::json cache = read_cache(choice.cache_path);
-  if (cache.contains(key) && cache[key].contains("plan")) {
-    try {
-      choice.plan = ExecutionPlan::parse(cache[key]["plan"].get<std::string>());
-      choice.cached = true;
-      log(fmt::format("plan auto: {} (measured before on this machine; cache {})",
-                      choice.plan.str(), choice.cache_path));
-      return choice;
-    } catch (const std::exception&) {
-      // A stale or hand-edited entry: measure again.
-    }
+  if (const std::optional<ExecutionPlan> cached = cached_plan(choice.cache_path, key)) {
+    choice.plan = *cached;
+    choice.cached = true;
+    log(fmt::format("plan auto: {} (measured before on this machine; cache {})", choice.plan.str(),
+                    choice.cache_path));
+    return choice;
   }
   const PlanTiming* best = nullptr;
   // Interleaved while the candidates' arrays fit in kInterleaveBytes together (and an eighth of
@@ -338,7 +375,7 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
   // The choice is the last round's fastest; the cache keeps each plan's latest timing.
   const int last_round = choice.timings.empty() ? 1 : choice.timings.back().round;
   std::vector<std::string> parts;
-  nlohmann::json entry = {{"timings_ms", nlohmann::json::object()}};
+  std::vector<std::pair<std::string, double>> timings_ms;
   for (const PlanTiming& t : choice.timings) {
     const std::string round = t.round > 1 ? fmt::format("round {}: ", t.round) : "";
     if (t.over_budget) {
@@ -352,7 +389,7 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
                                                                     100.0 * t.foreign_share)
                                                       : "";
     parts.push_back(fmt::format("{}{} {:.2f} ms{}", round, t.plan.str(), t.step_ms, load));
-    entry["timings_ms"][t.plan.str()] = t.step_ms;
+    timings_ms.emplace_back(t.plan.str(), t.step_ms);
     if (t.round == last_round && (best == nullptr || t.step_ms < best->step_ms)) best = &t;
   }
   // What ruled the candidates out: the budget, unless the machine's memory ruled out any.
@@ -368,10 +405,9 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
              budget_bound ? "raise the budget or train fewer models"
                           : "train fewer models or use a smaller --batch-size");
   choice.plan = best->plan;
-  entry["plan"] = choice.plan.str();
   log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}", fmt::join(parts, ", "),
                   key, choice.plan.str()));
-  write_cache(choice.cache_path, key, entry, log);
+  cache_plan(choice.cache_path, key, choice.plan, timings_ms, log);
   return choice;
 }
 
@@ -396,17 +432,8 @@ cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&
                     cpu::describe_gemm_libraries(), cpu::describe_gemm_timing());
     cpu::GemmRouting routing;
     routing.fill(cpu::GemmBackend::kOneDnn);
-    nlohmann::json cache = read_cache(path);
-    if (cache.contains(key) && cache[key].contains("routing")) {
-      try {
-        for (size_t c : cpu::kTimedGemmCases)
-          routing[c] = cpu::parse_gemm_backend(
-              cache[key]["routing"].at(cpu::gemm_case_name(c)).get<std::string>());
-        return routing;
-      } catch (const std::exception&) {
-        // A stale or hand-edited entry: measure again.
-      }
-    }
+    if (const std::optional<cpu::GemmRouting> cached = cached_gemm_routing(path, key))
+      return *cached;
     const std::vector<cpu::GemmCaseTiming> timings = cpu::time_gemm_libraries();
     routing = cpu::faster_gemm_routing(timings);
     nlohmann::json entry = {{"routing", nlohmann::json::object()},

@@ -3,10 +3,12 @@
 // an uninterrupted run; one model extracted from an array evaluates as it did inside it.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/csv.h"
+#include "io/safetensors.h"
 #include "models/model.h"
 #include "test_files.h"
 
@@ -153,6 +156,52 @@ TEST(CheckpointFile, DamagedFilesAreRejectedNamingTheProblem) {
   hyper[lr + 2] = '3';
   write_file(dir + "/hyper.bin", hyper);
   expect_load_error(dir + "/hyper.bin", "checksum of its header and data");
+}
+
+// A save that fails part way leaves neither a half-written file nor its temporary: a file size
+// limit stops the write (as a full disk would), a directory in the way stops the rename.
+TEST(CheckpointFile, AFailedSaveLeavesNoTemporaryFileBehind) {
+  TempDir tmp("failed_save");
+  const std::string dir = tmp.str();
+  Checkpoint big = small_checkpoint();
+  big.tensors[0].values.assign(1 << 16, 1.0f);
+  big.tensors[0].shape = Shape{2, 1 << 15};
+  auto expect_nothing_but = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(dir)) found.push_back(e.path().filename());
+    std::sort(found.begin(), found.end());
+    EXPECT_EQ(found, names);
+  };
+
+  ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG instead of killing the process
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string limit_error, safetensors_error;
+  try {
+    save_checkpoint(dir + "/c.ckpt", big);
+  } catch (const Error& e) {
+    limit_error = e.what();
+  }
+  try {
+    write_safetensors(dir + "/m.safetensors",
+                      {{.name = "w", .shape = {1 << 16}, .floats = big.tensors[0].values}});
+  } catch (const Error& e) {
+    safetensors_error = e.what();
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  EXPECT_NE(limit_error.find("cannot write checkpoint"), std::string::npos) << limit_error;
+  EXPECT_NE(safetensors_error.find("m.safetensors"), std::string::npos) << safetensors_error;
+  expect_nothing_but({});
+
+  fs::create_directories(dir + "/taken.ckpt/inside");
+  expect_load_error(dir + "/missing.ckpt", "cannot read");
+  EXPECT_THROW(save_checkpoint(dir + "/taken.ckpt", small_checkpoint()), Error);
+  EXPECT_THROW(write_safetensors(dir + "/taken.ckpt", {{.name = "b", .shape = {1}, .floats = {2}}}),
+               Error);
+  expect_nothing_but({"taken.ckpt"});
 }
 
 // Version 2 files (the same layout, the CRC over the data only) load as they did.

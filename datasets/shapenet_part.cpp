@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "core/arena.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 
@@ -33,7 +34,22 @@ struct Entry {
   std::string where;     // "list file, entry k" for errors
 };
 
+// Part labels of a class outside kShapeNetPartCounts are taken from its .seg files; the standard
+// classes have at most 6 parts, so a larger label is a corrupt file, not a class with that many
+// parts (each part costs memory in the set's part tables).
+constexpr int kMaxPartsPerClass = 1024;
+
 std::string read_text(const std::string& path, const std::string& what) {
+  // The whole file is held in memory: one larger than the memory available (a sparse file) is
+  // refused before reading, not met by the OOM killer.
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  HFTA_CHECK(!ec, "cannot read ShapeNet part {} '{}': {}", what, path, ec.message());
+  const size_t available = available_memory_bytes();
+  HFTA_CHECK(size <= available,
+             "ShapeNet part {} '{}' is {} bytes, more than the {} bytes of memory available to "
+             "hold it",
+             what, path, size, available);
   std::ifstream in(path, std::ios::binary);
   HFTA_CHECK(in.good(), "cannot read ShapeNet part {} '{}'", what, path);
   std::stringstream ss;
@@ -92,6 +108,15 @@ std::vector<Category> read_categories(const std::string& dir) {
                "ShapeNet part category file '{}' line {}: expected \"<class name> <synset id>\" "
                "(e.g. \"Airplane\t02691156\"), got '{}'",
                path, number, line);
+    // Names end up in errors and output: a control byte (a NUL would cut an error short) is a
+    // corrupt file.
+    const auto control = std::find_if(line.begin(), line.end(), [](char ch) {
+      return static_cast<unsigned char>(ch) < 0x20 && !is_space(ch);
+    });
+    HFTA_CHECK(control == line.end(),
+               "ShapeNet part category file '{}' line {}: control byte 0x{:02x} in a class name "
+               "or synset id",
+               path, number, static_cast<unsigned char>(control == line.end() ? 0 : *control));
     for (const auto& c : cats)
       HFTA_CHECK(c.name != words[0] && c.synset != words[1],
                  "ShapeNet part category file '{}' line {}: class '{}' or synset '{}' is listed "
@@ -162,7 +187,8 @@ std::vector<Entry> read_lists(const std::string& dir, Split split,
   return entries;
 }
 
-// The raw 1-based labels of a .seg file, checked to lie in [1, max_label] (0: no upper bound).
+// The raw 1-based labels of a .seg file, checked to lie in [1, max_label] (0: the class's part
+// count is not known yet, at most kMaxPartsPerClass).
 std::vector<int32_t> read_seg(const std::string& path, int max_label) {
   std::vector<int32_t> labels;
   for_each_line(read_text(path, "label file"), [&](std::string_view line, int64_t number) {
@@ -170,11 +196,13 @@ std::vector<int32_t> read_seg(const std::string& path, int max_label) {
     if (words.empty()) return;
     int32_t v = 0;
     HFTA_CHECK(words.size() == 1 && parse_number(words[0], v) && v >= 1 &&
-                   (max_label == 0 || v <= max_label),
+                   v <= (max_label == 0 ? kMaxPartsPerClass : max_label),
                "ShapeNet part label file '{}' line {}: expected one part label from 1 to {}, got "
                "'{}'",
                path, number,
-               max_label == 0 ? std::string("the class's part count") : std::to_string(max_label),
+               max_label == 0
+                   ? fmt::format("{} (the most parts a class may have)", kMaxPartsPerClass)
+                   : std::to_string(max_label),
                line);
     labels.push_back(v);
   });
@@ -202,7 +230,9 @@ std::vector<float> read_pts(const std::string& path) {
 // Part counts: the standard table, or for other class names the largest label in their .seg
 // files over every list (so both splits agree).
 void count_parts(const std::string& dir, std::vector<Category>& cats) {
+  const std::string category_file = (fs::path(dir) / "synsetoffset2category.txt").string();
   std::vector<bool> from_data(cats.size(), true);
+  std::vector<std::string> seg_files(cats.size());  // one per class, for errors
   for (size_t c = 0; c < cats.size(); ++c)
     for (const auto& [name, count] : kShapeNetPartCounts)
       if (name == cats[c].name) cats[c].num_parts = count, from_data[c] = false;
@@ -211,10 +241,16 @@ void count_parts(const std::string& dir, std::vector<Category>& cats) {
     for (auto& e : read_lists(dir, Split::kTest, cats)) all.push_back(std::move(e));
     for (const auto& e : all) {
       if (!from_data[e.cls]) continue;
+      if (seg_files[e.cls].empty()) seg_files[e.cls] = e.seg;
       for (int32_t label : read_seg(e.seg, 0))
         cats[e.cls].num_parts = std::max(cats[e.cls].num_parts, static_cast<int>(label));
     }
   }
+  for (size_t c = 0; c < cats.size(); ++c)
+    HFTA_CHECK(cats[c].num_parts >= 1,
+               "ShapeNet part class '{}' of '{}' is not a standard class and its .seg files (such "
+               "as '{}') hold no part label to count its parts from",
+               cats[c].name, category_file, seg_files[c]);
   int first = 0;
   for (auto& c : cats) {
     c.first_part = first;
@@ -235,17 +271,16 @@ PointCloudSet load_shapenet_part(const std::string& dir, Split split,
   const std::vector<Entry> entries = read_lists(dir, split, cats);
   std::vector<int64_t> per_class(cats.size(), 0);
   for (const auto& e : entries) ++per_class[e.cls];
+  std::vector<std::string> lists;
+  for (const auto& name : list_files(split))
+    lists.push_back((fs::path(dir) / "train_test_split" / name).string());
   for (size_t c = 0; c < cats.size(); ++c)
     HFTA_CHECK(per_class[c] > 0,
                "ShapeNet part class '{}' (synset {}) has no shape in the {} split ({}): remove its "
                "line from '{}' or add its shapes to the lists",
                cats[c].name, cats[c].synset, split == Split::kTrain ? "training" : "test",
-               fmt::join(list_files(split), ", "),
-               (fs::path(dir) / "synsetoffset2category.txt").string());
+               fmt::join(lists, ", "), (fs::path(dir) / "synsetoffset2category.txt").string());
   count_parts(dir, cats);
-  for (const auto& c : cats)
-    HFTA_CHECK(c.num_parts >= 1, "ShapeNet part class '{}' has no part label in its .seg files",
-               c.name);
 
   PointCloudSet out;
   out.name = split == Split::kTrain ? "shapenet-part-train" : "shapenet-part-test";

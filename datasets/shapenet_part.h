@@ -51,9 +51,10 @@ struct ShapeNetPartOptions {
 // Reads the split from `dir`. Throws hfta::Error naming the file (and line, or list entry) for:
 // a missing directory, category file or split list; a malformed category line; a list that is not
 // a JSON array of "shape_data/<synset>/<id>" strings; a list entry whose .pts or .seg is missing;
-// a malformed .pts line; a .seg line that is not an integer label of the class; a .seg whose
-// count differs from its .pts; an empty .pts; a class of the category file with no shape in the
-// split.
+// a malformed .pts line; a .seg line that is not an integer label of the class (for a class
+// outside kShapeNetPartCounts, one from 1 to 1024); a .seg whose count differs from its .pts; an
+// empty .pts; a class of the category file with no shape in the split; a file larger than the
+// memory available.
 PointCloudSet load_shapenet_part(const std::string& dir, Split split,
                                  const ShapeNetPartOptions& options = {});
 

@@ -68,7 +68,8 @@ struct TextCorpus {
 };
 
 // Throws hfta::Error naming the file for: a missing file, an empty file (or one without a word),
-// a binary file (a NUL byte, with its offset), invalid UTF-8 (with the byte offset).
+// a binary file (a NUL byte, with its offset), invalid UTF-8 (with the byte offset), a file
+// larger than the memory available.
 TextCorpus load_wikitext2(const std::string& dir);
 
 struct TextFilesOptions {

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-fuzz}
 RUNS=${RUNS:-1000000}
 SECONDS_EACH=${SECONDS_EACH:-0}
-TARGETS=${TARGETS:-checkpoint safetensors idx cifar10 csv}
+TARGETS=${TARGETS:-checkpoint safetensors idx cifar10 csv text shapenet plan_cache search_space sweep_results tune_state}
 JOBS=${JOBS:-2}
 LEAKS=${LEAKS:-1}
 

@@ -14,6 +14,7 @@
 #include "io/csv.h"
 #include "io/safetensors.h"
 #include "tests/io/seed_files.h"
+#include "tests/io/seed_workflow_files.h"
 
 namespace hfta::fuzz {
 namespace {
@@ -89,6 +90,21 @@ void write_seeds(const fs::path& corpus) {
     csv.row(row);
   CsvWriter one((corpus / "csv/one_column.csv").string(), {"step"});
   one.row({"1"});
+
+  // The workflows' readers (tests/io/seed_workflow_files.h); the writers that make a folder's
+  // files write them into the reader's folder itself.
+  const auto write_all = [&](const char* reader, const std::vector<seeds::NamedText>& files) {
+    for (const auto& [name, text] : files) seeds::write_text(corpus / reader / name, text);
+  };
+  for (const char* reader :
+       {"text", "shapenet", "plan_cache", "search_space", "sweep_results", "tune_state"})
+    fs::create_directories(corpus / reader);
+  write_all("text", seeds::text_corpus_files());
+  write_all("shapenet", seeds::shapenet_files());
+  write_all("plan_cache", seeds::plan_cache_files(corpus / "plan_cache"));
+  write_all("search_space", seeds::search_space_files());
+  write_all("sweep_results", seeds::sweep_files(corpus / "sweep_results"));
+  write_all("tune_state", seeds::tune_state_files(corpus / "tune_state"));
 }
 
 }  // namespace hfta::fuzz

@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/runtime.h"
@@ -109,6 +111,19 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
 std::string cpu_model_name();
 // Where the plan cache lives (see the top of the file).
 std::string plan_cache_path();
+
+// The plan cache at `path`: `key`'s plan, or its sgemm routing (choose_gemm_library), or nothing
+// when the file, the entry or its value is missing or malformed. It is only a cache: a bad entry
+// is measured again, never an error.
+std::optional<ExecutionPlan> cached_plan(const std::string& path, const std::string& key);
+std::optional<cpu::GemmRouting> cached_gemm_routing(const std::string& path,
+                                                    const std::string& key);
+// Sets `key`'s entry of the cache at `path` to `plan` and the candidates' step times (by plan
+// name; a later time of a name replaces an earlier). Best effort: a cache that cannot be written
+// is said through `log`, and the next run measures again.
+void cache_plan(const std::string& path, const std::string& key, const ExecutionPlan& plan,
+                const std::vector<std::pair<std::string, double>>& timings_ms,
+                const std::function<void(const std::string&)>& log);
 
 // The sgemm library of each transposition case for this machine (backend/cpu/gemm_timing.h).
 // HFTA_GEMM=onednn|openblas names one for all; unset or auto, the routing cached for this CPU

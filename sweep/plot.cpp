@@ -97,7 +97,10 @@ std::vector<SweepPoint> summarize_sweep(const CsvTable& table) {
     if (mode == "fused" && fused_plans.size() > 1)
       mode += " (" + row[table.column("plan_asked")] + ")";
     if (std::find(modes.begin(), modes.end(), mode) == modes.end()) modes.push_back(mode);
-    Acc& a = acc[{mode, table.integer(r, B_col)}];
+    const int64_t B = table.integer(r, B_col);
+    HFTA_CHECK(B >= 1, "{} line {}, column B: {} models is not a measured array (B is at least 1)",
+               table.path, table.line_numbers.at(r), B);
+    Acc& a = acc[{mode, B}];
     double v;
     if (parse_number(row[norm_col], v)) a.normalized.add(v);
     if (parse_number(row[sps_col], v)) a.samples.add(v);
@@ -254,7 +257,15 @@ std::optional<PlotSettings> load_plot_settings(const std::string& dir) {
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
     settings.title = j.at("title").get<std::string>();
-    settings.memory_budget_bytes = j.at("memory_budget_bytes").get<int64_t>();
+    // get<int64_t>() would convert a fraction or 1e300 (undefined behaviour) and wrap 2^64-1 to
+    // -1: only a whole number in int64_t's range is a byte count.
+    const nlohmann::json& budget = j.at("memory_budget_bytes");
+    HFTA_CHECK(
+        budget.is_number_integer() && (!budget.is_number_unsigned() ||
+                                       budget.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)),
+        "{}: memory_budget_bytes {} is not a whole number of bytes from 0 to 2^63-1", path.string(),
+        budget.dump());
+    settings.memory_budget_bytes = budget.get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     fail(
         "{} is not a sweep's plot settings ({}): delete it to plot with the title the flags "

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <tuple>
 
 #include "backend/cpu/runtime.h"
@@ -77,11 +78,22 @@ nlohmann::json run_identity(const TuneOptions& o, const TuneSpace& space) {
 
 void check_resume_identity(const nlohmann::json& was, const nlohmann::json& is,
                            const std::string& path) {
-  if (was.value("space", std::string()) != is["space"].get<std::string>())
+  // A hand-edited or corrupt file may hold any JSON: value() and get() would throw nlohmann's
+  // exceptions on another type.
+  HFTA_CHECK(was.is_object(),
+             "cannot --resume {}: it holds a JSON {}, not a search's state (an object of its "
+             "flags); choose another --out",
+             path, was.type_name());
+  const auto text = [&](const char* key) -> std::optional<std::string> {
+    const auto it = was.find(key);
+    if (it == was.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  if (text("space") != is["space"].get<std::string>())
     fail(
         "cannot --resume {}: it searched the space {}, this command gives {} with other contents; "
         "resume with the same space file or choose another --out",
-        path, was.value("space_file", std::string("?")), is["space_file"].get<std::string>());
+        path, text("space_file").value_or("?"), is["space_file"].get<std::string>());
   for (const auto& [key, value] : is.items()) {
     if (key == "space" || key == "space_file") continue;
     // A flag a search of an older version did not record ran at its default.
@@ -94,6 +106,18 @@ void check_resume_identity(const nlohmann::json& was, const nlohmann::json& is,
           path, key == "synthetic_size" ? "synthetic-size" : key,
           was.contains(key) ? was[key].dump() : "nothing", value.dump());
   }
+}
+
+// --resume's reading of the state file `path` against this run's `identity`.
+void check_resume_state(const std::string& path, const nlohmann::json& identity) {
+  std::ifstream in(path);
+  nlohmann::json was;
+  try {
+    was = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} is malformed ({}): choose another --out", path, e.what());
+  }
+  check_resume_identity(was, identity, path);
 }
 
 // The search's data (the model's task loads it; tune_search.h trains arrays on it).
@@ -280,6 +304,14 @@ std::string trial_command(const TuneOptions& o, const TuneConfig& config, int64_
   return s;
 }
 
+std::string tune_state_json(const TuneOptions& options, const TuneSpace& space) {
+  return run_identity(options, space).dump(2) + "\n";
+}
+
+void check_tune_state(const std::string& path, const std::string& state_json) {
+  check_resume_state(path, nlohmann::json::parse(state_json));
+}
+
 TuneRunResult run_tune(const TuneOptions& options) {
   const auto start = Clock::now();
   TuneOptions o = options;
@@ -319,14 +351,7 @@ TuneRunResult run_tune(const TuneOptions& options) {
   if (o.resume) {
     HFTA_CHECK(fs::exists(state), "--resume: no search in {} (expected {}): run without --resume",
                dir, state);
-    std::ifstream in(state);
-    nlohmann::json was;
-    try {
-      was = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail("{} is malformed ({}): choose another --out", state, e.what());
-    }
-    check_resume_identity(was, identity, state);
+    check_resume_state(state, identity);
   } else {
     HFTA_CHECK(!fs::exists(history),
                "{} already holds a search ({}): continue it with --resume, or choose another --out",
@@ -339,7 +364,7 @@ TuneRunResult run_tune(const TuneOptions& options) {
   HFTA_CHECK(!ec, "cannot create {}: {}", dir, ec.message());
   {
     std::ofstream out(state, std::ios::trunc);
-    out << identity.dump(2) << "\n";
+    out << tune_state_json(o, space);
   }
 
   TuneSearch search(o, space, *data, dir);

@@ -100,6 +100,14 @@ struct TuneRunResult {
 // an interrupt (after saving: run the same command with --resume).
 TuneRunResult run_tune(const TuneOptions& options);
 
+// The search's state as run_tune writes it to <out>/<mode>/tune.json: the space, the model, the
+// schedule and the flags the trials depend on, which --resume must find again.
+std::string tune_state_json(const TuneOptions& options, const TuneSpace& space);
+// --resume's reading of the state file `path` (a tune.json) against this run's `state_json`
+// (tune_state_json): throws hfta::Error naming the file when it is not a JSON object, or records
+// another space or another value of a flag (naming the flag).
+void check_tune_state(const std::string& path, const std::string& state_json);
+
 // The arrays `config`'s trial trains in: the space's optimizer, batch size, dropout and
 // no_decay_norm_bias, else the flags'.
 ArrayKey trial_array_key(const TuneOptions& options, const TuneConfig& config);

@@ -109,22 +109,40 @@ void TuneSearch::stopped(const std::vector<int64_t>& trials) {
                fmt::join(now, ","));
 }
 
-void TuneSearch::load_history(const std::string& path) {
-  if (!fs::exists(path)) return;
-  CsvTable t = read_csv(path);
-  HFTA_CHECK(t.header == history_columns(space_),
+std::vector<TuneHistoryRow> read_tune_history(const std::string& path, const TuneSpace& space) {
+  const CsvTable t = read_csv(path);
+  HFTA_CHECK(t.header == history_columns(space),
              "cannot --resume: {} has other columns than this space gives; choose another --out",
              path);
   const size_t trial = t.column("trial"), budget = t.column("budget"), metric = t.column("metric"),
                status = t.column("status"), time = t.column("time_s");
+  std::vector<TuneHistoryRow> rows;
   for (size_t r = 0; r < t.rows.size(); ++r) {
     const std::string& s = t.rows[r][status];
     if (s != "ok" && s != "failed") continue;  // stopped: trained again
-    Done d{.outcome = {.metric = t.rows[r][metric] == "nan" ? NAN : t.number(r, metric),
-                       .failed = s == "failed"},
-           .time_s = t.number(r, time)};
-    replay_[{t.integer(r, trial), t.integer(r, budget)}] = d;
-    time_offset_ = std::max(time_offset_, d.time_s);
+    TuneHistoryRow row{.trial = t.integer(r, trial),
+                       .budget = t.integer(r, budget),
+                       .outcome = {.metric = t.rows[r][metric] == "nan" ? NAN : t.number(r, metric),
+                                   .failed = s == "failed"},
+                       .time_s = t.number(r, time)};
+    // The scheduler numbers trials from 0 and budgets from 1; times count up from 0.
+    const auto bad = [&](const char* column, const std::string& value, const char* expected) {
+      fail("cannot --resume: {} line {}, column {}: '{}' is not {}; choose another --out", path,
+           t.line_numbers.at(r), column, value, expected);
+    };
+    if (row.trial < 0) bad("trial", t.rows[r][trial], "a trial number (0 or more)");
+    if (row.budget < 1) bad("budget", t.rows[r][budget], "a budget (1 or more)");
+    if (row.time_s < 0) bad("time_s", t.rows[r][time], "a time in seconds (0 or more)");
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void TuneSearch::load_history(const std::string& path) {
+  if (!fs::exists(path)) return;
+  for (const TuneHistoryRow& row : read_tune_history(path, space_)) {
+    replay_[{row.trial, row.budget}] = Done{.outcome = row.outcome, .time_s = row.time_s};
+    time_offset_ = std::max(time_offset_, row.time_s);
   }
 }
 

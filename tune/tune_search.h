@@ -28,6 +28,17 @@ std::vector<std::string> history_columns(const TuneSpace& space);
 // A metric as a CSV cell ("nan" when not finite).
 std::string csv_metric(double x);
 
+// A finished row (status ok or failed) of an earlier run's history.csv.
+struct TuneHistoryRow {
+  int64_t trial = 0, budget = 0;
+  TuneOutcome outcome;
+  double time_s = 0;  // since the search started
+};
+// --resume's reading of history.csv: its finished rows, in file order (stopped rows train again).
+// Throws hfta::Error naming the file, and the line and column where one is at fault, when its
+// columns are not history_columns(space) or a trial, budget, metric or time is malformed.
+std::vector<TuneHistoryRow> read_tune_history(const std::string& path, const TuneSpace& space);
+
 // The executor of one search (run_tune): trains the scheduler's batches of jobs as arrays (fused,
 // or one model each in serial mode) of the model's task (run/task.h: arrays made by `data`,
 // trained budget unit by unit, an epoch each), writes history.csv and the trials' checkpoints,

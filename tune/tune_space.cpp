@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -28,6 +30,18 @@ const HyperRow* find_row(const std::string& name) {
     if (row.name == name) return &row;
   return nullptr;
 }
+
+// Drawn values train as floats (TuneSpace::sample): a number outside float's range would train
+// as infinity.
+bool is_float_number(double x) {
+  return std::isfinite(x) && std::abs(x) <= std::numeric_limits<float>::max();
+}
+
+// Integer values (int bounds, batch sizes, step sizes) become int64_t: beyond 2^53 a double no
+// longer holds every integer, and beyond 2^63 the conversion is undefined.
+constexpr double kMaxInteger = 9007199254740992.0;  // 2^53
+
+constexpr uintmax_t kMaxSpaceBytes = uintmax_t{16} << 20;
 
 std::vector<std::string> known_params() {
   std::vector<std::string> names;
@@ -57,6 +71,14 @@ TuneSpace TuneSpace::load(const std::string& file, const std::string& default_op
   std::ifstream in(file);
   HFTA_CHECK(in.good(), "cannot read the search space {}: give an existing JSON file to --space",
              file);
+  // Read whole (and copied into tune.json): a file the size of a disk image is a wrong path, not
+  // a search space, and is refused before it is read into memory.
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(file, ec);
+  HFTA_CHECK(!ec && size <= kMaxSpaceBytes,
+             "search space {} is {} bytes: a search space is a JSON file of at most {} bytes; "
+             "give it to --space",
+             file, ec ? std::string("an unknown number of") : std::to_string(size), kMaxSpaceBytes);
   std::stringstream text;
   text << in.rdbuf();
   return parse(text.str(), file, default_optimizer);
@@ -112,7 +134,11 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
       for (const auto& v : spec["values"]) {
         if (v.is_number()) {
           const double x = v.get<double>();
-          if (!std::isfinite(x)) bad("choice values must be finite numbers");
+          if (!is_float_number(x))
+            bad(
+                fmt::format("choice value {} is not a finite number in float's range (about "
+                            "+-3.4e38)",
+                            v.dump()));
           p.values.push_back({.number = x});
         } else if (v.is_string() && name == "optimizer") {
           p.values.push_back({.text = v.get<std::string>(), .is_text = true});
@@ -129,13 +155,16 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
         bad(fmt::format("dist {} needs numbers \"low\" and \"high\"", p.dist));
       p.low = spec["low"].get<double>();
       p.high = spec["high"].get<double>();
-      if (!std::isfinite(p.low) || !std::isfinite(p.high)) bad("low and high must be finite");
+      if (!is_float_number(p.low) || !is_float_number(p.high))
+        bad("low and high must be finite numbers in float's range (about +-3.4e38)");
       if (p.low > p.high) bad(fmt::format("low {:g} > high {:g}: swap them", p.low, p.high));
       if (p.dist == "loguniform" && p.low <= 0)
         bad(fmt::format("loguniform needs low > 0, got {:g}: use uniform, or a positive low",
                         p.low));
       if (p.dist == "int" && (p.low != std::floor(p.low) || p.high != std::floor(p.high)))
         bad("int needs integer low and high");
+      if (p.dist == "int" && (std::abs(p.low) > kMaxInteger || std::abs(p.high) > kMaxInteger))
+        bad(fmt::format("int bounds {:g} and {:g} must lie within +-2^53", p.low, p.high));
     }
     // Per-parameter value checks.
     auto each_number = [&](auto&& check) {
@@ -155,8 +184,8 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
     } else if (name == "batch_size") {
       if (p.dist != "choice" && p.dist != "int") bad("batch_size must be an int or a choice");
       each_number([&](double x) {
-        if (x < 1 || x != std::floor(x))
-          bad(fmt::format("batch size {:g} is not a positive integer", x));
+        if (x < 1 || x != std::floor(x) || x > kMaxInteger)
+          bad(fmt::format("batch size {:g} is not a positive integer up to 2^53", x));
       });
     } else if (name == "dropout") {
       each_number([&](double x) {
@@ -178,8 +207,8 @@ TuneSpace TuneSpace::parse(const std::string& text, const std::string& file,
     } else if (name == "lr_step_size") {
       if (p.dist != "choice" && p.dist != "int") bad("lr_step_size must be an int or a choice");
       each_number([&](double x) {
-        if (x < 1 || x != std::floor(x))
-          bad(fmt::format("lr_step_size {:g} is not a positive integer", x));
+        if (x < 1 || x != std::floor(x) || x > kMaxInteger)
+          bad(fmt::format("lr_step_size {:g} is not a positive integer up to 2^53", x));
       });
     } else if (find_row(name)->is_switch) {
       if (p.dist != "choice") bad("a switch must be a choice of 0 and 1");

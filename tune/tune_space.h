@@ -52,7 +52,9 @@ class TuneSpace {
   // optimizer (the --optimizer flag, used when the space has no optimizer parameter). Throws
   // hfta::Error naming the file, the parameter and the fix: malformed JSON, an unknown parameter
   // or distribution, low > high, loguniform low <= 0, an empty choice, a non-fusible parameter
-  // marked fusible, a hyperparameter no optimizer of the space reads, a bad batch size.
+  // marked fusible, a hyperparameter no optimizer of the space reads, a bad batch size, a number
+  // outside float's range, an integer (int bounds, batch_size, lr_step_size) beyond 2^53.
+  // load() also refuses a file over 16 MiB before reading it.
   static TuneSpace parse(const std::string& text, const std::string& file,
                          const std::string& default_optimizer);
   static TuneSpace load(const std::string& file, const std::string& default_optimizer);

@@ -4,6 +4,8 @@
 #include <png.h>
 #include <zlib.h>
 
+#include <string_view>
+
 #include <CLI/Version.hpp>
 #include <nlohmann/json.hpp>
 
@@ -66,7 +68,11 @@ std::string version_text() {
                                                 ? "HFTA_CUDA=ON, but no CUDA backend is built yet"
                                                 : "off (CPU only)");
   text += fmt::format("MPI: {}\n", mpi_line());
-  text += fmt::format("sanitizers: {}\n", HFTA_BUILD_SANITIZE ? "address, undefined" : "off");
+  const std::string_view sanitize = HFTA_BUILD_SANITIZE;
+  text += fmt::format("sanitizers: {}\n", sanitize == "address" || sanitize == "ON"
+                                              ? "address, undefined"
+                                          : sanitize == "thread" ? "thread"
+                                                                 : "off");
   text += fmt::format("math libraries: {}\n", cpu::describe_gemm_libraries());
 #ifdef _OPENMP
   text += fmt::format("OpenMP: {}\n", _OPENMP);

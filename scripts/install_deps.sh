@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev       # checkpoint headers
   libpng-dev               # sample grids of generative models
   libgtest-dev libbenchmark-dev
+  clang                    # ThreadSanitizer build (scripts/sanitize.sh thread), fuzz targets
   gnuplot-nox              # plots from `hfta sweep`
   dataset-fashion-mnist    # /usr/share/datasets/fashion-mnist
   fortunes-min fortunes    # plain English text in /usr/share/games/fortunes (language models)

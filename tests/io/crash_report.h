@@ -13,7 +13,7 @@
 #define HFTA_TEST_ASAN 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(HFTA_SANITIZER_ADDRESS)
 #define HFTA_TEST_ASAN 1
 #endif
 #ifdef HFTA_TEST_ASAN

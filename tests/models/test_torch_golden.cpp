@@ -18,13 +18,18 @@
 #include "models/model.h"
 #include "optim/adadelta.h"
 #include "optim/adam.h"
+#include "sanitizer.h"
 
 namespace hfta {
 namespace {
 
 constexpr uint64_t kSeed = 7;
 constexpr int64_t kBatch = 32, kSteps = 3, kClasses = 10;
-constexpr double kRtol = 1e-4;
+// Sanitizer builds compile at -O1 (tests/sanitizer.h), where `omp simd` reductions run in order
+// instead of in vector lanes: after 3 Adadelta steps MobileNetV2's loss differs from the release
+// build's by 3e-4 relative. There the bound only keeps the math recognisable; the release suite
+// holds the tight one.
+constexpr double kRtol = test::kSanitized ? 2e-3 : 1e-4;
 
 struct GoldenKey {
   std::string model, optimizer, phase;

@@ -45,6 +45,12 @@ run_one() {
     -artifact_prefix="$out/artifacts/$t-" >"$out/logs/$t.log" 2>&1
   echo "fuzz_$t: exit $?"
 }
+# One thread per target: the readers' OpenMP loops over inputs of a few hundred bytes would spend
+# most of each execution waking (or spinning) the other threads.
+export OMP_NUM_THREADS=1
+# The targets write each input to a file (the readers take paths): on tmpfs, not the disk, whose
+# inode churn otherwise takes most of the time of the folder readers (ShapeNet, text corpora).
+if [[ -z ${TMPDIR:-} && -d /dev/shm && -w /dev/shm ]]; then export TMPDIR=/dev/shm; fi
 export -f run_one
 export BUILD RUNS SECONDS_EACH LEAKS out
 printf '%s\n' $TARGETS | xargs -P "$JOBS" -I{} bash -c 'run_one {}' || true

@@ -180,9 +180,11 @@ INSTANTIATE_TEST_SUITE_P(
         Subcommand{"extract", "--run RUN --model 1 --out OUT.bin"},
         Subcommand{"export", "--run RUN --model 1 --out OUT.safetensors"},
         Subcommand{"trial", "--model mlp --B 2 --batch-size 16 --steps 1 --warmup 0 --plan fused"},
+        // --quiet-wait 0: on a loaded machine a sweep otherwise waits up to 120 s for other
+        // processes to leave the CPUs, past the 60 s a case may take.
         Subcommand{"sweep",
                    "--model mlp --dataset synthetic --modes fused --B 1 --repeats 1 --steps 1 "
-                   "--warmup 0 --batch-size 16 --out OUT"},
+                   "--warmup 0 --batch-size 16 --quiet-wait 0 --out OUT"},
         Subcommand{"tune",
                    "--model mlp --dataset synthetic --synthetic-size 64 --synthetic-test-size 32 "
                    "--space SPACE --algorithm random --num-samples 2 --max-iters 1 "

@@ -4,10 +4,9 @@
 #include <png.h>
 #include <zlib.h>
 
-#include <string_view>
-
 #include <CLI/Version.hpp>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "backend/cpu/runtime.h"
 

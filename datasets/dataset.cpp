@@ -1,6 +1,9 @@
 #include "datasets/dataset.h"
 
 #include <algorithm>
+#include <filesystem>
+
+#include "core/arena.h"
 
 namespace hfta {
 
@@ -41,6 +44,16 @@ Dataset take_first(const Dataset& data, int64_t n) {
   out.labels_per_sample = data.labels_per_sample;
   out.labels.assign(data.labels.begin(), data.labels.begin() + out.size * data.labels_per_sample);
   return out;
+}
+
+void check_file_fits_in_memory(const std::string& path, const std::string& description) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  HFTA_CHECK(!ec, "cannot read {} '{}': {}", description, path, ec.message());
+  const size_t available = available_memory_bytes();
+  HFTA_CHECK(size <= available,
+             "{} '{}' is {} bytes, more than the {} bytes of memory available to hold it",
+             description, path, size, available);
 }
 
 }  // namespace hfta

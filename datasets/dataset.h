@@ -38,4 +38,9 @@ struct Dataset {
 // The first n samples (all of them when n >= size): for quick runs and benchmarks.
 Dataset take_first(const Dataset& data, int64_t n);
 
+// For readers that hold a whole file in memory: throws hfta::Error, before anything is read, when
+// `path` is larger than the memory available (a sparse file, a disk image given by mistake), so
+// the OOM killer does not meet it first. `description` names the file in the error ("text file").
+void check_file_fits_in_memory(const std::string& path, const std::string& description);
+
 }  // namespace hfta

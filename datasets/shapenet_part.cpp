@@ -9,7 +9,6 @@
 #include <sstream>
 #include <string_view>
 
-#include "core/arena.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 
@@ -40,16 +39,7 @@ struct Entry {
 constexpr int kMaxPartsPerClass = 1024;
 
 std::string read_text(const std::string& path, const std::string& what) {
-  // The whole file is held in memory: one larger than the memory available (a sparse file) is
-  // refused before reading, not met by the OOM killer.
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  HFTA_CHECK(!ec, "cannot read ShapeNet part {} '{}': {}", what, path, ec.message());
-  const size_t available = available_memory_bytes();
-  HFTA_CHECK(size <= available,
-             "ShapeNet part {} '{}' is {} bytes, more than the {} bytes of memory available to "
-             "hold it",
-             what, path, size, available);
+  check_file_fits_in_memory(path, "ShapeNet part " + what);
   std::ifstream in(path, std::ios::binary);
   HFTA_CHECK(in.good(), "cannot read ShapeNet part {} '{}'", what, path);
   std::stringstream ss;

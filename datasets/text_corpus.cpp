@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string_view>
 
-#include "core/arena.h"
 #include "core/rng.h"
+#include "datasets/dataset.h"
 
 namespace hfta {
 namespace {
@@ -60,14 +60,7 @@ std::string read_text_file(const std::string& path) {
   std::error_code ec;
   HFTA_CHECK(fs::exists(path, ec), "text file '{}' does not exist", path);
   HFTA_CHECK(fs::is_regular_file(path, ec), "text file '{}' is not a regular file", path);
-  // The whole text is held in memory: a file larger than the memory available (a sparse file,
-  // a disk image given by mistake) is refused before reading, not met by the OOM killer.
-  const uintmax_t size = fs::file_size(path, ec);
-  const size_t available = available_memory_bytes();
-  HFTA_CHECK(!ec, "cannot read text file '{}': {}", path, ec.message());
-  HFTA_CHECK(size <= available,
-             "text file '{}' is {} bytes, more than the {} bytes of memory available to hold it",
-             path, size, available);
+  check_file_fits_in_memory(path, "text file");
   std::ifstream in(path, std::ios::binary);
   HFTA_CHECK(in.good(), "cannot read text file '{}'", path);
   std::stringstream ss;

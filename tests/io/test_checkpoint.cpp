@@ -24,6 +24,7 @@
 #include "io/safetensors.h"
 #include "models/model.h"
 #include "test_files.h"
+#include "tests/io/seed_files.h"
 
 namespace hfta {
 namespace {
@@ -39,26 +40,8 @@ void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-Checkpoint small_checkpoint() {
-  Checkpoint c;
-  c.model = "mlp";
-  c.B = 2;
-  c.seed = 9;
-  c.batch_size = 8;
-  c.model_ids = {0, 1};
-  c.optimizer = "adam";
-  c.hyper = {{"lr", {0.1, 0.2}}};
-  c.epoch = 1;
-  c.batch_in_epoch = 3;
-  c.step = 7;
-  c.epoch_loss_sum = {1.5, 2.5};
-  c.last_train_loss = {0.5, 0.7};
-  c.optimizer_steps = {7, 6};
-  c.skipped_steps = {0, 1};
-  c.tensors = {{"0.weight", Shape{2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
-               {"0.bias", Shape{2, 3}, {-1, -2, -3, -4, -5, -6}}};
-  return c;
-}
+// The hostile-bytes tests' small seed (tests/io/seed_files.h): two models, two tensors.
+Checkpoint small_checkpoint() { return seed_checkpoint(false); }
 
 TEST(CheckpointFile, RoundTripsEveryField) {
   TempDir tmp("roundtrip");

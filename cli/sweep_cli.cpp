@@ -63,6 +63,8 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   sweep->add_option("--image-size", flags->trial.image_size, "dcgan: image side (default 64)")
       ->check(integer_at_least(1));
+  sweep->add_flag("--deterministic", flags->trial.deterministic,
+                  "Every mode and plan measured with `hfta train --deterministic`'s kernels");
   sweep->add_option("--threads", flags->threads, "Threads in all (0 = every core)")
       ->check(integer_at_least(0))
       ->capture_default_str();
@@ -130,6 +132,7 @@ void add_sweep_command(CLI::App& app) {
   t->add_option("--steps", trial->steps)->check(integer_at_least(1));
   t->add_option("--seed", trial->seed)->check(integer_at_least(0));
   t->add_option("--threads", trial->threads)->check(integer_at_least(0));
+  t->add_flag("--deterministic", trial->deterministic);
   t->add_option("--plan", trial->plan)->check(plan_name());
   t->add_option("--image-size", trial->image_size)->check(integer_at_least(1));
   t->add_option("--npoints", trial->npoints)->check(integer_at_least(1));

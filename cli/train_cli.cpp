@@ -167,6 +167,10 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "CPU threads (0: all cores)")
       ->check(integer_at_least(0));
+  cmd->add_flag("--deterministic", opts->deterministic,
+                "Every op sums in one fixed order per model: each model of an array, under any "
+                "plan and thread count, is bit for bit the model trained alone with this flag "
+                "(slower; docs/design.md)");
   auto fused_flag = std::make_shared<bool>(false);  // the default; kept alive by the callback
   auto* fused =
       cmd->add_flag("--fused", *fused_flag, "Train the models as one fused array (default)");
@@ -272,7 +276,7 @@ void add_eval_command(CLI::App& app) {
                   "Language models, --dataset text: the files (default: those it was trained on)");
   cmd->callback([args] {
     const Checkpoint c = load_checkpoint(args->checkpoint);
-    prepare_runtime(0);
+    prepare_runtime(0, false);
     const EvalReport report = task_for_model(c.model).evaluate(
         c, args->checkpoint,
         {.dataset = args->dataset, .data_dir = args->data_dir, .text_files = args->text_files});

@@ -105,6 +105,8 @@ void add_tune_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")
       ->check(integer_at_least(0));
+  cmd->add_flag("--deterministic", o->deterministic,
+                "Every trial bit for bit the model trained alone (`hfta train --deterministic`)");
   cmd->add_option("--rank-timeout", o->rank_timeout_s,
                   "Under mpirun: a rank that returns no result for this many seconds is dead and "
                   "its trials fail (0: a day)")

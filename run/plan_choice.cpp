@@ -15,6 +15,7 @@
 
 #include "backend/cpu/gemm_timing.h"
 #include "core/arena.h"
+#include "core/determinism.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -80,9 +81,10 @@ std::string build_stamp() {
   return fmt::format("build {:016x}", stamp);
 }
 
+// Deterministic mode runs other kernels (core/determinism.h), so its timings are its own.
 std::string cache_key(const std::string& configuration) {
-  return fmt::format("{} | {} threads | {} | {}", cpu_model_name(), num_threads(), configuration,
-                     build_stamp());
+  return fmt::format("{} | {} threads{} | {} | {}", cpu_model_name(), num_threads(),
+                     deterministic() ? " | deterministic" : "", configuration, build_stamp());
 }
 
 // The cache's contents; an unreadable or malformed file counts as empty (it is only a cache).
@@ -462,7 +464,8 @@ cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&
   return chosen;
 }
 
-void prepare_runtime(int threads) {
+void prepare_runtime(int threads, bool deterministic) {
+  set_deterministic(deterministic);
   if (threads > 0) cpu::set_num_threads(threads);
   choose_gemm_library([](const std::string& line) { fmt::print("{}\n", line); });
 }

@@ -133,8 +133,9 @@ void cache_plan(const std::string& path, const std::string& key, const Execution
 // once per process; sets cpu::gemm_routing() on every call and returns it.
 cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&)>& log);
 
-// Start-up of every hfta command that trains or times: the thread count (0 = leave OpenMP's
-// default) and the sgemm library (above), whose measurement, when one runs, is printed.
-void prepare_runtime(int threads);
+// Start-up of every hfta command that trains or times: deterministic mode (core/determinism.h),
+// the thread count (0 = leave OpenMP's default) and the sgemm library (above), whose
+// measurement, when one runs, is printed.
+void prepare_runtime(int threads, bool deterministic);
 
 }  // namespace hfta

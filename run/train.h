@@ -44,6 +44,9 @@ struct TrainOptions {
   // trial that joined a live array of `hfta tune` (a refilled slot) at that point retrains alone.
   int64_t first_epoch = 0;
   int threads = 0;
+  // --deterministic: every op sums in one fixed order per model (core/determinism.h), so model b
+  // of an array, under any plan and thread count, is bit for bit the model trained alone.
+  bool deterministic = false;
   bool serial = false;
   // --plan: how a fused array runs its steps (models/plan.h): auto, fused, chunk:C, threads or
   // threads:C, the last three optionally /K.

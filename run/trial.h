@@ -25,7 +25,8 @@ struct TrialOptions {
   int64_t warmup_steps = 2;
   int64_t steps = 20;
   uint64_t seed = 1;
-  int threads = 0;  // OpenMP/BLAS threads for this process; 0 = leave as set
+  int threads = 0;             // OpenMP/BLAS threads for this process; 0 = leave as set
+  bool deterministic = false;  // --deterministic (core/determinism.h)
   // How the array runs its steps (models/plan.h); auto times the plans (cached per machine).
   std::string plan = "auto";
   int64_t image_size = 0;  // dcgan: the image side (0 = 64)

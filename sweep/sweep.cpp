@@ -188,7 +188,7 @@ void sweep_command(const SweepFlags& flags) {
   }
   // Before any trial starts: a measured sgemm choice is then cached, and every trial process
   // (serial, concurrent, fused) reads the same one.
-  prepare_runtime(0);
+  prepare_runtime(0, false);
   o.modes = parse_modes(flags.modes);
   o.plans.clear();
   for (size_t start = 0; start <= flags.plans.size();) {

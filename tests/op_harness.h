@@ -12,6 +12,9 @@
 //      (then they must end at start + gradient; the reference's accumulate_dx is checked the
 //      same way against its own gradient written over garbage);
 //   3. with fd: the reference's gradients against central finite differences (model 0, B = 1).
+//   4. deterministic mode (core/determinism.h): fast(B) on the case's threads gives every model
+//      the bits of fast(B = 1) on one thread, for every output, saved tensor, state and gradient
+//      but a shared input's gradient (a sum over the models).
 // An adapter may also define tolerance(one_params, single_views, spec) -> {atol, rtol}: the
 // tolerance of one compared tensor from model b's reference run (its inputs, outputs and saved
 // statistics), for errors that scale with the data (normalization's rstd); else spec's.
@@ -19,6 +22,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "backend/cpu/runtime.h"
+#include "core/determinism.h"
 #include "core/parallel.h"
 #include "fused_ops/conv2d.h"
 #include "test_util.h"
@@ -200,7 +205,9 @@ struct Settings {
   cpu::GemmRouting gemm = cpu::gemm_routing();
   cpu::Conv2dStrategy strategy = cpu::conv2d_strategy();
   cpu::ModelParallelism parallelism = cpu::model_parallelism();
+  bool deterministic = hfta::deterministic();
   ~Settings() {
+    set_deterministic(deterministic);
     cpu::set_model_parallelism(parallelism);
     cpu::set_num_threads(threads);
     cpu::set_gemm_routing(gemm);
@@ -254,6 +261,64 @@ void check_finite_differences(const typename Op::Params& p, const std::vector<Te
     const auto& analytic = bufs.at(din).f;
     expect_close(analytic.data(), numeric.data(), static_cast<int64_t>(numeric.size()), atol, rtol,
                  din + " vs finite differences");
+  }
+}
+
+// Check 4 of run_case: under deterministic mode, model b of fast(B) on c.threads threads is bit
+// for bit fast(B = 1) on one thread, from the same starting values.
+template <typename Op>
+void check_deterministic(const OpCase<typename Op::Params>& c, const typename Op::Params& fused_p,
+                         const typename Op::Params& one_p,
+                         const std::vector<TensorSpec>& fused_specs,
+                         const std::vector<TensorSpec>& one_specs,
+                         const std::map<std::string, detail::HBuf>& start, uint64_t seed) {
+  SCOPED_TRACE("deterministic mode: fast(B) against fast(1) on one thread");
+  set_deterministic(true);
+  std::map<std::string, detail::HBuf> fused = start;
+  {
+    Views v = detail::views_of(fused);
+    Op::run(fused_p, v, RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed});
+  }
+  cpu::set_num_threads(1);
+  for (int64_t b = 0; b < c.B; ++b) {
+    SCOPED_TRACE(fmt::format("model b={}", b));
+    std::map<std::string, detail::HBuf> one;
+    for (size_t k = 0; k < one_specs.size(); ++k) {
+      detail::HBuf buf = detail::make(one_specs[k]);
+      const detail::HBuf& from = start.at(fused_specs[k].name);
+      if (buf.spec.is_index)
+        detail::copy_slice(from.i, buf.i, fused_specs[k], one_specs[k], c.B, b, true);
+      else
+        detail::copy_slice(from.f, buf.f, fused_specs[k], one_specs[k], c.B, b, true);
+      one.emplace(one_specs[k].name, std::move(buf));
+    }
+    Views v = detail::views_of(one);
+    Op::run(
+        one_p, v,
+        RunContext{.ref = false, .first_model = b, .accumulate_dx = c.accumulate_dx, .seed = seed});
+    for (size_t k = 0; k < one_specs.size(); ++k) {
+      const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
+      if (fs.role == Role::kInput || fs.layout == Layout::kShared) continue;
+      const detail::HBuf& got = fused.at(fs.name);
+      const detail::HBuf& want = one.at(os.name);
+      int64_t differ = 0;
+      double worst = 0.0;
+      if (os.is_index) {
+        std::vector<int32_t> slice(want.i.size());
+        detail::copy_slice(got.i, slice, fs, os, c.B, b, true);
+        for (size_t e = 0; e < slice.size(); ++e) differ += slice[e] != want.i[e];
+      } else {
+        std::vector<float> slice(want.f.size());
+        detail::copy_slice(got.f, slice, fs, os, c.B, b, true);
+        for (size_t e = 0; e < slice.size(); ++e) {
+          const bool same = std::memcmp(&slice[e], &want.f[e], sizeof(float)) == 0;
+          differ += !same;
+          if (!same) worst = std::max(worst, std::fabs(double(slice[e]) - double(want.f[e])));
+        }
+      }
+      EXPECT_EQ(differ, 0) << fs.name << ": " << differ << " of " << want.numel()
+                           << " elements differ in their bits (largest difference " << worst << ")";
+    }
   }
 }
 
@@ -388,6 +453,7 @@ void run_case(const OpCase<typename Op::Params>& c) {
   }
 
   if (c.fd) check_finite_differences<Op>(one_p, one_specs, seed);
+  check_deterministic<Op>(c, fused_p, one_p, fused_specs, one_specs, start, seed);
 }
 
 }  // namespace hfta::test

@@ -247,6 +247,7 @@ TrainOptions trial_train_options(const TuneOptions& o, const TuneConfig& config,
   t.batch_size = key.batch_size;
   t.iters_per_epoch = o.iters_per_epoch;
   t.seed = o.seed;
+  t.deterministic = o.deterministic;
   t.first_model_id = trial;
   t.plan = "fused";
   t.out = out;
@@ -299,8 +300,9 @@ std::string trial_command(const TuneOptions& o, const TuneConfig& config, int64_
   s += fmt::format(" --batch-size {} --epochs {}", t.batch_size, t.epochs);
   if (t.iters_per_epoch > 0) s += fmt::format(" --iters-per-epoch {}", t.iters_per_epoch);
   if (t.first_epoch > 0) s += fmt::format(" --first-epoch {}", t.first_epoch);
-  s += fmt::format(" --seed {} --first-model-id {} --plan fused --out {}", t.seed, trial,
-                   quote_arg(out));
+  s += fmt::format(" --seed {} --first-model-id {} --plan fused", t.seed, trial);
+  if (t.deterministic) s += " --deterministic";
+  s += " --out " + quote_arg(out);
   return s;
 }
 
@@ -334,7 +336,7 @@ TuneRunResult run_tune(const TuneOptions& options) {
   check_schedule(schedule);
   const TuneSpace space = TuneSpace::load(o.space, o.optimizer);
   check_model_and_space(o, space);
-  prepare_runtime(o.threads);
+  prepare_runtime(o.threads, o.deterministic);
   // Under mpirun (tune_mpi.h): rank 0 searches and writes, the other ranks train its arrays.
   std::unique_ptr<TuneMpi> mpi;
   int rank_threads = o.threads;

@@ -50,7 +50,8 @@ struct TuneOptions {
   bool resume = false;
   uint64_t seed = 1;
   int threads = 0;
-  double rank_timeout_s = 0;  // mpirun: a rank silent this long is dead (0: a day; tune_mpi.h)
+  bool deterministic = false;  // --deterministic: each trial bit for bit as trained alone
+  double rank_timeout_s = 0;   // mpirun: a rank silent this long is dead (0: a day; tune_mpi.h)
   // The model-specific flags of `hfta train` (run/task.h's kModelSpecificFlags, those the model
   // reads: a language model's corpus and sizes, --dropout, --no-decay-norm-bias, ...) that every
   // trial takes where the space does not search them (dropout, no_decay_norm_bias, clip,

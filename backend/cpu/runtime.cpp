@@ -11,6 +11,7 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/gemm_timing.h"
+#include "core/determinism.h"
 #include "core/error.h"
 
 namespace hfta::cpu {
@@ -154,8 +155,14 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  // Deterministic mode: oneDNN's sgemm on several threads may cut K among them and add their
+  // partial products (a weight gradient's long K over the minibatch), so it runs on one thread.
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool narrow = threads > 1 && deterministic();
+  if (narrow) omp_set_num_threads(1);
   dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
                                     lda, b, ldb, beta, c, ldc);
+  if (narrow) omp_set_num_threads(threads);
   HFTA_CHECK(status == dnnl_success, "oneDNN sgemm failed with status {} (m={} n={} k={})",
              static_cast<int>(status), m, n, k);
 }

@@ -21,6 +21,13 @@
 //   plain NCHW buffers, forward and backward, skipping the blocked-layout conversions below.
 // - B = 1 is the single-model convolution either way, threaded inside oneDNN: the serial
 //   baseline, which runs near the machine's sgemm peak.
+// - deterministic mode (core/determinism.h): per model at every B, each run on a primitive
+//   planned for one thread (one model per thread, or the runs in order on one thread when they
+//   sum into a shared input's dx). oneDNN's kernels differ with the thread count (its
+//   backward-weights splits the minibatch over the threads and sums their partial gradients) and
+//   between grouped and single-model problems, so a model's bits are those of one model alone
+//   only on a one-thread primitive of the single-model problem. The direct and depthwise kernels
+//   cut their weight-gradient reductions by the minibatch alone in this mode.
 // Measurements: docs/benchmarks.md ('Measurements behind code choices', 'Conv2d: what changed
 // and what it bought').
 //
@@ -59,6 +66,7 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/runtime.h"
+#include "core/determinism.h"
 #include "core/parallel.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
@@ -204,14 +212,15 @@ Conv2dStrategy initial_strategy() {
 
 std::mutex g_cache_mutex;
 Conv2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_mutex
-// Keyed by the problem, the strategy asked for (a strategy change builds new entries), the thread
-// count the primitives are planned for, and the OpenMP thread calling from inside a parallel
-// region (-1 outside one): plans that run whole models per thread (models/plan.h) call the same
-// problem from several threads at once, each with one thread, and must neither wait on one
-// entry's mutex nor run a primitive planned for another thread count.
+// Keyed by the problem, the strategy asked for (a strategy change builds new entries),
+// deterministic mode, the thread count the primitives are planned for, and the OpenMP thread
+// calling from inside a parallel region (-1 outside one): plans that run whole models per thread
+// (models/plan.h) call the same problem from several threads at once, each with one thread, and
+// must neither wait on one entry's mutex nor run a primitive planned for another thread count.
 struct CacheKey {
   Conv2dParams p;
   Conv2dStrategy strategy;
+  bool deterministic;
   int threads;
   int caller;
   auto operator<=>(const CacheKey&) const = default;
@@ -248,12 +257,13 @@ void choose_strategy(Entry& e, Conv2dStrategy asked) {
 
 std::shared_ptr<Entry> cached_entry(const Conv2dParams& p) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
-  const CacheKey key{p, g_strategy, num_threads(), omp_in_parallel() ? omp_get_thread_num() : -1};
+  const CacheKey key{p, g_strategy, deterministic(), num_threads(),
+                     omp_in_parallel() ? omp_get_thread_num() : -1};
   auto it = g_cache.find(key);
   if (it == g_cache.end()) {
     auto e = std::make_shared<Entry>();
     e->p = p;
-    choose_strategy(*e, g_strategy);
+    choose_strategy(*e, key.deterministic ? Conv2dStrategy::kPerModel : g_strategy);
     evict_least_recent(g_cache, key.caller, g_capacity - 1);
     it = g_cache.emplace(key, std::move(e)).first;
   }
@@ -360,9 +370,11 @@ void accumulate_bias_gradient(const Conv2dParams& p, const TensorView& dy,
 
 // Whether per-model runs go one model per thread (each thread running its models' primitives
 // alone) rather than one run at a time with every thread inside oneDNN. Runs that sum into one
-// dx (a shared input's gradient) cannot run side by side.
+// dx (a shared input's gradient) cannot run side by side (in deterministic mode they run in order
+// on one thread's lane). Deterministic mode never runs a primitive on more than one thread.
 bool runs_across_models(const Entry& e, bool sums_dx) {
   const int threads = num_threads();
+  if (deterministic() && (e.per_model || e.g.runs == 1) && threads > 1) return true;
   if (!e.per_model || sums_dx || threads < 2 || e.p.B < 2) return false;
   switch (model_parallelism()) {
     case ModelParallelism::kAcrossModels:
@@ -376,20 +388,22 @@ bool runs_across_models(const Entry& e, bool sums_dx) {
 
 // Calls run(lane, r, first) for every run r, first = r is the lane's first run of this call: in
 // order on the entry's own lane, or spread over the threads, thread t taking a contiguous block
-// of runs on its own lane. A thread lane is built by the thread that first uses it, with
-// OpenMP's thread count set to 1 for that task, so oneDNN plans its kernels for one thread (a
-// primitive planned for more threads and run inside our parallel region would do only thread
-// 0's share).
+// of runs on its own lane (all runs on thread 0's lane when they sum into one dx). A thread lane
+// is built by the thread that first uses it, with OpenMP's thread count set to 1 for that task,
+// so oneDNN plans its kernels for one thread (a primitive planned for more threads and run
+// inside our parallel region would do only thread 0's share).
 template <typename F>
 void for_each_run(Entry& e, bool sums_dx, F&& run) {
   if (!runs_across_models(e, sums_dx)) {
     for (int64_t r = 0; r < e.g.runs; ++r) run(e.inside, r, r == 0);
     return;
   }
-  const int threads = num_threads();
+  const int threads = sums_dx ? 1 : std::min<int>(num_threads(), static_cast<int>(e.g.runs));
   if (static_cast<int>(e.thread_lanes.size()) < threads) e.thread_lanes.resize(threads);
   std::vector<std::exception_ptr> errors(threads);
   parallel_for(threads, [&](int64_t t) {
+    // One thread's share runs on the caller (parallel_for), whose thread count is restored.
+    const int caller_threads = omp_get_max_threads();
     omp_set_num_threads(1);
     try {
       std::unique_ptr<Lane>& lane = e.thread_lanes[t];
@@ -404,6 +418,7 @@ void for_each_run(Entry& e, bool sums_dx, F&& run) {
     } catch (...) {
       errors[t] = std::current_exception();
     }
+    omp_set_num_threads(caller_threads);
   });
   for (auto& error : errors)
     if (error) std::rethrow_exception(error);

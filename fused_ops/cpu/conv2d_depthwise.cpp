@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/determinism.h"
 #include "core/parallel.h"
 
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): the raw-pointer kernel entry points below
@@ -480,6 +481,9 @@ void input_grad_tile(const Geometry& g, const float* dyt, const float* wt, float
   }
 }
 
+// Deterministic mode's weight-gradient cut: the minibatch in this many image ranges (or N).
+constexpr int64_t kDeterministicSplits = 8;
+
 template <int K, int S>
 void backward(const Geometry& g, const float* x, const float* w, const float* dy, float* dx,
               float* dw, float* db, bool accumulate_dx) {
@@ -492,9 +496,14 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
   // Tasks: a channel block and a range of images (`splits` ranges per block). The parameter
   // gradients want few ranges (each adds its sums once at the end); the input gradient alone, or
   // few channel blocks on many threads, want more to spread the work.
+  // In deterministic mode the image ranges depend on N alone (kDeterministicSplits of them), and
+  // each channel lies in one block whatever B, so a model's sums have the same bits on any thread
+  // count and at any B.
   const int threads = num_threads();
   int64_t splits = g.N;
-  if (want_params)
+  if (want_params && deterministic())
+    splits = std::min<int64_t>(kDeterministicSplits, g.N);
+  else if (want_params)
     splits = threads <= 1
                  ? 1
                  : std::clamp<int64_t>((4 * int64_t{threads} + g.blocks - 1) / g.blocks, 1, g.N);

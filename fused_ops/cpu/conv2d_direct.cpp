@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/determinism.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -31,6 +32,9 @@ namespace hfta::cpu {
 namespace {
 
 constexpr int64_t kMaxInChannels = 4;  // beyond this oneDNN's kernels do better
+// Deterministic mode's weight-gradient cut: the minibatch in at most this many blocks of images
+// whatever the thread count (enough blocks for a few threads, few partial sums to add).
+constexpr int64_t kDeterministicSlices = 8;
 
 #if defined(__AVX512F__)
 constexpr int64_t kLanes = 16;
@@ -338,7 +342,12 @@ void conv2d_direct_backward_weights(const Conv2dParams& p, const TensorView& x,
   const int64_t rows = g.taps() + 1, slots = rows;
   const int64_t row_chunks = (rows + kTileRows - 1) / kTileRows;
   const int64_t per_chunk = (rows + row_chunks - 1) / row_chunks;
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.N));
+  // The images are cut into `slices` blocks, one per thread, each summed into its own partial
+  // sums, which are then added in slice order. In deterministic mode the cut depends on N alone
+  // (kDeterministicSlices blocks, spread over however many threads there are), so a model's
+  // gradient has the same bits on any thread count.
+  const int64_t threads = std::max<int64_t>(
+      1, std::min<int64_t>(deterministic() ? kDeterministicSlices : num_threads(), g.N));
   thread_local std::vector<Vec> partial;
   partial.resize(static_cast<size_t>(threads * g.BC * slots));
   Vec* sums = partial.data();

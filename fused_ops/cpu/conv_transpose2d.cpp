@@ -26,6 +26,9 @@
 // post-op, so they add (+=) into the caller's buffer. The blocked copies of x and dx share one
 // buffer, those of y and dy another (each use refills its copy). At most 32 problems are kept,
 // least recently used evicted; a global mutex guards the map, a per-entry mutex its memories.
+// In deterministic mode (core/determinism.h) every problem runs per model (B = 1 included) on
+// primitives planned for one thread, since oneDNN's kernels sum in another order on other thread
+// counts and for grouped problems; the op then runs on one thread (DCGAN's generator only).
 #include "fused_ops/conv_transpose2d.h"
 
 #include <algorithm>
@@ -38,6 +41,7 @@
 #include <utility>
 
 #include "backend/cpu/dnnl_context.h"
+#include "core/determinism.h"
 #include "core/parallel.h"
 #include "fused_ops/cpu/dnnl_edges.h"
 #include "fused_ops/cpu/primitive_cache.h"
@@ -169,6 +173,7 @@ ConvTranspose2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_
 struct CacheKey {
   ConvTranspose2dParams p;
   ConvTranspose2dStrategy strategy;
+  bool deterministic;
   int threads;
   int caller;
   auto operator<=>(const CacheKey&) const = default;
@@ -195,12 +200,13 @@ void choose_strategy(Entry& e, ConvTranspose2dStrategy asked) {
 
 std::shared_ptr<Entry> cached_entry(const ConvTranspose2dParams& p) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
-  const CacheKey key{p, g_strategy, num_threads(), omp_in_parallel() ? omp_get_thread_num() : -1};
+  const CacheKey key{p, g_strategy, deterministic(), num_threads(),
+                     omp_in_parallel() ? omp_get_thread_num() : -1};
   auto it = g_cache.find(key);
   if (it == g_cache.end()) {
     auto e = std::make_shared<Entry>();
     e->p = p;
-    choose_strategy(*e, g_strategy);
+    choose_strategy(*e, key.deterministic ? ConvTranspose2dStrategy::kPerModel : g_strategy);
     evict_least_recent(g_cache, key.caller, kCacheCapacity - 1);
     it = g_cache.emplace(key, std::move(e)).first;
   }
@@ -298,9 +304,23 @@ void accumulate_bias_gradient(const ConvTranspose2dParams& p, const TensorView& 
   });
 }
 
-}  // namespace
+// Runs op with one OpenMP thread in deterministic mode (see the file's comment), restoring the
+// caller's thread count after.
+template <typename F>
+void one_thread_if_deterministic(F&& op) {
+  if (!deterministic() || omp_get_max_threads() == 1) return op();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  try {
+    op();
+  } catch (...) {
+    omp_set_num_threads(threads);
+    throw;
+  }
+  omp_set_num_threads(threads);
+}
 
-void conv_transpose2d_forward(const ConvTranspose2dParams& p, const ConvTranspose2dForwardArgs& a) {
+void forward(const ConvTranspose2dParams& p, const ConvTranspose2dForwardArgs& a) {
   const std::shared_ptr<Entry> entry = cached_entry(p);
   Entry& e = *entry;
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -320,8 +340,7 @@ void conv_transpose2d_forward(const ConvTranspose2dParams& p, const ConvTranspos
   stream.wait();
 }
 
-void conv_transpose2d_backward(const ConvTranspose2dParams& p,
-                               const ConvTranspose2dBackwardArgs& a) {
+void backward(const ConvTranspose2dParams& p, const ConvTranspose2dBackwardArgs& a) {
   const std::shared_ptr<Entry> entry = cached_entry(p);
   Entry& e = *entry;
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -366,6 +385,17 @@ void conv_transpose2d_backward(const ConvTranspose2dParams& p,
   }
   stream.wait();
   if (weights == nullptr && want_db) accumulate_bias_gradient(p, a.dy, a.dbias);
+}
+
+}  // namespace
+
+void conv_transpose2d_forward(const ConvTranspose2dParams& p, const ConvTranspose2dForwardArgs& a) {
+  one_thread_if_deterministic([&] { forward(p, a); });
+}
+
+void conv_transpose2d_backward(const ConvTranspose2dParams& p,
+                               const ConvTranspose2dBackwardArgs& a) {
+  one_thread_if_deterministic([&] { backward(p, a); });
 }
 
 void set_conv_transpose2d_strategy(ConvTranspose2dStrategy strategy) {

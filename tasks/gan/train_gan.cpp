@@ -291,7 +291,7 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
              o.optimizer);
   // A plan the DCGAN cannot run fails before the data loads.
   require_one_step_per_visit(ExecutionPlan::parse(o.plan), "DCGAN");
-  prepare_runtime(o.threads);
+  prepare_runtime(o.threads, o.deterministic);
   const HyperValues h = gan_hyper(o);
   const int64_t B = static_cast<int64_t>(h.at("lr").size());
   const int64_t side = image_side(o.image_size);
@@ -386,7 +386,7 @@ class GanTrialArray final : public TrialArray {
 
 TrialResult run_gan_trial(const TrialOptions& o) {
   check_trial_options(o, 2, "a GAN's rows");
-  prepare_runtime(o.threads);
+  prepare_runtime(o.threads, o.deterministic);
   const int64_t side = image_side(o.image_size);
 
   // Learning rates log-uniform in [1e-4, 1e-2] per model, as the classifiers' trials; D's equal

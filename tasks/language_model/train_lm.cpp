@@ -345,7 +345,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
-  prepare_runtime(o.threads);
+  prepare_runtime(o.threads, o.deterministic);
 
   const TextCorpus corpus = load_lm_corpus({.dataset = o.dataset,
                                             .text_files = o.text_files,

@@ -80,7 +80,7 @@ class LmTrialArray final : public TrialArray {
 TrialResult run_trial_lm(const TrialOptions& o) {
   check_trial_options(o, 1, "token streams");
   const ExecutionPlan plan = ExecutionPlan::parse(o.plan);
-  prepare_runtime(o.threads);
+  prepare_runtime(o.threads, o.deterministic);
 
   // HFTA's examples/transformer sizes (LmConfig's defaults); Adadelta with learning rates
   // log-uniform in [0.1, 10] per model, clip 0.25.

@@ -347,7 +347,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
   check_bert_options(o);
-  prepare_runtime(o.threads);
+  prepare_runtime(o.threads, o.deterministic);
 
   const TextCorpus corpus = load_bert_corpus(o);
   const std::unique_ptr<BertData> data = bert_data(o, corpus);

@@ -74,7 +74,7 @@ class BertTrialArray final : public TrialArray {
 TrialResult run_trial_bert(const TrialOptions& o) {
   check_trial_options(o, 1, "token streams");
   const ExecutionPlan plan = ExecutionPlan::parse(o.plan);  // a bad --plan fails before loading
-  prepare_runtime(o.threads);
+  prepare_runtime(o.threads, o.deterministic);
 
   // HFTA's examples/bert sizes (`hfta train --model bert`'s defaults, apply_bert_defaults);
   // Adadelta with learning rates log-uniform in [0.1, 10] per model, no clipping (the example's).

@@ -427,6 +427,18 @@ Checkpoint load_checkpoint(const std::string& path) {
   return c;
 }
 
+uint32_t model_state_crc32(const Checkpoint& c, int64_t b) {
+  HFTA_CHECK(b >= 0 && b < c.B, "no model {} in a checkpoint of {} models (0 to {})", b, c.B,
+             c.B - 1);
+  uint32_t crc = crc_start();
+  for (const CheckpointTensor& t : c.tensors) {
+    const size_t per_model = t.values.size() / static_cast<size_t>(c.B);
+    crc = crc_update(crc, t.values.data() + static_cast<size_t>(b) * per_model,
+                     per_model * sizeof(float));
+  }
+  return crc;
+}
+
 Checkpoint extract_model(const Checkpoint& c, int64_t b) {
   HFTA_CHECK(b >= 0 && b < c.B, "no model {} in a checkpoint of {} models (0 to {})", b, c.B,
              c.B - 1);

@@ -104,6 +104,10 @@ Checkpoint load_checkpoint(const std::string& path);
 
 // Replica b alone, as a B = 1 checkpoint.
 Checkpoint extract_model(const Checkpoint& checkpoint, int64_t b);
+// CRC-32 of model b's slice of every tensor in order (parameters, buffers, optimizer state): the
+// same for two runs exactly when they left model b with the same bits (summary.csv's
+// state_crc32; --deterministic promises it between an array and the model trained alone).
+uint32_t model_state_crc32(const Checkpoint& checkpoint, int64_t b);
 // The spec that rebuilds the checkpoint's models (architecture, sample shape, classes, dropout)
 // for `batch_size` rows.
 ModelSpec model_spec(const Checkpoint& checkpoint, int64_t batch_size);

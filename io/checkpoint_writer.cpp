@@ -190,6 +190,13 @@ void PeriodicCheckpoints::save_now(int64_t step) {
   if (!schedule_.enabled()) writer_.snapshot() = Checkpoint{};
 }
 
+void PeriodicCheckpoints::inspect_now(const std::function<void(const Checkpoint&)>& use) {
+  wait();
+  fill_(writer_.snapshot());
+  use(writer_.snapshot());
+  if (!schedule_.enabled()) writer_.snapshot() = Checkpoint{};
+}
+
 void PeriodicCheckpoints::wait() {
   report(writer_.wait());
   delayed_since_ = -1;

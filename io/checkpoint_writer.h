@@ -119,6 +119,10 @@ class PeriodicCheckpoints {
   void save_now(int64_t step);
   // Waits for the write in flight and reports it (at the end of the run).
   void wait();
+  // Waits for the write in flight, then fills the snapshot buffer with now and hands it to `use`
+  // without writing it (the end of a run: what each model's state hashes to). The buffer is the
+  // one checkpoints use, so this holds no second copy of the array.
+  void inspect_now(const std::function<void(const Checkpoint&)>& use);
 
  private:
   void report(const std::optional<CheckpointWritten>& written);

@@ -19,6 +19,8 @@ ArrayProgress RunArray::fresh_progress() const {
           .skipped = std::vector<int64_t>(n, 0)};
 }
 
+std::string ModelResult::state_crc32_text() const { return fmt::format("{:08x}", state_crc32); }
+
 ValidationScores RunArray::validate() { fail("this model has no validation metric to search by"); }
 
 void run_epochs(RunArray& array, const TrainOptions& o, const EpochLoopOptions& loop,
@@ -102,6 +104,11 @@ void run_epochs(RunArray& array, const TrainOptions& o, const EpochLoopOptions& 
   }
   periodic.wait();  // an error of the last background write fails the run
   if (!trained) fmt::print("{}: already trained for {} epochs\n", loop.who, o.epochs);
+  periodic.inspect_now([&](const Checkpoint& state) {
+    p.state_crc32.resize(B);
+    for (size_t b = 0; b < B; ++b)
+      p.state_crc32[b] = model_state_crc32(state, static_cast<int64_t>(b));
+  });
   array.finish(p, trained, seconds_since(start), results);
 }
 

@@ -24,6 +24,8 @@ struct ArrayProgress {
   std::vector<double> epoch_loss;       // per model: sum of this epoch's losses so far
   std::vector<double> last_train_loss;  // per model: mean loss of the last finished epoch
   std::vector<int64_t> skipped;         // per model: steps skipped for NaN/Inf gradients
+  // Per model, when the run ends: model_state_crc32 of what a checkpoint would hold.
+  std::vector<uint32_t> state_crc32;
 };
 
 // What an array says of each training step it took.

@@ -95,6 +95,9 @@ struct ModelResult {
   double test_miou = std::numeric_limits<double>::quiet_NaN();
   double wall_seconds = 0.0;  // this model's share: the whole run when fused
   int64_t skipped_steps = 0;  // steps skipped for NaN/Inf gradients
+  uint32_t state_crc32 = 0;   // model_state_crc32 of its final state (io/checkpoint.h)
+  // summary.csv's state_crc32 field: 8 hexadecimal digits.
+  std::string state_crc32_text() const;
 };
 
 struct TrainResult {

@@ -23,8 +23,9 @@ void write_summary(const TrainOptions& o, const HyperValues& values,
                    const std::vector<ModelResult>& results) {
   std::vector<std::string> header = {"model", "mode", "optimizer"};
   for (const HyperRow& row : hyper_table()) header.emplace_back(row.name);
-  header.insert(header.end(), {"epochs", "batch_size", "seed", "train_loss", "test_loss",
-                               "test_accuracy", "skipped_steps", "wall_seconds", "test_miou"});
+  header.insert(header.end(),
+                {"epochs", "batch_size", "seed", "train_loss", "test_loss", "test_accuracy",
+                 "skipped_steps", "wall_seconds", "test_miou", "state_crc32"});
   CsvWriter summary(o.out + "/summary.csv", header);
   for (const ModelResult& r : results) {
     std::vector<std::string> fields = {std::to_string(r.model), o.serial ? "serial" : "fused",
@@ -40,7 +41,8 @@ void write_summary(const TrainOptions& o, const HyperValues& values,
                    fmt::format("{:.6g}", r.final_train_loss), fmt::format("{:.6g}", r.test_loss),
                    fmt::format("{:.6g}", r.test_accuracy), std::to_string(r.skipped_steps),
                    fmt::format("{:.3f}", r.wall_seconds),
-                   std::isnan(r.test_miou) ? std::string() : fmt::format("{:.6g}", r.test_miou)});
+                   std::isnan(r.test_miou) ? std::string() : fmt::format("{:.6g}", r.test_miou),
+                   r.state_crc32_text()});
     summary.row(fields);
   }
 }

@@ -221,6 +221,7 @@ class ClassifierRun final : public RunArray {
       if (!eval_.miou.empty()) r.test_miou = eval_.miou[b];
       r.skipped_steps = p.skipped[b];
       r.wall_seconds = wall;
+      r.state_crc32 = p.state_crc32.at(b);
     }
   }
 

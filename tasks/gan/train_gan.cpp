@@ -226,6 +226,7 @@ class GanRun final : public RunArray {
       r.model = ids_[k];
       r.final_train_loss = p.last_train_loss[k];
       r.wall_seconds = wall;
+      r.state_crc32 = p.state_crc32.at(k);
     }
   }
 
@@ -256,9 +257,10 @@ void write_gan_summary(const TrainOptions& o, const HyperValues& h,
   const size_t model_col = m.column("model");
   std::map<int64_t, size_t> last;
   for (size_t r = 0; r < m.rows.size(); ++r) last[m.integer(r, model_col)] = r;
-  CsvWriter summary(o.out + "/summary.csv",
-                    {"model", "lr", "lr_d", "beta1", "beta2", "steps", "loss_d", "loss_g", "d_x",
-                     "d_g_z1", "d_g_z2", "mean_loss_g_last_epoch", "samples", "wall_seconds"});
+  CsvWriter summary(
+      o.out + "/summary.csv",
+      {"model", "lr", "lr_d", "beta1", "beta2", "steps", "loss_d", "loss_g", "d_x", "d_g_z1",
+       "d_g_z2", "mean_loss_g_last_epoch", "samples", "wall_seconds", "state_crc32"});
   fmt::print("{:>5}  {:<9} {:<9} {:>6} {:>8} {:>8} {:>6} {:>13}  {}\n", "model", "lr", "lr_d",
              "steps", "loss_d", "loss_g", "D(x)", "D(G(z))", "last samples");
   for (const ModelResult& res : results) {
@@ -273,7 +275,7 @@ void write_gan_summary(const TrainOptions& o, const HyperValues& h,
                  fmt::format("{:g}", h.at("beta2")[b]), field("step"), field("loss_d"),
                  field("loss_g"), field("d_x"), field("d_g_z1"), field("d_g_z2"),
                  fmt::format("{:.6g}", res.final_train_loss), grid,
-                 fmt::format("{:.3f}", res.wall_seconds)});
+                 fmt::format("{:.3f}", res.wall_seconds), res.state_crc32_text()});
     fmt::print("{:>5}  {:<9g} {:<9g} {:>6} {:>8} {:>8} {:>6} {:>6}/{:<6}  {}\n", res.model,
                h.at("lr")[b], h.at("lr_d")[b], field("step"), field("loss_d"), field("loss_g"),
                field("d_x"), field("d_g_z1"), field("d_g_z2"), grid);

@@ -258,6 +258,7 @@ class TransformerRun final : public LmRun {
       r.valid_loss = valid_loss_[g];
       r.test_loss = test_loss[g];
       r.wall_seconds = wall;
+      r.state_crc32 = p.state_crc32.at(g);
     }
   }
 
@@ -405,7 +406,8 @@ TrainResult run_train_lm(const TrainOptions& o) {
   result.wall_seconds = seconds_since(start);
 
   std::vector<std::string> header = hyper.summary_header();
-  for (const char* c : {"train_loss", "valid_ppl", "test_loss", "test_ppl", "wall_s"})
+  for (const char* c :
+       {"train_loss", "valid_ppl", "test_loss", "test_ppl", "wall_s", "state_crc32"})
     header.emplace_back(c);
   CsvWriter summary(o.out + "/summary.csv", header);
   for (int64_t b = 0; b < B; ++b) {
@@ -417,6 +419,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
     row.push_back(num(r.test_loss));
     row.push_back(num(std::exp(r.test_loss)));
     row.push_back(num(r.wall_seconds));
+    row.push_back(r.state_crc32_text());
     summary.row(row);
   }
   std::vector<double> valid_ppl;

@@ -301,6 +301,7 @@ class BertRun final : public LmRun {
       r.test_loss = t.loss[g];
       r.test_accuracy = t.accuracy[g];
       r.wall_seconds = wall;
+      r.state_crc32 = p.state_crc32.at(g);
       // Each model's trained weights with the example's state_dict names (as `hfta export`).
       write_safetensors(
           fmt::format("{}/model{}.safetensors", o_.out, id),
@@ -390,8 +391,8 @@ TrainResult run_train_bert(const TrainOptions& o) {
   result.wall_seconds = seconds_since(start);
 
   std::vector<std::string> header = hyper.summary_header();
-  for (const char* c :
-       {"train_loss", "valid_loss", "valid_accuracy", "test_loss", "test_accuracy", "wall_s"})
+  for (const char* c : {"train_loss", "valid_loss", "valid_accuracy", "test_loss", "test_accuracy",
+                        "wall_s", "state_crc32"})
     header.emplace_back(c);
   CsvWriter summary(o.out + "/summary.csv", header);
   for (int64_t b = 0; b < B; ++b) {
@@ -404,6 +405,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
     row.push_back(num(r.test_loss));
     row.push_back(num(r.test_accuracy));
     row.push_back(num(r.wall_seconds));
+    row.push_back(r.state_crc32_text());
     summary.row(row);
   }
   const std::string vocab_path = o.out + "/vocab.txt";

@@ -1,9 +1,9 @@
 // `--deterministic` through the `hfta` binary: for every model of the zoo, on 1 and on 2 threads,
 // every array of B in {1, 2, 3, 5, 8} models under every plan that lays the models out
-// differently (fused, chunk:2, threads, threads:1, and threads:1/2 for the classifiers, whose
-// loop visits a group for K steps) trains each model bit for bit as `--serial` on 2 threads
-// trains it alone: summary.csv's state_crc32 of model b (the CRC-32 of its parameters, buffers
-// and optimizer state) is the serial run's, which is checked against the bits of the serial
+// differently (fused, chunk:2, threads, threads:1; threads:1/K is bit for bit threads:1 by
+// tests/models/test_plans.cpp's PlanVisits) trains each model bit for bit as `--serial` on 2
+// threads trains it alone: summary.csv's state_crc32 of model b (the CRC-32 of its parameters,
+// buffers and optimizer state) is the serial run's, which is checked against the bits of the serial
 // run's checkpoint-model<b>.bin, and metrics.csv's rows for the model are the same text. Three
 // steps each, at the tiny sizes of the CLI matrix (cli_models.h); the serial run trains eight
 // models with eight learning rates, and the array of B the first B.
@@ -28,7 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using cli_models::data_flags;
-using cli_models::is_classifier;
 using cli_models::model_case;
 using cli_models::model_cases;
 using cli_models::ModelCase;
@@ -57,9 +56,8 @@ std::string train_command(const ModelCase& m, const TempDir& dir,
 
 // The plans that lay B models out on `threads` threads in distinct ways (a plan whose layout is
 // one group runs as fused, models/plan.h).
-std::vector<std::string> distinct_plans(int64_t B, int threads, bool visits) {
-  std::vector<std::string> names = {"fused", "chunk:2", "threads", "threads:1"};
-  if (visits) names.push_back("threads:1/2");
+std::vector<std::string> distinct_plans(int64_t B, int threads) {
+  const std::vector<std::string> names = {"fused", "chunk:2", "threads", "threads:1"};
   std::vector<std::string> out;
   std::vector<std::vector<std::pair<int64_t, int>>> seen;
   for (const std::string& name : names) {
@@ -129,7 +127,7 @@ TEST_P(Deterministic, EveryPlanBAndThreadCountTrainsEachModelBitForBitAsAlone) {
   for (const int threads : {1, 2})
     for (const int64_t B : {1, 2, 3, 5, 8}) {
       const std::vector<std::string> first(lrs.begin(), lrs.begin() + B);
-      for (const std::string& plan : distinct_plans(B, threads, is_classifier(m.kind))) {
+      for (const std::string& plan : distinct_plans(B, threads)) {
         const std::string out = (dir.path / fmt::format("t{}_B{}_{}", threads, B, plan)).string();
         const std::string cmd =
             train_command(m, dir, first, threads, "--no-checkpoint --plan " + plan, out);

@@ -51,6 +51,18 @@ std::string mpi_line() {
 #endif
 }
 
+// What the CUDA backend is compiled for; asks no driver (--version stays instant on a machine
+// without a GPU).
+std::string cuda_line() {
+#if HFTA_BUILD_CUDA && defined(HFTA_BUILD_CUDA_VERSION)
+  return fmt::format(
+      "on (compiled against CUDA runtime {}, for sm_{}; kernels: linear, relu; docs/cuda.md)",
+      HFTA_BUILD_CUDA_VERSION, HFTA_BUILD_CUDA_ARCHITECTURES);
+#else
+  return "off (CPU only; configure with -DHFTA_CUDA=ON to build it)";
+#endif
+}
+
 }  // namespace
 
 std::string version_text() {
@@ -63,9 +75,7 @@ std::string version_text() {
   text += fmt::format("build: {}, compiled by {} {}\n", HFTA_BUILD_TYPE, compiler, __VERSION__);
   text += fmt::format("native ISA: {} (vector code for {})\n",
                       HFTA_BUILD_NATIVE ? "on, -march=native" : "off", compiled_vector_isa());
-  text += fmt::format("CUDA backend: {}\n", HFTA_BUILD_CUDA
-                                                ? "HFTA_CUDA=ON, but no CUDA backend is built yet"
-                                                : "off (CPU only)");
+  text += fmt::format("CUDA backend: {}\n", cuda_line());
   text += fmt::format("MPI: {}\n", mpi_line());
   const std::string_view sanitize = HFTA_BUILD_SANITIZE;
   text += fmt::format("sanitizers: {}\n", sanitize == "address" || sanitize == "ON"

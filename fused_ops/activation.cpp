@@ -40,6 +40,7 @@ void check_activation(const ActivationParams& p, const ActivationForwardArgs& a)
   const TensorView &x = a.x, &y = a.y;
   HFTA_CHECK(x.data != nullptr, "{} input is missing", activation_name(p.kind));
   check_shape(y, x.shape, fmt::format("{} output", activation_name(p.kind)));
+  check_device(y, x.device, fmt::format("{} output", activation_name(p.kind)));
 }
 
 void check_activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a) {
@@ -64,16 +65,21 @@ void check_activation_backward(const ActivationParams& p, const ActivationBackwa
                             name));
     check_optional_shape(y, dy.shape, fmt::format("{} output", name));
   }
+  check_device(x, dy.device, fmt::format("{} input", name));
+  check_device(y, dy.device, fmt::format("{} output", name));
+  check_device(dx, dy.device, fmt::format("{} input gradient", name));
 }
 
 void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a) {
   check_activation(p, a);
-  HFTA_DISPATCH("activation_forward", a.x.device, cpu::activation_forward(p, a));
+  HFTA_DISPATCH_CUDA("activation_forward", a.x.device, cpu::activation_forward(p, a),
+                     cuda::activation_forward(p, a));
 }
 
 void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a) {
   check_activation_backward(p, a);
-  HFTA_DISPATCH("activation_backward", a.dy.device, cpu::activation_backward(p, a));
+  HFTA_DISPATCH_CUDA("activation_backward", a.dy.device, cpu::activation_backward(p, a),
+                     cuda::activation_backward(p, a));
 }
 
 }  // namespace hfta

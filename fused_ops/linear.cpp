@@ -16,6 +16,9 @@ void check_linear(const LinearParams& p, const LinearForwardArgs& a) {
   check_shape(a.weight, p.weight_shape(), "linear weight");
   if (p.bias) check_shape(a.bias, p.bias_shape(), "linear bias");
   check_shape(a.y, p.y_shape(), "linear output");
+  check_device(a.weight, a.x.device, "linear weight");
+  check_device(a.bias, a.x.device, "linear bias");
+  check_device(a.y, a.x.device, "linear output");
 }
 
 void check_linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
@@ -26,16 +29,23 @@ void check_linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
   check_optional_shape(a.dx, p.x_shape(), "linear input gradient");
   check_optional_shape(a.dweight, p.weight_shape(), "linear weight gradient");
   if (p.bias) check_optional_shape(a.dbias, p.bias_shape(), "linear bias gradient");
+  check_device(a.weight, a.x.device, "linear weight");
+  check_device(a.dy, a.x.device, "linear output gradient");
+  check_device(a.dx, a.x.device, "linear input gradient");
+  check_device(a.dweight, a.x.device, "linear weight gradient");
+  check_device(a.dbias, a.x.device, "linear bias gradient");
 }
 
 void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
   check_linear(p, a);
-  HFTA_DISPATCH("linear_forward", a.x.device, cpu::linear_forward(p, a));
+  HFTA_DISPATCH_CUDA("linear_forward", a.x.device, cpu::linear_forward(p, a),
+                     cuda::linear_forward(p, a));
 }
 
 void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
   check_linear_backward(p, a);
-  HFTA_DISPATCH("linear_backward", a.x.device, cpu::linear_backward(p, a));
+  HFTA_DISPATCH_CUDA("linear_backward", a.x.device, cpu::linear_backward(p, a),
+                     cuda::linear_backward(p, a));
 }
 
 }  // namespace hfta

@@ -59,4 +59,12 @@ void linear_forward(const LinearParams& p, const LinearForwardArgs& a);
 void linear_backward(const LinearParams& p, const LinearBackwardArgs& a);
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/linear.cu; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream (backend/cuda/runtime.h) and returns
+// without waiting for it.
+namespace cuda {
+void linear_forward(const LinearParams& p, const LinearForwardArgs& a);
+void linear_backward(const LinearParams& p, const LinearBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

@@ -1,0 +1,116 @@
+#include "backend/cuda/device_arena.h"
+
+#include <utility>
+
+#include "backend/cuda/runtime.h"
+
+namespace hfta::cuda {
+
+DeviceArena::DeviceArena(size_t bytes, std::string name)
+    : capacity_(align_up(bytes)), name_(std::move(name)) {
+  HFTA_CHECK(device_available(), "{} cannot be allocated: no CUDA device ({})", name_,
+             device_status());
+  if (capacity_ == 0) capacity_ = kAlignment;  // a real arena is never the counting one
+  void* ptr = nullptr;
+  const cudaError_t status = cudaMalloc(&ptr, capacity_);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    fail(
+        "{} of {} bytes could not be allocated on the device ({}: {} bytes free of {}): "
+        "make the array smaller (fewer models B or a smaller batch)",
+        name_, capacity_, cudaGetErrorName(status), free_bytes, total_bytes);
+  }
+  base_ = static_cast<std::byte*>(ptr);
+  // Synchronous, before the arena is used from any stream.
+  HFTA_CUDA_CHECK(cudaMemset(base_, 0, capacity_));
+}
+
+DeviceArena::~DeviceArena() {
+  if (base_) cudaFree(base_);
+}
+
+DeviceArena::DeviceArena(DeviceArena&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      capacity_(std::exchange(other.capacity_, 0)),
+      used_(std::exchange(other.used_, 0)),
+      name_(std::move(other.name_)) {}
+
+DeviceArena& DeviceArena::operator=(DeviceArena&& other) noexcept {
+  if (this != &other) {
+    if (base_) cudaFree(base_);
+    base_ = std::exchange(other.base_, nullptr);
+    capacity_ = std::exchange(other.capacity_, 0);
+    used_ = std::exchange(other.used_, 0);
+    name_ = std::move(other.name_);
+  }
+  return *this;
+}
+
+void DeviceArena::zero() {
+  if (base_) HFTA_CUDA_CHECK(cudaMemsetAsync(base_, 0, capacity_, stream()));
+}
+
+PinnedHostBuffer::PinnedHostBuffer(size_t bytes) : bytes_(bytes) {
+  void* ptr = nullptr;
+  HFTA_CUDA_CHECK(cudaMallocHost(&ptr, bytes_ == 0 ? 1 : bytes_));
+  data_ = static_cast<std::byte*>(ptr);
+}
+
+PinnedHostBuffer::~PinnedHostBuffer() {
+  if (data_) cudaFreeHost(data_);
+}
+
+PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_) cudaFreeHost(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+TensorView PinnedHostBuffer::view(const Shape& shape) const {
+  const size_t need = static_cast<size_t>(shape.numel()) * sizeof(float);
+  HFTA_CHECK(need <= bytes_, "pinned buffer of {} bytes is too small for a tensor of shape {} ({})",
+             bytes_, shape.str(), need);
+  return TensorView(reinterpret_cast<float*>(data_), shape, Device::kCpu);
+}
+
+namespace {
+
+void check_copy(const TensorView& host, const TensorView& device, const char* what) {
+  HFTA_CHECK(!host.empty() && !device.empty(), "{}: a tensor is missing", what);
+  HFTA_CHECK(host.device == Device::kCpu && device.device == Device::kCuda,
+             "{} needs a host tensor (device kCpu) and a device tensor (kCuda)", what);
+  HFTA_CHECK(host.shape == device.shape, "{}: host tensor has shape {}, device tensor {}", what,
+             host.shape.str(), device.shape.str());
+}
+
+size_t bytes_of(const TensorView& t) { return static_cast<size_t>(t.numel()) * sizeof(float); }
+
+}  // namespace
+
+void copy_to_device(const TensorView& host, const TensorView& device) {
+  copy_to_device_async(host, device);
+  synchronize();
+}
+
+void copy_to_host(const TensorView& device, const TensorView& host) {
+  check_copy(host, device, "copy_to_host");
+  HFTA_CUDA_CHECK(
+      cudaMemcpyAsync(host.data, device.data, bytes_of(host), cudaMemcpyDeviceToHost, stream()));
+  synchronize();
+}
+
+void copy_to_device_async(const TensorView& pinned_host, const TensorView& device) {
+  check_copy(pinned_host, device, "copy_to_device");
+  HFTA_CUDA_CHECK(cudaMemcpyAsync(device.data, pinned_host.data, bytes_of(device),
+                                  cudaMemcpyHostToDevice, stream()));
+}
+
+}  // namespace hfta::cuda

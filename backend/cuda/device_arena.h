@@ -1,0 +1,102 @@
+// Device memory for the CUDA backend, owned as core/arena.h's Arena owns host memory: one
+// cudaMalloc per arena, sized at setup and carved into views (device kCuda), so a training step
+// never allocates. Plus the host<->device copies of a view, and a pinned (page-locked) host
+// buffer to stage minibatches in for asynchronous copies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace hfta::cuda {
+
+class DeviceArena {
+ public:
+  // A counting arena: carve() returns views with null data and only adds up sizes.
+  DeviceArena() = default;
+  // A real arena of `bytes` bytes of device memory, zero-filled. Throws hfta::Error when there is
+  // no device or it does not have the memory.
+  explicit DeviceArena(size_t bytes, std::string name = "device arena");
+  ~DeviceArena();
+
+  DeviceArena(DeviceArena&& other) noexcept;
+  DeviceArena& operator=(DeviceArena&& other) noexcept;
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+
+  // The next shape.numel() elements, kAlignment-aligned, as a view on the device.
+  template <typename T = float>
+  View<T> carve(const Shape& shape) {
+    const size_t bytes = align_up(static_cast<size_t>(shape.numel()) * sizeof(T));
+    T* ptr = nullptr;
+    if (!counting()) {
+      HFTA_CHECK(used_ + bytes <= capacity_,
+                 "{} is full: {} bytes used of {}, {} more requested for a tensor of shape {}",
+                 name_, used_, capacity_, bytes, shape.str());
+      ptr = reinterpret_cast<T*>(base_ + used_);
+    }
+    used_ += bytes;
+    return View<T>(ptr, shape, Device::kCuda);
+  }
+
+  bool counting() const { return base_ == nullptr; }
+  size_t used() const { return used_; }
+  size_t capacity() const { return capacity_; }
+  // Zero-fills the whole arena (on the calling thread's stream; returns without waiting).
+  void zero();
+  // Forget every carve; memory stays allocated (for per-step scratch).
+  void reset() { used_ = 0; }
+
+  // cudaMalloc's own alignment, so every view starts where a coalesced load can.
+  static constexpr size_t kAlignment = 256;
+  static size_t align_up(size_t bytes) {
+    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+
+ private:
+  std::byte* base_ = nullptr;
+  size_t capacity_ = 0;
+  size_t used_ = 0;
+  std::string name_ = "device arena";
+};
+
+// Page-locked host memory (cudaMallocHost): the device copies it by DMA, without a bounce
+// through a driver buffer, and copies from it can overlap with kernels. The staging buffer a
+// loader writes each minibatch into.
+class PinnedHostBuffer {
+ public:
+  PinnedHostBuffer() = default;
+  // `bytes` bytes of pinned host memory (not zeroed). Throws hfta::Error when it cannot be had.
+  explicit PinnedHostBuffer(size_t bytes);
+  ~PinnedHostBuffer();
+
+  PinnedHostBuffer(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer& operator=(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
+
+  // The buffer's start as a host view (device kCpu) of `shape`; throws when it does not fit.
+  TensorView view(const Shape& shape) const;
+  std::byte* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Copies a host view (device kCpu) to a device view (kCuda) of the same shape, or back, on the
+// calling thread's stream, and waits for the copy: the host buffer may be reused at once.
+// Throws hfta::Error when the shapes or devices are not these.
+void copy_to_device(const TensorView& host, const TensorView& device);
+void copy_to_host(const TensorView& device, const TensorView& host);
+
+// Same as copy_to_device, but returns at once: the copy runs in stream order before the kernels
+// enqueued after it. `host` must lie in pinned memory (a PinnedHostBuffer's view) and stay
+// unchanged until the stream has passed the copy (synchronize()).
+void copy_to_device_async(const TensorView& pinned_host, const TensorView& device);
+
+}  // namespace hfta::cuda

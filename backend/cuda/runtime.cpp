@@ -1,0 +1,93 @@
+#include "backend/cuda/runtime.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace hfta::cuda {
+
+namespace {
+
+struct DeviceProbe {
+  bool available = false;
+  std::string status;
+};
+
+DeviceProbe probe_devices() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear it, so that it does not surface as a later call's error
+    return {false, fmt::format("cudaGetDeviceCount failed: {} ({})", cudaGetErrorName(status),
+                               cudaGetErrorString(status))};
+  }
+  if (count == 0) return {false, "cudaGetDeviceCount found 0 devices"};
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return {true, fmt::format("{} device(s)", count)};
+  }
+  return {true, fmt::format("{} device(s): {} (sm_{}{}, {:.1f} GiB)", count, prop.name, prop.major,
+                            prop.minor, static_cast<double>(prop.totalGlobalMem) / (1 << 30))};
+}
+
+const DeviceProbe& devices() {
+  static const DeviceProbe probe = probe_devices();
+  return probe;
+}
+
+// Owns one thread's stream and handle. Errors while destroying them at thread or process exit
+// are ignored: the runtime may already be unloading, and there is no one left to tell.
+struct OwnedContext {
+  ThreadContext context;
+  ~OwnedContext() {
+    if (context.blas) cublasDestroy(context.blas);
+    if (context.stream) cudaStreamDestroy(context.stream);
+  }
+};
+
+}  // namespace
+
+bool device_available() { return devices().available; }
+
+std::string device_status() { return devices().status; }
+
+void check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess)
+    fail("{} failed: {} ({})", call, cudaGetErrorName(status), cudaGetErrorString(status));
+}
+
+void check(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    fail("{} failed: {} ({})", call, cublasGetStatusName(status), cublasGetStatusString(status));
+}
+
+const ThreadContext& thread_context() {
+  thread_local OwnedContext owned;
+  if (owned.context.blas == nullptr) {
+    HFTA_CHECK(device_available(),
+               "a CUDA op was called, but there is no CUDA device: {}. Keep the tensors on the CPU",
+               device_status());
+    // Half-made contexts are kept (and completed by the next call) so nothing leaks on failure.
+    if (owned.context.stream == nullptr)
+      HFTA_CUDA_CHECK(cudaStreamCreateWithFlags(&owned.context.stream, cudaStreamNonBlocking));
+    cublasHandle_t handle = nullptr;
+    HFTA_CUDA_CHECK(cublasCreate(&handle));
+    const cublasStatus_t bound = cublasSetStream(handle, owned.context.stream);
+    if (bound != CUBLAS_STATUS_SUCCESS) cublasDestroy(handle);
+    check(bound, "cublasSetStream(handle, stream)");
+    // fp32 GEMMs stay fp32 (no TF32): the results must match the reference to fp32 rounding.
+    const cublasStatus_t math = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+    if (math != CUBLAS_STATUS_SUCCESS) cublasDestroy(handle);
+    check(math, "cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH)");
+    owned.context.blas = handle;
+  }
+  return owned.context;
+}
+
+void synchronize() {
+  HFTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  HFTA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace hfta::cuda

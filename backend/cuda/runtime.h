@@ -1,0 +1,48 @@
+// The CUDA backend's runtime: whether a device is there, the per-thread stream and cuBLAS handle
+// every kernel runs on, and the one check that turns a vendor status code into hfta::Error.
+//
+// Streams: each host thread gets its own stream (non-blocking with respect to the legacy default
+// stream) and a cuBLAS handle bound to it, created on the thread's first CUDA op. An op enqueues
+// its kernels on the calling thread's stream and returns without waiting; synchronize() waits,
+// and raises the errors of what ran. Device 0 only, for now.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace hfta::cuda {
+
+// True when the CUDA runtime finds at least one device. Never throws: a missing driver, a machine
+// without a GPU or any other cudaGetDeviceCount error is false. Asks the runtime once per process.
+bool device_available();
+
+// Why device_available() is what it is, one line: "1 device: NVIDIA H200 (sm_90, 139.8 GiB)" or
+// "cudaGetDeviceCount failed: cudaErrorNoDevice (no CUDA-capable device is detected)".
+std::string device_status();
+
+// Throws hfta::Error "<call> failed: <error name> (<error string>)" unless `status` is success.
+// `call` names the vendor call (the source text, through HFTA_CUDA_CHECK).
+void check(cudaError_t status, const char* call);
+void check(cublasStatus_t status, const char* call);
+
+// The calling thread's stream and cuBLAS handle (bound to that stream), created on first use.
+// Throws hfta::Error when there is no device or creating them fails.
+struct ThreadContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+};
+const ThreadContext& thread_context();
+inline cudaStream_t stream() { return thread_context().stream; }
+inline cublasHandle_t blas() { return thread_context().blas; }
+
+// Waits for everything enqueued on the calling thread's stream; raises the first error of what
+// ran there (a kernel's fault surfaces here, not at its launch).
+void synchronize();
+
+}  // namespace hfta::cuda
+
+// HFTA_CUDA_CHECK(cudaMalloc(&p, n)): runs the call and raises hfta::Error naming it when it
+// returns anything but success.
+#define HFTA_CUDA_CHECK(call) ::hfta::cuda::check((call), #call)

@@ -1,0 +1,48 @@
+// ReLU's kernels: one thread per element, grid-stride.
+#include <algorithm>
+
+#include "fused_ops/cuda/kernels.h"
+
+namespace hfta::cuda::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t total) {
+  return static_cast<unsigned>(
+      std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1, int64_t{1} << 16));
+}
+
+__global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    y[i] = v < 0.0f ? 0.0f : v;
+  }
+}
+
+// Each element is read before it is written, so dx may be dy.
+__global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n,
+                                     bool accumulate) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float grad = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
+    dx[i] = accumulate ? dx[i] + grad : grad;
+  }
+}
+
+}  // namespace
+
+cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  relu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool accumulate,
+                          cudaStream_t stream) {
+  relu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, dy, dx, n, accumulate);
+  return cudaGetLastError();
+}
+
+}  // namespace hfta::cuda::kernels

@@ -1,0 +1,29 @@
+// The CUDA ops' kernels, behind plain launchers: pointers, sizes and the stream in, the launch's
+// status out. Only this header and the *_kernels.cu files are compiled by nvcc, and they include
+// no project header: fmt 9 (core/error.h) does not compile under nvcc in C++20. Each op's host
+// side (fused_ops/cuda/<op>.cpp) checks, calls cuBLAS and these, and raises hfta::Error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hfta::cuda::kernels {
+
+// Linear (fused_ops/cuda/linear_kernels.cu), for B models:
+//   fill_bias:  y[b, n, o] = bias[b, o]          bias [B, fo], y [B, rows, fo]
+//   bias_grad:  dbias[b, o] += sum_n dy[b, n, o]  dy [B, rows, fo], in a fixed order (double sums)
+cudaError_t fill_bias(const float* bias, float* y, int64_t B, int64_t rows, int64_t fo,
+                      cudaStream_t stream);
+cudaError_t bias_grad(const float* dy, float* dbias, int64_t B, int64_t rows, int64_t fo,
+                      cudaStream_t stream);
+
+// ReLU over n elements (fused_ops/cuda/activation_kernels.cu):
+//   relu_forward:   y = x < 0 ? 0 : x                    (NaN stays NaN; y may be x)
+//   relu_backward:  dx = (accumulate ? dx : 0) + dy * (y > 0 ? 1 : 0)   (dx may be dy unless
+//                   accumulating)
+cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
+cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool accumulate,
+                          cudaStream_t stream);
+
+}  // namespace hfta::cuda::kernels

@@ -1,0 +1,72 @@
+// Device dispatch (fused_ops/dispatch.h), with or without the CUDA backend and with no GPU
+// needed: one call's tensors must share a device, and CUDA tensors meet a clear hfta::Error where
+// they cannot run (a build without the backend, an op without a CUDA kernel, no device).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "fused_ops/add.h"
+#include "fused_ops/linear.h"
+#include "test_util.h"
+
+#if HFTA_WITH_CUDA
+#include "backend/cuda/runtime.h"
+#endif
+
+namespace hfta {
+namespace {
+
+const LinearParams kParams{.B = 2, .N = 2, .in_features = 3, .out_features = 2, .bias = false};
+
+struct LinearTensors {
+  std::vector<float> x = std::vector<float>(12), w = std::vector<float>(12),
+                     y = std::vector<float>(8);
+  LinearForwardArgs args(Device x_device, Device w_device) {
+    return {.x = TensorView(x.data(), kParams.x_shape(), x_device),
+            .weight = TensorView(w.data(), kParams.weight_shape(), w_device),
+            .y = TensorView(y.data(), kParams.y_shape(), x_device)};
+  }
+};
+
+TEST(DeviceDispatch, TensorsOfOneCallShareADevice) {
+  LinearTensors t;
+  test::expect_error_containing_all(
+      [&] { linear_forward(kParams, t.args(Device::kCuda, Device::kCpu)); },
+      {"linear weight is on the CPU", "runs on the CUDA device"});
+  test::expect_error_containing_all(
+      [&] { linear_forward(kParams, t.args(Device::kCpu, Device::kCuda)); },
+      {"linear weight is on the CUDA device", "runs on the CPU"});
+}
+
+// Host memory labelled as CUDA memory: every path below must raise before touching it.
+TEST(DeviceDispatch, CudaTensorsRaiseWhereTheyCannotRun) {
+  LinearTensors t;
+#if HFTA_WITH_CUDA
+  if (cuda::device_available()) GTEST_SKIP() << "a CUDA device is present: tests/cuda/ run";
+  test::expect_error_containing(
+      [&] { linear_forward(kParams, t.args(Device::kCuda, Device::kCuda)); }, "no CUDA device");
+#else
+  test::expect_error_containing_all(
+      [&] { linear_forward(kParams, t.args(Device::kCuda, Device::kCuda)); },
+      {"linear_forward got CUDA tensors", "no CUDA backend", "-DHFTA_CUDA=ON"});
+#endif
+}
+
+// add has no CUDA kernel: a CUDA build says so, a CPU-only build says it has no CUDA backend.
+TEST(DeviceDispatch, OpWithoutACudaKernelRaises) {
+  std::vector<float> a(4), b(4), y(4);
+  const Shape shape{4};
+  const AddForwardArgs args{.a = TensorView(a.data(), shape, Device::kCuda),
+                            .b = TensorView(b.data(), shape, Device::kCuda),
+                            .y = TensorView(y.data(), shape, Device::kCuda)};
+#if HFTA_WITH_CUDA
+  test::expect_error_containing_all([&] { add_forward(args); },
+                                    {"add_forward has no CUDA kernel yet", "docs/cuda.md"});
+#else
+  test::expect_error_containing_all([&] { add_forward(args); },
+                                    {"add_forward got CUDA tensors", "no CUDA backend"});
+#endif
+}
+
+}  // namespace
+}  // namespace hfta

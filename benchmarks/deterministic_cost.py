@@ -31,7 +31,9 @@ CASES = {
 def step_ms(hfta, model, B, threads, deterministic, cache):
     cmd = (f'{hfta} trial --model {model} {CASES[model]} --B {B} --plan auto --threads {threads} '
            f'--seed 1' + (' --deterministic' if deterministic else ''))
-    env = dict(os.environ, HFTA_PLAN_CACHE=cache, OMP_WAIT_POLICY='passive')
+    # OpenMP's default wait policy (spinning), as `hfta train` and a sweep's lone processes run:
+    # passive waits add a wake-up to every parallel region and distort small ops.
+    env = dict(os.environ, HFTA_PLAN_CACHE=cache)
     out = subprocess.run(cmd, shell=True, capture_output=True, text=True, env=env)
     ms = re.search(r'step_ms=([0-9.e+-]+)', out.stdout)
     plan = re.search(r'plan=(\S+)', out.stdout)

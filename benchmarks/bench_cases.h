@@ -132,8 +132,8 @@ inline OpCase linear_case(int64_t B, const Options& o) {
 // conv2d: forward, backward-data, backward-weights (+ bias). FLOPs: 3 x forward_flops() (the
 // three are the same multiply-adds reordered); 2 x when the input is shared (a first layer, whose
 // input gradient nobody needs, so dx is skipped as in training). Bias terms not counted.
-// strategy=grouped|per_model|direct|depthwise|auto sets the CPU backend's Conv2dStrategy (auto when
-// not given).
+// strategy=grouped|per_model|direct|depthwise|im2col|auto sets the CPU backend's Conv2dStrategy
+// (auto when not given).
 inline OpCase conv2d_case(int64_t B, const Options& o) {
   Conv2dParams p;
   p.B = B;
@@ -151,14 +151,15 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
   p.shared_input = option(o, "shared", 0) != 0;
   const std::string strategy = get_option(o, "strategy", "auto");
   HFTA_CHECK(strategy == "auto" || strategy == "grouped" || strategy == "per_model" ||
-                 strategy == "direct" || strategy == "depthwise",
+                 strategy == "direct" || strategy == "depthwise" || strategy == "im2col",
              "strategy={} is not known: use strategy=auto, strategy=grouped, strategy=per_model, "
-             "strategy=direct or strategy=depthwise",
+             "strategy=direct, strategy=depthwise or strategy=im2col",
              strategy);
   const cpu::Conv2dStrategy chosen = strategy == "grouped"     ? cpu::Conv2dStrategy::kGrouped
                                      : strategy == "per_model" ? cpu::Conv2dStrategy::kPerModel
                                      : strategy == "direct"    ? cpu::Conv2dStrategy::kDirect
                                      : strategy == "depthwise" ? cpu::Conv2dStrategy::kDepthwise
+                                     : strategy == "im2col"    ? cpu::Conv2dStrategy::kIm2col
                                                                : cpu::Conv2dStrategy::kAuto;
   cpu::set_conv2d_strategy(chosen);
   check_conv2d_params(p);
@@ -177,6 +178,7 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
                       p.shared_input ? " shared" : "",
                       runs_as == cpu::Conv2dStrategy::kDirect      ? "direct"
                       : runs_as == cpu::Conv2dStrategy::kDepthwise ? "depthwise"
+                      : runs_as == cpu::Conv2dStrategy::kIm2col    ? "im2col"
                       : runs_as == cpu::Conv2dStrategy::kPerModel  ? "per_model"
                       : B == 1                                     ? "single"
                                                                    : "grouped"),

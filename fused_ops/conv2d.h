@@ -105,14 +105,17 @@ int64_t conv2d_cache_capacity();
 // which kAuto also picks whenever it applies; kDirect on a problem it does not apply to is kAuto.
 // kDepthwise: our own kernel for depthwise convolutions (cpu/conv2d_depthwise.h) on the plain
 // NCHW buffers, which kAuto also picks whenever it applies; on other problems it is kAuto.
+// kIm2col: GEMMs on the plain buffers (cpu/conv2d_im2col.h) for output planes of at most 2x2
+// positions whose weights outweigh their activations (ResNet-18's last stages on 32x32 images),
+// which kAuto also picks whenever it applies; on other problems it is kAuto.
 // Only kGrouped and kPerModel force oneDNN (for comparison).
-// The environment variable HFTA_CONV_STRATEGY=grouped|per_model|direct|depthwise sets the
+// The environment variable HFTA_CONV_STRATEGY=grouped|per_model|direct|depthwise|im2col sets the
 // initial value.
-enum class Conv2dStrategy { kAuto, kGrouped, kPerModel, kDirect, kDepthwise };
+enum class Conv2dStrategy { kAuto, kGrouped, kPerModel, kDirect, kDepthwise, kIm2col };
 void set_conv2d_strategy(Conv2dStrategy strategy);
 Conv2dStrategy conv2d_strategy();
-// The strategy (kGrouped, kPerModel, kDirect or kDepthwise) that problem p runs with under the
-// current setting.
+// The strategy (kGrouped, kPerModel, kDirect, kDepthwise or kIm2col) that problem p runs with under
+// the current setting.
 Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p);
 }  // namespace cpu
 

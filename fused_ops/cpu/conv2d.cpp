@@ -70,6 +70,7 @@
 #include "core/parallel.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
+#include "fused_ops/cpu/conv2d_im2col.h"
 #include "fused_ops/cpu/dnnl_edges.h"
 #include "fused_ops/cpu/primitive_cache.h"
 
@@ -207,6 +208,7 @@ Conv2dStrategy initial_strategy() {
   if (env && std::string(env) == "per_model") return Conv2dStrategy::kPerModel;
   if (env && std::string(env) == "direct") return Conv2dStrategy::kDirect;
   if (env && std::string(env) == "depthwise") return Conv2dStrategy::kDepthwise;
+  if (env && std::string(env) == "im2col") return Conv2dStrategy::kIm2col;
   return Conv2dStrategy::kAuto;
 }
 
@@ -237,7 +239,8 @@ uint64_t g_tick = 0;      // guarded by g_cache_mutex
 // loop over all B models' channels per image, so their working set (weights, partial weight
 // gradients, activations) is B times a model's; per model it is one model's.
 void choose_strategy(Entry& e, Conv2dStrategy asked) {
-  if (asked == Conv2dStrategy::kDirect || asked == Conv2dStrategy::kDepthwise)
+  if (asked == Conv2dStrategy::kDirect || asked == Conv2dStrategy::kDepthwise ||
+      asked == Conv2dStrategy::kIm2col)
     asked = Conv2dStrategy::kAuto;  // on oneDNN: as auto
   const Conv2dParams& p = e.p;
   const bool must_split = p.shared_input && p.groups > 1;  // cannot be one primitive
@@ -514,6 +517,15 @@ bool uses_depthwise(const Conv2dParams& p) {
   }
   return s != Conv2dStrategy::kGrouped && s != Conv2dStrategy::kPerModel && depthwise_applies(p);
 }
+bool uses_im2col(const Conv2dParams& p) {
+  Conv2dStrategy s;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    s = g_strategy;
+  }
+  return s != Conv2dStrategy::kGrouped && s != Conv2dStrategy::kPerModel &&
+         conv2d_im2col_applies(p);
+}
 
 }  // namespace
 
@@ -522,6 +534,7 @@ void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   if (uses_depthwise(p))
     return depthwise_conv2d_forward(p, x.data, weight.data, p.bias ? bias.data : nullptr, y.data);
   if (uses_direct(p)) return conv2d_direct_forward(p, x, weight, bias, y);
+  if (uses_im2col(p)) return conv2d_im2col_forward(p, a);
   const std::shared_ptr<Entry> entry = cached_entry(p);
   Entry& e = *entry;
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -555,6 +568,7 @@ void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
     }
     return conv2d_direct_backward_weights(p, a.x, a.dy, a.dweight, a.dbias);
   }
+  if (uses_im2col(p)) return conv2d_im2col_backward(p, a);
   onednn_backward(p, a);
 }
 
@@ -595,6 +609,7 @@ Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p) {
   check_conv2d_params(p);
   if (uses_depthwise(p)) return Conv2dStrategy::kDepthwise;
   if (uses_direct(p)) return Conv2dStrategy::kDirect;
+  if (uses_im2col(p)) return Conv2dStrategy::kIm2col;
   return cached_entry(p)->per_model ? Conv2dStrategy::kPerModel : Conv2dStrategy::kGrouped;
 }
 

@@ -1,0 +1,232 @@
+// Small-plane convolutions as GEMMs on plain buffers (conv2d_im2col.h).
+#include "fused_ops/cpu/conv2d_im2col.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/runtime.h"
+#include "core/parallel.h"
+
+namespace hfta::cpu {
+
+namespace {
+
+// Output planes of at most this many positions (2x2): beyond it oneDNN's kernels, which reuse
+// each loaded weight over the plane, win.
+constexpr int64_t kMaxPositions = 4;
+
+// The problem's sizes, each model's place in the fused buffers (floats), and the kernel taps
+// that read the input at some output position ("live"; a tap that only ever reads the padding
+// multiplies zeros, and on a 1x1 plane with a 3x3 kernel only the centre tap is live).
+struct Layout {
+  int64_t N, I, O, H, W, OH, OW, P, NP;
+  int64_t taps;                 // kH*kW
+  std::vector<int64_t> kh, kw;  // the taps the GEMMs take, in the weight's (kh, kw) order
+  int64_t T, K;                 // live taps; the GEMMs' K = C_in*T
+  int64_t x_image, x_model;     // between images of x, between models' channel slices (0: shared)
+  int64_t y_image, y_model;
+
+  explicit Layout(const Conv2dParams& p)
+      : N(p.N),
+        I(p.in_channels),
+        O(p.out_channels),
+        H(p.H),
+        W(p.W),
+        OH(p.out_h()),
+        OW(p.out_w()),
+        P(OH * OW),
+        NP(p.N * OH * OW),
+        taps(p.kernel_h * p.kernel_w),
+        x_image((p.shared_input ? 1 : p.B) * p.in_channels * p.H * p.W),
+        x_model(p.shared_input ? 0 : p.in_channels * p.H * p.W),
+        y_image(p.B * p.out_channels * OH * OW),
+        y_model(p.out_channels * OH * OW) {
+    for (int64_t a = 0; a < p.kernel_h; ++a)
+      for (int64_t b = 0; b < p.kernel_w; ++b) {
+        bool live = false;
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t ih = oh * p.stride_h - p.pad_h + a * p.dilation_h;
+            const int64_t iw = ow * p.stride_w - p.pad_w + b * p.dilation_w;
+            live = live || (ih >= 0 && ih < H && iw >= 0 && iw < W);
+          }
+        if (!live) continue;
+        kh.push_back(a);
+        kw.push_back(b);
+      }
+    // The GEMMs take the live taps' weights, gathered, only when at most a third of the taps are
+    // live (a 1x1 plane's 3x3 kernel: 1 of 9); with more, gathering the weight and scattering
+    // its gradient back cost more than the zeros they save (4 of 9: docs/benchmarks.md, 'Small
+    // planes as GEMMs'), and every tap goes in, the weight as it is.
+    if (static_cast<int64_t>(kh.size()) * 3 > taps) {
+      kh.clear();
+      kw.clear();
+      for (int64_t a = 0; a < p.kernel_h; ++a)
+        for (int64_t b = 0; b < p.kernel_w; ++b) {
+          kh.push_back(a);
+          kw.push_back(b);
+        }
+    }
+    T = static_cast<int64_t>(kh.size());
+    K = I * T;
+  }
+  // Whether the GEMMs take the live taps' weights (gathered) rather than the whole weight.
+  bool compact() const { return T < taps; }
+};
+
+// Per calling thread, grown to the largest problem seen: the im2col, the GEMMs' [N*P, C_out]
+// results / operands, and the input gradient's columns.
+struct Scratch {
+  std::vector<float> cols, out_cols, dx_cols, live_weights;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+float* sized(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// The input position live tap t reads for output position (oh, ow), or false in the padding.
+bool tap_input(const Conv2dParams& p, const Layout& l, int64_t oh, int64_t ow, int64_t t,
+               int64_t& ih, int64_t& iw) {
+  ih = oh * p.stride_h - p.pad_h + l.kh[t] * p.dilation_h;
+  iw = ow * p.stride_w - p.pad_w + l.kw[t] * p.dilation_w;
+  return ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
+}
+
+// cols[n*P + pos, i*T + t] = x[n, i, ih, iw] (0 in the padding), x at model b's slice.
+void build_cols(const Conv2dParams& p, const Layout& l, const float* x, float* cols) {
+  parallel_for(l.N, [&](int64_t n) {
+    const float* xn = x + n * l.x_image;
+    for (int64_t oh = 0; oh < l.OH; ++oh)
+      for (int64_t ow = 0; ow < l.OW; ++ow) {
+        float* row = cols + (n * l.P + oh * l.OW + ow) * l.K;
+        for (int64_t i = 0; i < l.I; ++i)
+          for (int64_t t = 0; t < l.T; ++t) {
+            int64_t ih, iw;
+            *row++ = tap_input(p, l, oh, ow, t, ih, iw) ? xn[(i * l.H + ih) * l.W + iw] : 0.0f;
+          }
+      }
+  });
+}
+
+// dx[n, i, ih, iw] += dx_cols[n*P + pos, i*T + t] over every position and tap that reads
+// (ih, iw), in a fixed order; one image per task, so no two tasks touch one element.
+void add_cols_to_input(const Conv2dParams& p, const Layout& l, const float* dx_cols, float* dx) {
+  parallel_for(l.N, [&](int64_t n) {
+    float* dxn = dx + n * l.x_image;
+    for (int64_t oh = 0; oh < l.OH; ++oh)
+      for (int64_t ow = 0; ow < l.OW; ++ow) {
+        const float* row = dx_cols + (n * l.P + oh * l.OW + ow) * l.K;
+        for (int64_t i = 0; i < l.I; ++i)
+          for (int64_t t = 0; t < l.T; ++t, ++row) {
+            int64_t ih, iw;
+            if (tap_input(p, l, oh, ow, t, ih, iw)) dxn[(i * l.H + ih) * l.W + iw] += *row;
+          }
+      }
+  });
+}
+
+// Model b's weight as the GEMMs' [C_out, C_in*T] operand: the weight itself when every tap is
+// live, else its live taps' columns gathered into `live`.
+const float* gemm_weight(const Conv2dParams& p, const Layout& l, const float* w,
+                         std::vector<float>& live) {
+  if (!l.compact()) return w;
+  float* out = sized(live, l.O * l.K);
+  parallel_for(l.O, [&](int64_t o) {
+    const float* wo = w + o * l.I * l.taps;
+    float* to = out + o * l.K;
+    for (int64_t i = 0; i < l.I; ++i)
+      for (int64_t t = 0; t < l.T; ++t)
+        to[i * l.T + t] = wo[i * l.taps + l.kh[t] * p.kernel_w + l.kw[t]];
+  });
+  return out;
+}
+
+// Zeroes dx (x's shape: every model's slice, or the shared input) before the models add to it.
+void zero_input(const Layout& l, float* dx) {
+  parallel_for(l.N, [&](int64_t n) { std::fill_n(dx + n * l.x_image, l.x_image, 0.0f); });
+}
+
+}  // namespace
+
+bool conv2d_im2col_applies(const Conv2dParams& p) {
+  const int64_t positions = p.out_h() * p.out_w();
+  return p.groups == 1 && positions <= kMaxPositions && p.out_channels > p.N * positions;
+}
+
+void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
+  const Layout l(p);
+  Scratch& s = scratch();
+  float* cols = sized(s.cols, l.NP * l.K);
+  float* out_cols = sized(s.out_cols, l.NP * l.O);
+  for (int64_t b = 0; b < p.B; ++b) {
+    if (b == 0 || !p.shared_input) build_cols(p, l, a.x.data + b * l.x_model, cols);
+    const float* w = gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights);
+    sgemm(false, true, l.NP, l.O, l.K, 1.0f, cols, l.K, w, l.K, 0.0f, out_cols, l.O);
+    const float* bias = p.bias ? a.bias.data + b * l.O : nullptr;
+    parallel_for(l.N, [&](int64_t n) {
+      float* yn = a.y.data + n * l.y_image + b * l.y_model;
+      for (int64_t pos = 0; pos < l.P; ++pos) {
+        const float* row = out_cols + (n * l.P + pos) * l.O;
+        for (int64_t o = 0; o < l.O; ++o) yn[o * l.P + pos] = bias ? row[o] + bias[o] : row[o];
+      }
+    });
+  }
+}
+
+void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
+  const Layout l(p);
+  Scratch& s = scratch();
+  const bool want_dx = !a.dx.empty(), want_dw = !a.dweight.empty();
+  const bool want_db = p.bias && !a.dbias.empty();
+  float* cols = want_dw ? sized(s.cols, l.NP * l.K) : nullptr;
+  float* dy_cols = sized(s.out_cols, l.NP * l.O);
+  float* dx_cols = want_dx ? sized(s.dx_cols, l.NP * l.K) : nullptr;
+  if (want_dx && !a.accumulate_dx) zero_input(l, a.dx.data);
+  for (int64_t b = 0; b < p.B; ++b) {
+    // dy_cols[n*P + pos, o] = dy[n, b*C_out + o, pos]
+    parallel_for(l.N, [&](int64_t n) {
+      const float* dyn = a.dy.data + n * l.y_image + b * l.y_model;
+      for (int64_t pos = 0; pos < l.P; ++pos) {
+        float* row = dy_cols + (n * l.P + pos) * l.O;
+        for (int64_t o = 0; o < l.O; ++o) row[o] = dyn[o * l.P + pos];
+      }
+    });
+    if (want_dw) {
+      if (b == 0 || !p.shared_input) build_cols(p, l, a.x.data + b * l.x_model, cols);
+      float* dw = a.dweight.data + b * l.O * l.I * l.taps;
+      if (!l.compact()) {  // straight into the caller's gradient
+        sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K, 1.0f, dw, l.K);
+      } else {  // the live taps' gradient, then added to theirs (the others' is zero)
+        float* live = sized(s.live_weights, l.O * l.K);
+        sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K, 0.0f, live, l.K);
+        parallel_for(l.O, [&](int64_t o) {
+          float* dwo = dw + o * l.I * l.taps;
+          const float* from = live + o * l.K;
+          for (int64_t i = 0; i < l.I; ++i)
+            for (int64_t t = 0; t < l.T; ++t)
+              dwo[i * l.taps + l.kh[t] * p.kernel_w + l.kw[t]] += from[i * l.T + t];
+        });
+      }
+    }
+    if (want_db) {
+      float* db = a.dbias.data + b * l.O;
+      parallel_for(l.O, [&](int64_t o) {
+        float sum = 0.0f;
+        for (int64_t r = 0; r < l.NP; ++r) sum += dy_cols[r * l.O + o];
+        db[o] += sum;
+      });
+    }
+    if (want_dx) {
+      const float* w = gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights);
+      sgemm(false, false, l.NP, l.K, l.O, 1.0f, dy_cols, l.O, w, l.K, 0.0f, dx_cols, l.K);
+      add_cols_to_input(p, l, dx_cols, a.dx.data + b * l.x_model);
+    }
+  }
+}
+
+}  // namespace hfta::cpu

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/cuda/cublas.h"
 #include "core/error.h"
 
 namespace hfta::cuda {
@@ -41,7 +42,7 @@ const DeviceProbe& devices() {
 struct OwnedContext {
   ThreadContext context;
   ~OwnedContext() {
-    if (context.blas) cublasDestroy(context.blas);
+    if (context.blas) cublas().destroy(context.blas);
     if (context.stream) cudaStreamDestroy(context.stream);
   }
 };
@@ -59,7 +60,7 @@ void check(cudaError_t status, const char* call) {
 
 void check(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    fail("{} failed: {} ({})", call, cublasGetStatusName(status), cublasGetStatusString(status));
+    fail("{} failed: {} ({})", call, cublas().status_name(status), cublas().status_string(status));
 }
 
 const ThreadContext& thread_context() {
@@ -71,14 +72,15 @@ const ThreadContext& thread_context() {
     // Half-made contexts are kept (and completed by the next call) so nothing leaks on failure.
     if (owned.context.stream == nullptr)
       HFTA_CUDA_CHECK(cudaStreamCreateWithFlags(&owned.context.stream, cudaStreamNonBlocking));
+    const Cublas& lib = cublas();
     cublasHandle_t handle = nullptr;
-    HFTA_CUDA_CHECK(cublasCreate(&handle));
-    const cublasStatus_t bound = cublasSetStream(handle, owned.context.stream);
-    if (bound != CUBLAS_STATUS_SUCCESS) cublasDestroy(handle);
+    HFTA_CUDA_CHECK(lib.create(&handle));
+    const cublasStatus_t bound = lib.set_stream(handle, owned.context.stream);
+    if (bound != CUBLAS_STATUS_SUCCESS) lib.destroy(handle);
     check(bound, "cublasSetStream(handle, stream)");
     // fp32 GEMMs stay fp32 (no TF32): the results must match the reference to fp32 rounding.
-    const cublasStatus_t math = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
-    if (math != CUBLAS_STATUS_SUCCESS) cublasDestroy(handle);
+    const cublasStatus_t math = lib.set_math_mode(handle, CUBLAS_DEFAULT_MATH);
+    if (math != CUBLAS_STATUS_SUCCESS) lib.destroy(handle);
     check(math, "cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH)");
     owned.context.blas = handle;
   }

@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "backend/cuda/cublas.h"
 #include "backend/cuda/runtime.h"
 #include "fused_ops/cuda/kernels.h"
 #include "fused_ops/cuda/linear_gemms.h"
@@ -23,7 +24,7 @@ int blas_int(int64_t v, const char* what) {
 
 void issue(const ColumnMajorGemm& g) {
   const float one = 1.0f;
-  HFTA_CUDA_CHECK(cublasSgemmStridedBatched(
+  HFTA_CUDA_CHECK(cublas().sgemm_strided_batched(
       blas(), g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
       blas_int(g.m, "m"), blas_int(g.n, "n"), blas_int(g.k, "k"), &one, g.a, blas_int(g.lda, "lda"),
       g.stride_a, g.b, blas_int(g.ldb, "ldb"), g.stride_b, &g.beta, g.c, blas_int(g.ldc, "ldc"),

@@ -27,7 +27,16 @@ int64_t positive_count(const std::string& text) {
 ExecutionPlan ExecutionPlan::parse(const std::string& text) {
   if (text == "auto") return {Kind::kAuto, 0};
   const size_t slash = text.find('/');
-  const std::string base = text.substr(0, slash);
+  std::string base = text.substr(0, slash);
+  constexpr std::string_view kRestFused = "+fused";
+  const bool rest_fused = base.ends_with(kRestFused);
+  if (rest_fused) {
+    base.resize(base.size() - kRestFused.size());
+    HFTA_CHECK(base.rfind("threads", 0) == 0,
+               "plan '{}': +fused (the models left over after an even share per thread run "
+               "fused) goes after a threads or threads:C plan, not after '{}'",
+               text, base);
+  }
   int64_t steps = 1;
   if (slash != std::string::npos) {
     steps = positive_count(text.substr(slash + 1));
@@ -41,18 +50,18 @@ ExecutionPlan ExecutionPlan::parse(const std::string& text) {
                text, base);
   }
   if (base == "fused") return fused();
-  if (base == "threads") return threads(0, steps);
+  if (base == "threads") return threads(0, steps, rest_fused);
   const bool threaded = base.rfind("threads:", 0) == 0;
   if (base.rfind("chunk:", 0) == 0 || threaded) {
     const int64_t c = positive_count(base.substr(threaded ? 8 : 6));
-    if (c >= 1) return threaded ? threads(c, steps) : chunks(c, steps);
+    if (c >= 1) return threaded ? threads(c, steps, rest_fused) : chunks(c, steps);
     fail("plan '{}': the chunk size must be a whole number of models >= 1, e.g. {}:2", text,
          threaded ? "threads" : "chunk");
   }
   fail(
       "unknown plan '{}': choose auto, fused, chunk:C (C models at a time), threads or threads:C "
-      "(each thread its own models, C at a time), the last three optionally with /K (K steps "
-      "per visit of a group)",
+      "(each thread its own models, C at a time; +fused: an even share each, the rest fused "
+      "after), the last three optionally with /K (K steps per visit of a group)",
       text);
 }
 
@@ -64,7 +73,8 @@ std::string ExecutionPlan::str() const {
     case Kind::kChunk:
       return fmt::format("chunk:{}{}", chunk, per_visit);
     case Kind::kThreads:
-      return (chunk > 0 ? fmt::format("threads:{}", chunk) : "threads") + per_visit;
+      return (chunk > 0 ? fmt::format("threads:{}", chunk) : "threads") +
+             (rest_fused ? "+fused" : "") + per_visit;
     case Kind::kAuto:
       return "auto";
   }
@@ -88,14 +98,20 @@ PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads) {
       break;
     }
     case ExecutionPlan::Kind::kThreads: {
-      // Contiguous blocks as even as possible: worker w owns [w*B/W, (w+1)*B/W).
+      // Contiguous blocks as even as possible: worker w owns [w*B/W, (w+1)*B/W). With +fused,
+      // each worker owns B/W models ([w*q, (w+1)*q)) and the B mod W after them are one group
+      // that runs fused once the workers are done.
       const int64_t w = std::clamp<int64_t>(threads, 1, B);
+      const int64_t even = B / w * w;
+      const bool rest = plan.rest_fused && even < B;
+      const int64_t shared = rest ? even : B;
       for (int64_t i = 0; i < w; ++i) {
-        const int64_t lo = i * B / w, hi = (i + 1) * B / w;
+        const int64_t lo = i * shared / w, hi = (i + 1) * shared / w;
         const int64_t c = plan.chunk > 0 ? plan.chunk : hi - lo;
         for (int64_t first = lo; first < hi; first += c)
           layout.groups.push_back({first, std::min(c, hi - first), static_cast<int>(i)});
       }
+      if (rest) layout.groups.push_back({even, B - even, PlanGroup::kAfterWorkers});
       layout.workers = static_cast<int>(w);
       break;
     }
@@ -111,11 +127,10 @@ void require_one_step_per_visit(const ExecutionPlan& plan, std::string_view arra
              plan.str(), array, plan.steps);
 }
 
-void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g)>& run_group) {
-  if (layout.workers == 1) {
-    for (size_t g = 0; g < layout.groups.size(); ++g) run_group(g);
-    return;
-  }
+namespace {
+
+// The workers' groups, each worker's in order on its own OpenMP thread with one thread inside.
+void run_workers(const PlanLayout& layout, const std::function<void(size_t g)>& run_group) {
   std::vector<std::exception_ptr> errors(static_cast<size_t>(layout.workers));
 #pragma omp parallel num_threads(layout.workers)
   {
@@ -130,6 +145,18 @@ void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g
   }
   for (auto& error : errors)
     if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g)>& run_group) {
+  if (layout.workers == 1) {
+    for (size_t g = 0; g < layout.groups.size(); ++g) run_group(g);
+    return;
+  }
+  run_workers(layout, run_group);
+  for (size_t g = 0; g < layout.groups.size(); ++g)
+    if (layout.groups[g].worker == PlanGroup::kAfterWorkers) run_group(g);
 }
 
 }  // namespace hfta

@@ -9,14 +9,20 @@
 //             process, sharing the minibatch
 //   threads:C the same, each thread running its models C at a time depth-first (threads:1: a
 //             model's working set per thread, as B processes have)
+//   threads+fused, threads:C+fused
+//             the same with an even share of B / threads models per thread; the B mod threads
+//             models left over then run fused, every thread inside each op, once the workers
+//             are done (3 models on 2 threads: one each, then the third on both, instead of a
+//             thread idling while the other runs its second model)
 //   auto      chosen per model and machine by timing a few steps (run/plan_choice.h)
 //
-// chunk:C/K, threads/K and threads:C/K visit each group for K steps in a row, on K minibatches,
-// before the next group (each model still sees the batches in order): a group's parameters,
-// gradients and optimizer state stay in cache for K steps, as a process keeps its own through
-// its time slice, instead of coming back from memory once per step when a worker's groups
-// together outgrow the caches. The training loop hands the model K batches at a time; a step's
-// report, metrics and checkpoints are as without /K (checkpoints fall at the ends of visits).
+// chunk:C/K, threads/K and threads:C/K (and the +fused variants) visit each group for K steps in a
+// row, on K minibatches, before the next group (each model still sees the batches in order): a
+// group's parameters, gradients and optimizer state stay in cache for K steps, as a process keeps
+// its own through its time slice, instead of coming back from memory once per step when a worker's
+// groups together outgrow the caches. The training loop hands the model K batches at a time; a
+// step's report, metrics and checkpoints are as without /K (checkpoints fall at the ends of
+// visits).
 //
 // The parameters, gradients and buffers of all B models stay in one [B, ...] arena either way,
 // so the optimizer, checkpoints and extract see the same array whatever the plan.
@@ -33,24 +39,29 @@ namespace hfta {
 struct ExecutionPlan {
   enum class Kind { kFused, kChunk, kThreads, kAuto };
   Kind kind = Kind::kFused;
-  int64_t chunk = 0;  // kChunk: models per chunk; kThreads: per chunk of a thread (0: all)
-  int64_t steps = 1;  // steps per visit of a group (the /K); 1 for fused and auto
+  int64_t chunk = 0;        // kChunk: models per chunk; kThreads: per chunk of a thread (0: all)
+  int64_t steps = 1;        // steps per visit of a group (the /K); 1 for fused and auto
+  bool rest_fused = false;  // kThreads: the models beyond an even share run fused ("+fused")
 
-  // "fused", "chunk:C" (C >= 1), "threads", "threads:C" or "auto", the chunk and threads plans
-  // optionally followed by "/K" (K >= 1 steps per visit); throws hfta::Error naming the choices.
+  // "fused", "chunk:C" (C >= 1), "threads", "threads:C" or "auto", the threads plans optionally
+  // followed by "+fused", the chunk and threads plans by "/K" (K >= 1 steps per visit); throws
+  // hfta::Error naming the choices.
   static ExecutionPlan parse(const std::string& text);
   static ExecutionPlan fused() { return {}; }
   static ExecutionPlan chunks(int64_t c, int64_t steps = 1) { return {Kind::kChunk, c, steps}; }
-  static ExecutionPlan threads(int64_t c = 0, int64_t steps = 1) {
-    return {Kind::kThreads, c, steps};
+  static ExecutionPlan threads(int64_t c = 0, int64_t steps = 1, bool rest_fused = false) {
+    return {Kind::kThreads, c, steps, rest_fused};
   }
   std::string str() const;
   bool operator==(const ExecutionPlan&) const = default;
 };
 
 // One group of models that runs as a fused sub-array: models [first, first + count), on
-// worker `worker` (0 unless the plan runs workers in parallel).
+// worker `worker` (0 unless the plan runs workers in parallel), or, with worker -1 (kAfterWorkers,
+// a +fused plan's leftover models), after every worker is done, on the calling thread with all
+// threads inside its ops.
 struct PlanGroup {
+  static constexpr int kAfterWorkers = -1;
   int64_t first = 0;
   int64_t count = 0;
   int worker = 0;
@@ -74,8 +85,9 @@ void require_one_step_per_visit(const ExecutionPlan& plan, std::string_view arra
 
 // Runs run_group(g) for every group g of the layout: in order on the calling thread with one
 // worker, else each worker's groups in order on its own OpenMP thread, with every op inside
-// single-threaded (no barrier between the workers until all are done). The first exception of
-// any worker is rethrown after all have stopped.
+// single-threaded (no barrier between the workers until all are done), then the groups that run
+// after the workers (PlanGroup::kAfterWorkers) in order on the calling thread. The first
+// exception of any worker is rethrown after all have stopped.
 void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g)>& run_group);
 
 }  // namespace hfta

@@ -37,6 +37,9 @@ std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads) {
     plans.push_back(ExecutionPlan::threads());
     // Blocks of several models per thread: also one model at a time (B processes' working set).
     if (B > threads) plans.push_back(ExecutionPlan::threads(1));
+    // B not a multiple of the threads: an even share each, the rest fused on all threads after
+    // (threads:1 alone leaves threads idle while the others run their extra model).
+    if (B > threads && B % threads != 0) plans.push_back(ExecutionPlan::threads(1, 1, true));
   }
   return plans;
 }
@@ -240,8 +243,9 @@ double median(std::vector<double> v) {
 }
 
 // The second round of `visits` (resolve_plan): when a visit of threads:1 is cheap, times
-// threads:1/kVisitSteps against the fastest plan of the first round, interleaved, and appends
-// both timings as round 2 (the choice is then made between these two alone: timed side by side).
+// threads:1/kVisitSteps (threads:1+fused/kVisitSteps when that plan won) against the fastest plan
+// of the first round, interleaved, and appends both timings as round 2 (the choice is then made
+// between these two alone: timed side by side).
 void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBuilder& build,
                  int64_t memory_budget_bytes, double interleave_bytes) {
   if (B <= num_threads() || num_threads() < 2) return;
@@ -255,9 +259,11 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
   if (best == nullptr || one == nullptr ||
       one->step_ms * static_cast<double>(kVisitSteps) > kCheapVisitMs)
     return;
+  // The visits of threads:1, or of threads:1+fused when that won the first round.
+  const bool rest_fused = best->plan == ExecutionPlan::threads(1, 1, true);
   const std::vector<PlanTiming> again =
-      time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps)}, build, memory_budget_bytes,
-                 interleave_bytes);
+      time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps, rest_fused)}, build,
+                 memory_budget_bytes, interleave_bytes);
   const size_t first = timings.size();
   timings.insert(timings.end(), again.begin(), again.end());
   for (size_t i = first; i < timings.size(); ++i) timings[i].round = 2;

@@ -4,9 +4,12 @@
 // Adam steps must agree to rounding (plans run the models in groups of other sizes, so kernels may
 // sum in another order: not bitwise). Also: the layouts plans produce, and the errors.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <mutex>
 #include <numeric>
+#include <tuple>
 
 #include "core/error.h"
 #include "datasets/loader.h"
@@ -47,7 +50,7 @@ struct PlanCase {
 std::string case_name(const testing::TestParamInfo<PlanCase>& info) {
   std::string plan = info.param.plan;
   for (char& c : plan)
-    if (c == ':' || c == '/') c = '_';
+    if (c == ':' || c == '/' || c == '+') c = '_';
   return info.param.model + "_B" + std::to_string(info.param.B) + "_" + plan + "_t" +
          std::to_string(info.param.threads);
 }
@@ -134,7 +137,10 @@ std::vector<PlanCase> plan_cases() {
         cases.push_back({model, B, "threads", 3});
         cases.push_back({model, B, "threads:1", 2});
         cases.push_back({model, B, "threads:2", 2});
+        cases.push_back({model, B, "threads+fused", 2});    // 2 + 2, then 1 fused
+        cases.push_back({model, B, "threads:1+fused", 3});  // 1 + 1 + 1, then 2 fused
       }
+      if (B == 3) cases.push_back({model, B, "threads:1+fused", 2});  // 1 + 1, then 1 fused
     }
   for (const char* model : {"resnet18", "mobilenetv2", "mobilenetv3_small", "mobilenetv3_large"}) {
     cases.push_back({model, 3, "chunk:2", 2});
@@ -235,7 +241,8 @@ INSTANTIATE_TEST_SUITE_P(
     Plans, PlanVisits,
     testing::Values(VisitCase{"mlp", 3, "threads:1/3"}, VisitCase{"mlp", 5, "threads:2/2"},
                     VisitCase{"mlp", 4, "chunk:1/2"}, VisitCase{"lenet", 5, "threads:1/3"},
-                    VisitCase{"lenet", 3, "chunk:2/2"},
+                    VisitCase{"lenet", 3, "chunk:2/2"}, VisitCase{"mlp", 3, "threads:1+fused/3"},
+                    VisitCase{"lenet", 5, "threads+fused/2"},
                     // Dropout (0.3 in PointNet's head) draws by the array's step: a visit's
                     // k-th step must draw the same as the k-th step taken alone.
                     VisitCase{"pointnet_cls", 3, "threads:1/3"},
@@ -248,7 +255,8 @@ TEST(PlanLayout, GroupsCoverEveryModelOnce) {
       for (const ExecutionPlan& plan :
            {ExecutionPlan::fused(), ExecutionPlan::chunks(1), ExecutionPlan::chunks(3),
             ExecutionPlan::chunks(100), ExecutionPlan::threads(), ExecutionPlan::threads(1),
-            ExecutionPlan::threads(2)}) {
+            ExecutionPlan::threads(2), ExecutionPlan::threads(0, 1, true),
+            ExecutionPlan::threads(1, 1, true), ExecutionPlan::threads(2, 1, true)}) {
         const PlanLayout layout = lay_out(plan, B, threads);
         std::vector<int> seen(static_cast<size_t>(B), 0);
         for (const PlanGroup& g : layout.groups) {
@@ -269,6 +277,44 @@ TEST(PlanLayout, GroupsCoverEveryModelOnce) {
   EXPECT_EQ(ExecutionPlan::threads(3).str(), "threads:3");
 }
 
+// +fused: an even share per worker, the models left over in one group after the workers.
+TEST(PlanLayout, RestFusedGivesEachThreadAnEvenShareAndRunsTheRestAfter) {
+  auto shape = [](const PlanLayout& l) {
+    std::vector<std::tuple<int64_t, int64_t, int>> out;
+    for (const PlanGroup& g : l.groups) out.emplace_back(g.first, g.count, g.worker);
+    return out;
+  };
+  using G = std::tuple<int64_t, int64_t, int>;
+  constexpr int kAfter = PlanGroup::kAfterWorkers;
+  EXPECT_EQ(shape(lay_out(ExecutionPlan::threads(1, 1, true), 3, 2)),
+            (std::vector<G>{{0, 1, 0}, {1, 1, 1}, {2, 1, kAfter}}));
+  EXPECT_EQ(shape(lay_out(ExecutionPlan::threads(0, 1, true), 5, 2)),
+            (std::vector<G>{{0, 2, 0}, {2, 2, 1}, {4, 1, kAfter}}));
+  EXPECT_EQ(shape(lay_out(ExecutionPlan::threads(1, 1, true), 8, 3)),
+            (std::vector<G>{
+                {0, 1, 0}, {1, 1, 0}, {2, 1, 1}, {3, 1, 1}, {4, 1, 2}, {5, 1, 2}, {6, 2, kAfter}}));
+  // B a multiple of the threads: nothing is left over, the plan is threads:C.
+  EXPECT_EQ(shape(lay_out(ExecutionPlan::threads(1, 1, true), 4, 2)),
+            shape(lay_out(ExecutionPlan::threads(1), 4, 2)));
+  EXPECT_EQ(shape(lay_out(ExecutionPlan::threads(1, 1, true), 3, 1)),
+            shape(lay_out(ExecutionPlan::threads(1), 3, 1)));  // one thread: nothing left over
+  EXPECT_EQ(lay_out(ExecutionPlan::threads(1, 4, true), 3, 2).steps_per_visit, 4);
+  // The groups after the workers run after every worker's, on the calling thread.
+  const PlanLayout layout = lay_out(ExecutionPlan::threads(1, 1, true), 5, 2);
+  std::vector<int> order;
+  std::vector<bool> inside(layout.groups.size());
+  std::mutex mutex;
+  run_plan_groups(layout, [&](size_t g) {
+    std::lock_guard<std::mutex> lock(mutex);
+    order.push_back(static_cast<int>(g));
+    inside[g] = omp_in_parallel();
+  });
+  ASSERT_EQ(order.size(), layout.groups.size());
+  EXPECT_EQ(order.back(), static_cast<int>(layout.groups.size()) - 1);
+  EXPECT_FALSE(inside.back()) << "the leftover group runs outside the workers' region";
+  EXPECT_TRUE(inside.front());
+}
+
 TEST(PlanParse, NamesAndErrors) {
   EXPECT_EQ(ExecutionPlan::parse("chunk:4"), ExecutionPlan::chunks(4));
   EXPECT_EQ(ExecutionPlan::parse("threads").str(), "threads");
@@ -282,8 +328,13 @@ TEST(PlanParse, NamesAndErrors) {
   EXPECT_EQ(ExecutionPlan::parse("threads/4"), ExecutionPlan::threads(0, 4));
   EXPECT_EQ(ExecutionPlan::parse("chunk:2/3"), ExecutionPlan::chunks(2, 3));
   EXPECT_EQ(ExecutionPlan::parse("threads:1/1"), ExecutionPlan::threads(1));
-  for (const char* text : {"threads:1/8", "threads/4", "chunk:2/3", "threads:3"})
+  for (const char* text : {"threads:1/8", "threads/4", "chunk:2/3", "threads:3", "threads:1+fused",
+                           "threads+fused/4", "threads:2+fused/8"})
     EXPECT_EQ(ExecutionPlan::parse(text).str(), text);
+  EXPECT_EQ(ExecutionPlan::parse("threads:1+fused/8"), ExecutionPlan::threads(1, 8, true));
+  for (const char* bad : {"chunk:2+fused", "fused+fused", "+fused", "threads:1/8+fused",
+                          "threads+fused+fused", "threads:+fused", "auto+fused"})
+    EXPECT_THROW(ExecutionPlan::parse(bad), Error) << bad;
   EXPECT_EQ(lay_out(ExecutionPlan::threads(1, 8), 4, 2).steps_per_visit, 8);
   EXPECT_EQ(lay_out(ExecutionPlan::chunks(4, 8), 4, 2).steps_per_visit, 1);  // fused: one group
   try {

@@ -494,37 +494,24 @@ void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   dnnl_stream().wait();
 }
 
-// Whether p runs on the direct kernel (conv2d_direct.h) under the current strategy. On LeNet's
-// conv1 oneDNN's fused B=8 costs well over eight B=1 calls; the direct kernel's comes closer
-// (docs/benchmarks.md, 'Measurements behind code choices' and 'LeNet on the Xeon').
-bool uses_direct(const Conv2dParams& p) {
-  Conv2dStrategy s;
-  {
-    std::lock_guard<std::mutex> lock(g_cache_mutex);
-    s = g_strategy;
-  }
-  return s != Conv2dStrategy::kGrouped && s != Conv2dStrategy::kPerModel &&
-         conv2d_direct_applies(p);
+// Whether the current strategy lets our own kernels take the problems they apply to: every one
+// but a forced oneDNN strategy (kGrouped, kPerModel).
+bool own_kernels_allowed() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  return g_strategy != Conv2dStrategy::kGrouped && g_strategy != Conv2dStrategy::kPerModel;
 }
 
-// Whether p runs on the depthwise kernel (conv2d_depthwise.h): whenever it applies, unless a
-// oneDNN strategy is forced.
-bool uses_depthwise(const Conv2dParams& p) {
-  Conv2dStrategy s;
-  {
-    std::lock_guard<std::mutex> lock(g_cache_mutex);
-    s = g_strategy;
-  }
-  return s != Conv2dStrategy::kGrouped && s != Conv2dStrategy::kPerModel && depthwise_applies(p);
+// Whether p runs on the direct kernel (conv2d_direct.h). On LeNet's conv1 oneDNN's fused B=8
+// costs well over eight B=1 calls; the direct kernel's comes closer (docs/benchmarks.md,
+// 'Measurements behind code choices' and 'LeNet on the Xeon').
+bool uses_direct(const Conv2dParams& p) {
+  return own_kernels_allowed() && conv2d_direct_applies(p);
 }
+// Whether p runs on the depthwise kernel (conv2d_depthwise.h).
+bool uses_depthwise(const Conv2dParams& p) { return own_kernels_allowed() && depthwise_applies(p); }
+// Whether p runs as GEMMs on the plain buffers (conv2d_im2col.h).
 bool uses_im2col(const Conv2dParams& p) {
-  Conv2dStrategy s;
-  {
-    std::lock_guard<std::mutex> lock(g_cache_mutex);
-    s = g_strategy;
-  }
-  return s != Conv2dStrategy::kGrouped && s != Conv2dStrategy::kPerModel &&
-         conv2d_im2col_applies(p);
+  return own_kernels_allowed() && conv2d_im2col_applies(p);
 }
 
 }  // namespace

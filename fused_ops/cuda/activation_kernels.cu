@@ -2,17 +2,11 @@
 #include <algorithm>
 
 #include "fused_ops/cuda/kernels.h"
+#include "fused_ops/cuda/launch.cuh"
 
 namespace hfta::cuda::kernels {
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned grid_for(int64_t total) {
-  return static_cast<unsigned>(
-      std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1, int64_t{1} << 16));
-}
 
 __global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;

@@ -1,0 +1,18 @@
+// Launch geometry shared by the CUDA kernels (*_kernels.cu): 256-thread blocks and a grid for a
+// grid-stride loop over `total` elements, capped at 65536 blocks (each thread then takes several
+// elements). Kernels-only, like kernels.h: no project header (nvcc compiles it in C++17).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace hfta::cuda::kernels {
+
+inline constexpr int kThreads = 256;
+
+inline unsigned grid_for(int64_t total) {
+  return static_cast<unsigned>(
+      std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1, int64_t{1} << 16));
+}
+
+}  // namespace hfta::cuda::kernels

@@ -41,19 +41,25 @@ FusedAdam::FusedAdam(ParamTable table, const AdamHyper& hyper, WeightDecay decay
 }
 
 // Scalars in double as PyTorch computes them in Python, rounded once to float.
-void FusedAdam::begin_model_step(int64_t b) {
-  const double lr = lr_[b], wd = hyper_.weight_decay[b], t = static_cast<double>(steps_[b]);
-  const double beta1 = hyper_.beta1[b], beta2 = hyper_.beta2[b];
-  AdamStepConstants& k = constants_[b];
-  k.l2 = decay_ == WeightDecay::kL2 ? static_cast<float>(wd) : 0.0f;
-  k.shrink = decay_ == WeightDecay::kDecoupled ? static_cast<float>(1.0 - lr * wd) : 1.0f;
-  k.beta1 = hyper_.beta1[b];
+AdamStepConstants adam_step_constants(const AdamHyper& hyper, int64_t b, float lr_now, int64_t t,
+                                      WeightDecay decay) {
+  const double lr = lr_now, wd = hyper.weight_decay[b], steps = static_cast<double>(t);
+  const double beta1 = hyper.beta1[b], beta2 = hyper.beta2[b];
+  AdamStepConstants k;
+  k.l2 = decay == WeightDecay::kL2 ? static_cast<float>(wd) : 0.0f;
+  k.shrink = decay == WeightDecay::kDecoupled ? static_cast<float>(1.0 - lr * wd) : 1.0f;
+  k.beta1 = hyper.beta1[b];
   k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
-  k.beta2 = hyper_.beta2[b];
+  k.beta2 = hyper.beta2[b];
   k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
-  k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-  k.inv_bc2_sqrt = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, t)));
-  k.eps = hyper_.eps[b];
+  k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, steps)));
+  k.inv_bc2_sqrt = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, steps)));
+  k.eps = hyper.eps[b];
+  return k;
+}
+
+void FusedAdam::begin_model_step(int64_t b) {
+  constants_[b] = adam_step_constants(hyper_, b, lr_[b], steps_[b], decay_);
 }
 
 // Adam and AdamW in one branch-free loop: with l2 = 0 the gradient is unchanged, with shrink = 1

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "optim/step_constants.h"
 
 namespace hfta {
 
@@ -27,10 +28,11 @@ struct AdamHyper {
 
 enum class WeightDecay { kL2, kDecoupled };
 
-// One model's constants for one step, computed once per step and read by every chunk of the model.
-struct AdamStepConstants {
-  float l2, shrink, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, inv_bc2_sqrt, eps;
-};
+// Model b's constants for its step t (its step count including this step) at learning rate `lr`,
+// computed once per step and read by every chunk of the model. `hyper` is expanded (B values).
+// FusedAdam's step and the CUDA backend's device step (optim/cuda/fused_step.h) both use these.
+AdamStepConstants adam_step_constants(const AdamHyper& hyper, int64_t b, float lr, int64_t t,
+                                      WeightDecay decay);
 
 class FusedAdam : public Optimizer {
  public:

@@ -44,16 +44,20 @@ FusedSgd::FusedSgd(ParamTable table, const SgdHyper& hyper)
   constants_.resize(table_.B);
 }
 
+SgdStepConstants sgd_step_constants(const SgdHyper& hyper, int64_t b, float lr, int64_t t) {
+  const bool first = t == 1, nesterov = hyper.nesterov[b] != 0;
+  const float momentum = hyper.momentum[b];
+  return {lr,
+          hyper.weight_decay[b],
+          first ? 0.0f : momentum,
+          first ? 1.0f : static_cast<float>(1.0 - double(hyper.dampening[b])),
+          nesterov ? 1.0f : 0.0f,
+          nesterov ? momentum : 1.0f,
+          momentum > 0.0f};
+}
+
 void FusedSgd::begin_model_step(int64_t b) {
-  const bool first = steps_[b] == 1, nesterov = hyper_.nesterov[b] != 0;
-  const float momentum = hyper_.momentum[b];
-  constants_[b] = {lr_[b],
-                   hyper_.weight_decay[b],
-                   first ? 0.0f : momentum,
-                   first ? 1.0f : static_cast<float>(1.0 - double(hyper_.dampening[b])),
-                   nesterov ? 1.0f : 0.0f,
-                   nesterov ? momentum : 1.0f,
-                   momentum > 0.0f};
+  constants_[b] = sgd_step_constants(hyper_, b, lr_[b], steps_[b]);
 }
 
 static void sgd_update(float* __restrict p, const float* __restrict g, int64_t n,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "optim/step_constants.h"
 
 namespace hfta {
 
@@ -25,12 +26,10 @@ struct SgdHyper {
   void check() const;
 };
 
-// One model's constants for one step: buf = keep * buf + take * d; d = dir_d * d + dir_buf * buf.
-// On a model's first step keep = 0 and take = 1, so buf = d exactly (the buffer is zero).
-struct SgdStepConstants {
-  float lr, weight_decay, keep, take, dir_d, dir_buf;
-  bool momentum;
-};
+// Model b's constants for its step t (its step count including this step) at learning rate `lr`
+// (optim/step_constants.h). `hyper` is expanded (B values). FusedSgd's step and the CUDA
+// backend's device step (optim/cuda/fused_step.h) both use these.
+SgdStepConstants sgd_step_constants(const SgdHyper& hyper, int64_t b, float lr, int64_t t);
 
 class FusedSgd : public Optimizer {
  public:

@@ -1,0 +1,70 @@
+// The CUDA backend's fused optimizer step: FusedAdam / FusedAdamW / FusedSgd's update
+// (optim/adam.h, optim/sgd.h) for parameter, gradient and state arenas in device memory, as one
+// kernel launch per step over a table of chunks (optim/cuda/kernels.h), each chunk at most
+// Optimizer::kChunkFloats floats of one model's slice of one segment, as on the CPU.
+//
+// NOT WIRED YET: models have no device arenas, so FusedAdam / FusedSgd and the training loop do
+// not call this; nothing here has run on a GPU (docs/cuda.md). A step, mirroring Optimizer::step:
+//
+//   DeviceOptimizerStep device(table);                      // once: uploads the chunk table
+//   std::vector<uint8_t> skipped = device.find_nonfinite_models(grads);   // waits for B bytes
+//   for each model b not skipped: ++t[b]; constants[b] = adam_step_constants(hyper, b, lr[b],
+//                                                                        t[b], decay);
+//   device.adam_step(constants, params, grads, exp_avg, exp_avg_sq);      // skips flagged models
+//
+// Every pointer is device memory holding table().total_floats floats at the table's offsets.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/cuda/device_arena.h"
+#include "optim/cuda/kernels.h"
+#include "optim/optimizer.h"
+#include "optim/step_constants.h"
+
+namespace hfta::cuda {
+
+// The chunk table of `table` (checked): for each segment, each model b, its slice cut into chunks
+// of at most `chunk_floats` floats, in the CPU optimizer's order. Host-only, so it is tested
+// without a GPU. Throws hfta::Error for chunk_floats < 1 or a table beyond the kernels' 32-bit
+// model index.
+std::vector<kernels::OptimChunk> device_chunk_table(const ParamTable& table,
+                                                    int64_t chunk_floats = Optimizer::kChunkFloats);
+
+class DeviceOptimizerStep {
+ public:
+  // Checks `table`, uploads its chunk table and allocates the per-model constants and skip flags
+  // in device memory (zeroed: no model skipped until find_nonfinite_models says so). Throws
+  // hfta::Error without a CUDA device.
+  explicit DeviceOptimizerStep(ParamTable table);
+
+  // Flags on the device the models whose gradients hold NaN or Inf, for the next adam_step /
+  // sgd_step to skip, and returns the flags (1 = skip), waiting for the stream: the caller needs
+  // them to advance the step counts of the models that update, as Optimizer::step does.
+  std::vector<uint8_t> find_nonfinite_models(const float* grads);
+
+  // One Adam/AdamW step: `constants` holds B values (adam_step_constants; a flagged model's are
+  // not read). Enqueued on the calling thread's stream; returns without waiting.
+  void adam_step(std::span<const AdamStepConstants> constants, float* params, const float* grads,
+                 float* exp_avg, float* exp_avg_sq);
+  // One SGD step: B constants (sgd_step_constants). momentum_buffer may be null only when no
+  // model has momentum.
+  void sgd_step(std::span<const SgdStepConstants> constants, float* params, const float* grads,
+                float* momentum_buffer);
+
+  const ParamTable& table() const { return table_; }
+  const std::vector<kernels::OptimChunk>& chunks() const { return chunks_; }
+
+ private:
+  ParamTable table_;
+  std::vector<kernels::OptimChunk> chunks_;
+  DeviceArena memory_;
+  kernels::OptimChunk* chunks_device_ = nullptr;
+  AdamStepConstants* adam_constants_device_ = nullptr;
+  SgdStepConstants* sgd_constants_device_ = nullptr;
+  uint8_t* skip_device_ = nullptr;
+};
+
+}  // namespace hfta::cuda

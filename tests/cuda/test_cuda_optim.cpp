@@ -1,0 +1,439 @@
+// The CUDA fused optimizers (optim/cuda/fused_step.h) against the CPU ones (FusedAdam,
+// FusedAdamW, FusedSgd) on the same [B, ...] arena: per-model hyperparameters, segments with and
+// without weight decay, a segment split into chunks, NaN and Inf gradients that skip a model, an
+// LR change midway.
+//
+// Without a GPU (this project's CI): the kernels' arithmetic and chunk table run on the host.
+//   HostMirror*: optim/cuda/update_math.h's element functions, driven over
+//     device_chunk_table(table) exactly as the kernels drive them, equal the CPU optimizers.
+//   ChunkTable*: the table covers every float of every segment exactly once, with its model and
+//     decay flag, and nothing outside the segments.
+// With a GPU: the device step itself against the CPU optimizer. nvcc contracts a * b + c into an
+// FMA by default (and GCC may, differently, on the CPU), so the device is not promised to equal
+// the CPU bitwise: the comparison allows 1e-5 relative plus 1e-6 of the buffer's largest value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/device_arena.h"
+#include "backend/cuda/runtime.h"
+#include "optim/adam.h"
+#include "optim/cuda/fused_step.h"
+#include "optim/cuda/update_math.h"
+#include "optim/sgd.h"
+#include "test_util.h"
+
+namespace hfta {
+namespace {
+
+using cuda::kernels::OptimChunk;
+
+enum class Kind { kAdam, kAdamW, kSgd };
+
+const char* kind_name(Kind k) {
+  return k == Kind::kAdam ? "Adam" : k == Kind::kAdamW ? "AdamW" : "Sgd";
+}
+
+struct SegmentSpec {
+  int64_t per_model_numel;
+  bool decay;
+};
+
+// Segments packed in order with `gap` unused floats before each, so a chunk that strays outside
+// its segment lands on floats no segment owns.
+ParamTable make_table(int64_t B, const std::vector<SegmentSpec>& specs, int64_t gap) {
+  ParamTable table;
+  table.B = B;
+  int64_t offset = 0;
+  for (const SegmentSpec& s : specs) {
+    offset += gap;
+    table.segments.push_back({offset, s.per_model_numel, s.decay});
+    offset += B * s.per_model_numel;
+  }
+  table.total_floats = offset + gap;
+  return table;
+}
+
+// Decay on and off, tiny segments, and one of kChunkFloats + 1 floats: two chunks per model.
+const std::vector<SegmentSpec> kOptimizerSegments = {
+    {37, true}, {5, false}, {Optimizer::kChunkFloats + 1, true}, {1, false}, {300, true}};
+
+// Different hyperparameters for each model.
+AdamHyper adam_hyper(int64_t B, Kind kind) {
+  AdamHyper h;
+  h.lr.clear(), h.beta1.clear(), h.beta2.clear(), h.eps.clear(), h.weight_decay.clear();
+  for (int64_t b = 0; b < B; ++b) {
+    h.lr.push_back(1e-3f * static_cast<float>(b + 1));
+    h.beta1.push_back(0.9f - 0.05f * static_cast<float>(b % 3));
+    h.beta2.push_back(b % 2 == 0 ? 0.999f : 0.99f);
+    h.eps.push_back(b % 2 == 0 ? 1e-8f : 1e-6f);
+    h.weight_decay.push_back(kind == Kind::kAdamW ? 0.01f * static_cast<float>(b % 3 + 1)
+                                                  : 0.001f * static_cast<float>(b % 3));
+  }
+  return h;
+}
+
+// Models cycle through: no momentum; momentum with dampening; Nesterov; momentum alone.
+SgdHyper sgd_hyper(int64_t B) {
+  SgdHyper h;
+  h.lr.clear(), h.momentum.clear(), h.dampening.clear(), h.weight_decay.clear(), h.nesterov.clear();
+  const float momentum[] = {0.0f, 0.9f, 0.8f, 0.5f}, dampening[] = {0.0f, 0.1f, 0.0f, 0.0f};
+  for (int64_t b = 0; b < B; ++b) {
+    h.lr.push_back(0.01f * static_cast<float>(b + 1));
+    h.momentum.push_back(momentum[b % 4]);
+    h.dampening.push_back(dampening[b % 4]);
+    h.nesterov.push_back(b % 4 == 2 ? 1 : 0);
+    h.weight_decay.push_back(1e-3f * static_cast<float>(b % 3));
+  }
+  return h;
+}
+
+std::unique_ptr<Optimizer> make_cpu_optimizer(Kind kind, const ParamTable& table) {
+  switch (kind) {
+    case Kind::kAdam:
+      return std::make_unique<FusedAdam>(table, adam_hyper(table.B, kind));
+    case Kind::kAdamW:
+      return std::make_unique<FusedAdamW>(table, adam_hyper(table.B, kind));
+    case Kind::kSgd:
+      return std::make_unique<FusedSgd>(table, sgd_hyper(table.B));
+  }
+  return nullptr;
+}
+
+// Step `step`'s gradients: random, with a NaN in model 1 at step 2 and an Inf in model B-1 at
+// step 3 (when those models exist), each in its last segment's middle.
+std::vector<float> make_grads(const ParamTable& table, int step, uint64_t seed) {
+  RngStream rng(seed, static_cast<uint64_t>(step));
+  std::vector<float> g = test::random_buffer(Shape{table.total_floats}, rng).values;
+  const ParamSegment& last = table.segments.back();
+  auto poison = [&](int64_t b, float value) {
+    g[static_cast<size_t>(last.offset + b * last.per_model_numel + last.per_model_numel / 2)] =
+        value;
+  };
+  if (step == 2 && table.B > 1) poison(1, std::numeric_limits<float>::quiet_NaN());
+  if (step == 3 && table.B > 2) poison(table.B - 1, std::numeric_limits<float>::infinity());
+  return g;
+}
+
+// Model b's constants for its step t, from the CPU optimizer's hyperparameters and current lr.
+AdamStepConstants adam_constants(Kind kind, const Optimizer& cpu, int64_t b, int64_t t) {
+  const auto& adam = dynamic_cast<const FusedAdam&>(cpu);
+  return adam_step_constants(adam.hyper(), b, cpu.lr()[static_cast<size_t>(b)], t,
+                             kind == Kind::kAdamW ? WeightDecay::kDecoupled : WeightDecay::kL2);
+}
+
+SgdStepConstants sgd_constants(const Optimizer& cpu, int64_t b, int64_t t) {
+  const auto& sgd = dynamic_cast<const FusedSgd&>(cpu);
+  return sgd_step_constants(sgd.hyper(), b, cpu.lr()[static_cast<size_t>(b)], t);
+}
+
+// The device step run on the host: flag_nonfinite_kernel, the host's step counts and constants,
+// then adam_step_kernel / sgd_step_kernel's loops over the same chunk table, with the same
+// element functions. Returns the skip flags.
+std::vector<uint8_t> host_mirror_step(Kind kind, const Optimizer& cpu,
+                                      const std::vector<OptimChunk>& chunks,
+                                      std::vector<int64_t>& steps, float* params,
+                                      const float* grads, float* state0, float* state1) {
+  const int64_t B = cpu.B();
+  std::vector<uint8_t> skip(static_cast<size_t>(B), 0);
+  for (const OptimChunk& c : chunks)
+    for (int64_t i = c.begin; i < c.begin + c.size; ++i)
+      if (optim_math::is_nonfinite(grads[i])) skip[static_cast<size_t>(c.model)] = 1;
+  std::vector<AdamStepConstants> adam(static_cast<size_t>(B));
+  std::vector<SgdStepConstants> sgd(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    if (skip[static_cast<size_t>(b)]) continue;
+    const int64_t t = ++steps[static_cast<size_t>(b)];
+    if (kind == Kind::kSgd)
+      sgd[static_cast<size_t>(b)] = sgd_constants(cpu, b, t);
+    else
+      adam[static_cast<size_t>(b)] = adam_constants(kind, cpu, b, t);
+  }
+  for (const OptimChunk& c : chunks) {
+    if (skip[static_cast<size_t>(c.model)]) continue;
+    if (kind == Kind::kSgd) {
+      const SgdStepConstants k =
+          optim_math::sgd_chunk_constants(sgd[static_cast<size_t>(c.model)], c.decay != 0);
+      for (int64_t i = c.begin; i < c.begin + c.size; ++i)
+        optim_math::sgd_step_element(params[i], grads[i], k.momentum ? state0 + i : nullptr, k);
+    } else {
+      const AdamStepConstants k =
+          optim_math::adam_chunk_constants(adam[static_cast<size_t>(c.model)], c.decay != 0);
+      for (int64_t i = c.begin; i < c.begin + c.size; ++i)
+        optim_math::adam_update_element(params[i], grads[i], state0[i], state1[i], k);
+    }
+  }
+  return skip;
+}
+
+// Distance in units in the last place (adjacent floats are 1 apart, +0 and -0 are 0 apart).
+int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INT64_MAX;
+  auto ordered = [](float x) {
+    const int64_t bits = std::bit_cast<int32_t>(x);
+    return bits >= 0 ? bits : int64_t{std::numeric_limits<int32_t>::min()} - bits;
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+// The host mirror and the CPU loop are the same expressions compiled by the same compiler with the
+// same flags: bitwise equal with GCC 12 -march=native (measured). 2 ulp leaves room for a compiler
+// that contracts a * b + c into an FMA in one and not the other; a wrong term is far beyond it.
+constexpr int64_t kMaxUlp = 2;
+
+void expect_within_ulp(const float* got, const float* want, int64_t n, int64_t max_ulp,
+                       const std::string& what) {
+  int64_t worst = 0, worst_at = 0, bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t d = ulp_distance(got[i], want[i]);
+    if (d > worst) worst = d, worst_at = i;
+    bad += d > max_ulp ? 1 : 0;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " floats more than " << max_ulp
+                    << " ulp apart; worst at float " << worst_at << ": " << got[worst_at]
+                    << " against the CPU's " << want[worst_at] << " (" << worst << " ulp)";
+}
+
+class HostMirror : public ::testing::TestWithParam<std::tuple<Kind, int64_t>> {};
+
+TEST_P(HostMirror, ElementFunctionsOverTheChunkTableMatchCpuOptimizer) {
+  const auto [kind, B] = GetParam();
+  const uint64_t seed = test::case_seed(fmt::format("host_mirror_{}_{}", kind_name(kind), B));
+  HFTA_CASE_TRACE(seed);
+  const ParamTable table = make_table(B, kOptimizerSegments, 3);
+  std::unique_ptr<Optimizer> cpu = make_cpu_optimizer(kind, table);
+  RngStream rng(seed, 1000);
+  std::vector<float> cpu_params = test::random_buffer(Shape{table.total_floats}, rng).values;
+  std::vector<float> params = cpu_params;
+  test::Buffer state0(Shape{table.total_floats}), state1(Shape{table.total_floats});
+  std::vector<int64_t> steps(static_cast<size_t>(B), 0);
+  const std::vector<OptimChunk> chunks = cuda::device_chunk_table(table);
+
+  for (int step = 1; step <= 5; ++step) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    if (step == 4) {  // an LR schedule's change
+      std::vector<float> lr(cpu->lr().begin(), cpu->lr().end());
+      for (float& x : lr) x *= 0.5f;
+      cpu->set_lr(lr);
+    }
+    const std::vector<float> grads = make_grads(table, step, seed);
+    const StepReport& report = cpu->step(cpu_params.data(), grads.data());
+    const std::vector<uint8_t> skip = host_mirror_step(kind, *cpu, chunks, steps, params.data(),
+                                                       grads.data(), state0.data(), state1.data());
+    EXPECT_EQ(skip, report.skipped);
+    EXPECT_EQ(steps, std::vector<int64_t>(cpu->steps().begin(), cpu->steps().end()));
+    const int64_t n = table.total_floats;
+    expect_within_ulp(params.data(), cpu_params.data(), n, kMaxUlp, "params");
+    if (cpu->num_state_buffers() >= 1)
+      expect_within_ulp(state0.data(), cpu->state_buffer(0), n, kMaxUlp,
+                        kind == Kind::kSgd ? "momentum buffer" : "exp_avg");
+    if (cpu->num_state_buffers() >= 2)
+      expect_within_ulp(state1.data(), cpu->state_buffer(1), n, kMaxUlp, "exp_avg_sq");
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Kind, int64_t>>& info) {
+  return fmt::format("{}_B{}", kind_name(std::get<0>(info.param)), std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, HostMirror,
+                         ::testing::Combine(::testing::Values(Kind::kAdam, Kind::kAdamW,
+                                                              Kind::kSgd),
+                                            ::testing::Values(1, 2, 3, 8)),
+                         case_name);
+
+class ChunkTable : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(ChunkTable, CoversEverySegmentFloatOnceWithItsModelAndDecayFlag) {
+  const int64_t B = GetParam();
+  for (int64_t chunk_floats : {int64_t{16}, Optimizer::kChunkFloats}) {
+    SCOPED_TRACE(fmt::format("B {}, chunks of at most {} floats", B, chunk_floats));
+    const int64_t c = chunk_floats;
+    const ParamTable table = make_table(
+        B, {{1, true}, {c - 1, false}, {c, true}, {c + 1, false}, {2 * c + 1, true}, {7, false}},
+        5);
+    const std::vector<OptimChunk> chunks = cuda::device_chunk_table(table, chunk_floats);
+    const size_t n = static_cast<size_t>(table.total_floats);
+    std::vector<int> covered(n, 0), model_at(n, -1), decay_at(n, -1);
+    int64_t want_chunks = 0;
+    for (const ParamSegment& s : table.segments)
+      want_chunks += B * ((s.per_model_numel + chunk_floats - 1) / chunk_floats);
+    EXPECT_EQ(static_cast<int64_t>(chunks.size()), want_chunks);
+    for (const OptimChunk& chunk : chunks) {
+      ASSERT_GE(chunk.size, 1);
+      ASSERT_LE(chunk.size, chunk_floats);
+      ASSERT_GE(chunk.begin, 0);
+      ASSERT_LE(chunk.begin + chunk.size, table.total_floats);
+      for (int64_t i = chunk.begin; i < chunk.begin + chunk.size; ++i) {
+        ++covered[static_cast<size_t>(i)];
+        model_at[static_cast<size_t>(i)] = chunk.model;
+        decay_at[static_cast<size_t>(i)] = chunk.decay;
+      }
+    }
+    std::vector<bool> in_segment(n, false);
+    for (const ParamSegment& s : table.segments)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < s.per_model_numel; ++i) {
+          const size_t at = static_cast<size_t>(s.offset + b * s.per_model_numel + i);
+          in_segment[at] = true;
+          ASSERT_EQ(covered[at], 1) << "float " << at << " (model " << b << ")";
+          ASSERT_EQ(model_at[at], b) << "float " << at;
+          ASSERT_EQ(decay_at[at], s.decay ? 1 : 0) << "float " << at;
+        }
+    for (size_t at = 0; at < n; ++at)
+      if (!in_segment[at]) {
+        ASSERT_EQ(covered[at], 0) << "float " << at << " is in no segment";
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ChunkTable, ::testing::Values(1, 2, 3, 8));
+
+TEST(ChunkTableErrors, BadChunkSizeOrTableRaises) {
+  const ParamTable table = make_table(2, {{4, true}}, 0);
+  test::expect_error_containing_all([&] { cuda::device_chunk_table(table, 0); },
+                                    {"chunk_floats = 0"});
+  ParamTable overlapping = table;
+  overlapping.segments.push_back({1, 4, true});
+  test::expect_error_containing_all([&] { cuda::device_chunk_table(overlapping); }, {"overlaps"});
+}
+
+TEST(CudaOptimNoDevice, DeviceStepRaisesWithoutDevice) {
+  if (cuda::device_available()) GTEST_SKIP() << "a CUDA device is present";
+  const ParamTable table = make_table(2, {{4, true}}, 0);
+  test::expect_error_containing_all([&] { cuda::DeviceOptimizerStep device(table); },
+                                    {"no CUDA device"});
+}
+
+// ---- On a GPU ------------------------------------------------------------------------------
+
+#define SKIP_WITHOUT_CUDA_DEVICE()                                                              \
+  do {                                                                                          \
+    if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device: " << cuda::device_status(); \
+  } while (0)
+
+// |got - want| <= 1e-5 |want| + 1e-6 max |want|: FMA contraction's rounding, with room for
+// values that cancel to near zero (a momentum term whose gradient changed sign).
+void expect_close_to_cpu(const std::vector<float>& got, const float* want,
+                         const std::string& what) {
+  float largest = 0.0f;
+  for (size_t i = 0; i < got.size(); ++i) largest = std::max(largest, std::abs(want[i]));
+  int64_t bad = 0, first_bad = -1;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(got[i] - want[i]) <= 1e-5f * std::abs(want[i]) + 1e-6f * largest)) {
+      if (bad++ == 0) first_bad = static_cast<int64_t>(i);
+    }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " floats differ from the CPU's; first at "
+                    << first_bad << ": "
+                    << (first_bad >= 0 ? got[static_cast<size_t>(first_bad)] : 0.0f) << " against "
+                    << (first_bad >= 0 ? want[first_bad] : 0.0f);
+}
+
+class DeviceStep : public ::testing::TestWithParam<std::tuple<Kind, int64_t>> {};
+
+TEST_P(DeviceStep, MatchesCpuOptimizerAndSkipsNonFiniteModels) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const auto [kind, B] = GetParam();
+  const uint64_t seed = test::case_seed(fmt::format("device_step_{}_{}", kind_name(kind), B));
+  HFTA_CASE_TRACE(seed);
+  const ParamTable table = make_table(B, kOptimizerSegments, 3);
+  std::unique_ptr<Optimizer> cpu = make_cpu_optimizer(kind, table);
+  RngStream rng(seed, 1000);
+  std::vector<float> cpu_params = test::random_buffer(Shape{table.total_floats}, rng).values;
+  const Shape shape{table.total_floats};
+  const size_t bytes = cuda::DeviceArena::align_up(cpu_params.size() * sizeof(float));
+  cuda::DeviceArena arena(4 * bytes, "optimizer test");
+  const TensorView params = arena.carve(shape), grads = arena.carve(shape),
+                   state0 = arena.carve(shape), state1 = arena.carve(shape);
+  cuda::copy_to_device(TensorView(cpu_params.data(), shape), params);
+  cuda::DeviceOptimizerStep device(table);
+  std::vector<int64_t> steps(static_cast<size_t>(B), 0);
+
+  auto to_host = [&](const TensorView& v) {
+    std::vector<float> out(cpu_params.size());
+    cuda::copy_to_host(v, TensorView(out.data(), shape));
+    return out;
+  };
+  for (int step = 1; step <= 5; ++step) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    if (step == 4) {
+      std::vector<float> lr(cpu->lr().begin(), cpu->lr().end());
+      for (float& x : lr) x *= 0.5f;
+      cpu->set_lr(lr);
+    }
+    std::vector<float> host_grads = make_grads(table, step, seed);
+    const StepReport& report = cpu->step(cpu_params.data(), host_grads.data());
+    cuda::copy_to_device(TensorView(host_grads.data(), shape), grads);
+    const std::vector<float> params_before = to_host(params);
+    const std::vector<uint8_t> skip = device.find_nonfinite_models(grads.data);
+    EXPECT_EQ(skip, report.skipped);
+    std::vector<AdamStepConstants> adam(static_cast<size_t>(B));
+    std::vector<SgdStepConstants> sgd(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+      if (skip[static_cast<size_t>(b)]) continue;
+      const int64_t t = ++steps[static_cast<size_t>(b)];
+      if (kind == Kind::kSgd)
+        sgd[static_cast<size_t>(b)] = sgd_constants(*cpu, b, t);
+      else
+        adam[static_cast<size_t>(b)] = adam_constants(kind, *cpu, b, t);
+    }
+    if (kind == Kind::kSgd)
+      device.sgd_step(sgd, params.data, grads.data,
+                      cpu->num_state_buffers() > 0 ? state0.data : nullptr);
+    else
+      device.adam_step(adam, params.data, grads.data, state0.data, state1.data);
+    cuda::synchronize();
+    const std::vector<float> got = to_host(params);
+    expect_close_to_cpu(got, cpu_params.data(), "params");
+    if (cpu->num_state_buffers() >= 1)
+      expect_close_to_cpu(to_host(state0), cpu->state_buffer(0), "state buffer 0");
+    if (cpu->num_state_buffers() >= 2)
+      expect_close_to_cpu(to_host(state1), cpu->state_buffer(1), "state buffer 1");
+    // A skipped model's parameters are untouched, bit for bit.
+    for (int64_t b = 0; b < B; ++b) {
+      if (!skip[static_cast<size_t>(b)]) continue;
+      for (const ParamSegment& s : table.segments)
+        for (int64_t i = 0; i < s.per_model_numel; ++i) {
+          const size_t at = static_cast<size_t>(s.offset + b * s.per_model_numel + i);
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[at]), std::bit_cast<uint32_t>(params_before[at]))
+              << "skipped model " << b << " changed at float " << at;
+        }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, DeviceStep,
+                         ::testing::Combine(::testing::Values(Kind::kAdam, Kind::kAdamW,
+                                                              Kind::kSgd),
+                                            ::testing::Values(1, 2, 3, 8)),
+                         case_name);
+
+TEST(DeviceStepErrors, HostPointersAndWrongConstantCountsRaise) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const ParamTable table = make_table(2, {{4, true}}, 0);
+  cuda::DeviceArena arena(4 * cuda::DeviceArena::kAlignment, "optimizer errors test");
+  float* p = arena.carve(Shape{8}).data;
+  float* g = arena.carve(Shape{8}).data;
+  float* m = arena.carve(Shape{8}).data;
+  float* v = arena.carve(Shape{8}).data;
+  std::vector<float> host(8, 0.0f);
+  cuda::DeviceOptimizerStep device(table);
+  const std::vector<AdamStepConstants> two(2), one(1);
+  test::expect_error_containing_all([&] { device.adam_step(one, p, g, m, v); },
+                                    {"constants for 1 models", "has 2"});
+  test::expect_error_containing_all([&] { device.adam_step(two, host.data(), g, m, v); },
+                                    {"params is not device memory"});
+  std::vector<SgdStepConstants> sgd(2);
+  sgd[1].momentum = true;
+  test::expect_error_containing_all([&] { device.sgd_step(sgd, p, g, nullptr); },
+                                    {"momentum_buffer", "null"});
+}
+
+}  // namespace
+}  // namespace hfta

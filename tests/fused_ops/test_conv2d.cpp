@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/runtime.h"
+#include "conv2d_cases.h"
 #include "conv_test_util.h"
 #include "core/parallel.h"
 #include "fused_ops/conv2d.h"
@@ -24,22 +25,13 @@ using test::expect_close;
 using test::expect_error_containing;
 using test::random_buffer;
 
+using test::Conv2dOp;
+using test::conv_case;
+using test::ConvCase;
+using test::OpCase;
+using test::params_for;
 using test::StrategyScope;
 using test::SumTolerance;
-
-struct ConvCase {
-  int64_t N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups;
-  bool bias, shared;
-};
-
-Conv2dParams params_for(int64_t B, const ConvCase& c) {
-  Conv2dParams p;
-  p.B = B, p.N = c.N, p.in_channels = c.cin, p.out_channels = c.cout, p.H = c.H, p.W = c.W;
-  p.kernel_h = c.kh, p.kernel_w = c.kw, p.stride_h = c.sh, p.stride_w = c.sw;
-  p.pad_h = c.ph, p.pad_w = c.pw, p.dilation_h = c.dh, p.dilation_w = c.dw;
-  p.groups = c.groups, p.bias = c.bias, p.shared_input = c.shared;
-  return p;
-}
 
 // Everything of one fused problem, filled from one seed.
 struct Problem {
@@ -56,126 +48,6 @@ struct Problem {
   }
   TensorView bias_view() { return p.bias ? bias.view() : TensorView(); }
 };
-
-using test::Layout;
-using test::OpCase;
-using test::Role;
-using test::TensorSpec;
-
-struct Conv2dOp {
-  using Params = Conv2dParams;
-  static std::string describe(const Conv2dParams& p) {
-    const cpu::Conv2dStrategy chosen = cpu::conv2d_strategy_for(p);
-    return fmt::format(
-        "{} N={} C={}->{} {}x{} k={}x{} s={}x{} pad={}x{} dil={}x{} g={} bias={} "
-        "shared={}",
-        chosen == cpu::Conv2dStrategy::kPerModel ? "per-model"
-        : chosen == cpu::Conv2dStrategy::kDirect ? "direct"
-        : chosen == cpu::Conv2dStrategy::kIm2col ? "im2col"
-                                                 : "grouped",
-        p.N, p.in_channels, p.out_channels, p.H, p.W, p.kernel_h, p.kernel_w, p.stride_h,
-        p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups, p.bias, p.shared_input);
-  }
-  static std::vector<TensorSpec> tensors(const Conv2dParams& p, const OpCase<Conv2dParams>& c) {
-    const int64_t taps = p.kernel_h * p.kernel_w;
-    const SumTolerance fwd(p.in_channels / p.groups * taps + 1);
-    const SumTolerance dx(p.out_channels / p.groups * taps);
-    const SumTolerance param(p.N * p.out_h() * p.out_w());
-    const Layout xl = p.shared_input ? Layout::kShared : Layout::kChannels;
-    std::vector<TensorSpec> t = {
-        {.name = "x", .shape = p.x_shape(), .layout = xl, .channels = p.in_channels},
-        {.name = "weight", .shape = p.weight_shape()},
-        {.name = "dy",
-         .shape = p.y_shape(),
-         .layout = Layout::kChannels,
-         .channels = p.out_channels},
-        {.name = "y",
-         .shape = p.y_shape(),
-         .layout = Layout::kChannels,
-         .role = Role::kOutput,
-         .atol = fwd.atol,
-         .rtol = fwd.rtol,
-         .channels = p.out_channels},
-        {.name = "dweight",
-         .shape = p.weight_shape(),
-         .role = Role::kParamGrad,
-         .atol = param.atol,
-         .rtol = param.rtol},
-    };
-    if (p.bias) {
-      t.push_back({.name = "bias", .shape = p.bias_shape()});
-      t.push_back({.name = "dbias",
-                   .shape = p.bias_shape(),
-                   .role = Role::kParamGrad,
-                   .atol = param.atol,
-                   .rtol = param.rtol});
-    }
-    if (!c.no_dx)
-      t.push_back({.name = "dx",
-                   .shape = p.x_shape(),
-                   .layout = xl,
-                   .role = Role::kInputGrad,
-                   .atol = dx.atol,
-                   .rtol = dx.rtol,
-                   .channels = p.in_channels});
-    return t;
-  }
-  static void run(const Conv2dParams& p, const test::Views& v, const test::RunContext& ctx) {
-    const Conv2dForwardArgs f{.x = v("x"), .weight = v("weight"), .bias = v("bias"), .y = v("y")};
-    const Conv2dBackwardArgs b{.x = v("x"),
-                               .weight = v("weight"),
-                               .dy = v("dy"),
-                               .dx = v("dx"),
-                               .dweight = v("dweight"),
-                               .dbias = v("dbias"),
-                               .accumulate_dx = ctx.accumulate_dx};
-    if (ctx.ref) {
-      ref::conv2d_forward(p, f);
-      if (!ctx.forward_only) ref::conv2d_backward(p, b);
-    } else {
-      conv2d_forward(p, f);
-      conv2d_backward(p, b);
-    }
-  }
-  static std::vector<std::pair<std::string, std::string>> loss_pairs() { return {{"y", "dy"}}; }
-  static std::vector<std::pair<std::string, std::string>> grad_pairs() {
-    return {{"x", "dx"}, {"weight", "dweight"}, {"bias", "dbias"}};
-  }
-  // Linear in every input: no truncation error; the rounding of the few outputs a perturbed
-  // element touches (|y| <~ 10, u|y| ~ 1e-6 each) over 2*eps.
-  static std::tuple<double, double, double> fd_tolerance() { return {1e-2, 1e-3, 1e-3}; }
-};
-
-const char* strategy_name(cpu::Conv2dStrategy s) {
-  switch (s) {
-    case cpu::Conv2dStrategy::kGrouped:
-      return "grouped";
-    case cpu::Conv2dStrategy::kPerModel:
-      return "permodel";
-    case cpu::Conv2dStrategy::kDirect:
-      return "direct";
-    case cpu::Conv2dStrategy::kIm2col:
-      return "im2col";
-    default:
-      return "auto";
-  }
-}
-
-OpCase<Conv2dParams> conv_case(const ConvCase& cc, int64_t B, cpu::Conv2dStrategy strategy,
-                               bool accumulate, bool no_dx, const std::string& suffix = "") {
-  OpCase<Conv2dParams> c;
-  c.p = params_for(B, cc);
-  c.B = B;
-  c.strategy = strategy;
-  c.accumulate_dx = accumulate && !no_dx;
-  c.no_dx = no_dx;
-  c.name = fmt::format("N{}_c{}to{}_{}x{}_k{}x{}_s{}x{}_p{}x{}_d{}x{}_g{}{}{}_B{}_{}{}{}{}", cc.N,
-                       cc.cin, cc.cout, cc.H, cc.W, cc.kh, cc.kw, cc.sh, cc.sw, cc.ph, cc.pw, cc.dh,
-                       cc.dw, cc.groups, cc.bias ? "" : "_nobias", cc.shared ? "_shared" : "", B,
-                       strategy_name(strategy), c.accumulate_dx ? "_acc" : "", no_dx ? "_nodx" : "",
-                       suffix);
-  return c;
-}
 
 // Every geometry under each way the CPU kernel maps the models onto oneDNN (its own choice,
 // grouped, per model), B below / equal to / above the 2 threads; half of them accumulate dx
@@ -287,40 +159,6 @@ std::vector<OpCase<Conv2dParams>> direct_cases() {
   return out;
 }
 
-// Small output planes whose weights outweigh their activations, as GEMMs (cpu/conv2d_im2col.h):
-// 1x1 planes where only the centre tap (or one row of taps) reads the input (the live taps'
-// weights gathered), 2x2 planes where every tap is live (the weight as it is), stride 2 into
-// 1x1 with 4 live taps, 1x1 kernels, dilation, a shared input (dx sums the models), GEMMs of a
-// few dozen rows; every case also forced onto oneDNN.
-const ConvCase kIm2colCases[] = {
-    // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
-    {2, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // 1x1 plane: the centre tap
-    {2, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   // 2x2: every tap live
-    {2, 8, 16, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},    // stride 2 to 1x1: 4 of 9
-    {2, 8, 16, 2, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},   // 1x1 kernel, stride 2
-    {1, 4, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},     // 4x4 to 2x2
-    {2, 4, 16, 2, 2, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false},    // dilation 2
-    {2, 4, 16, 1, 3, 3, 1, 1, 1, 1, 0, 1, 1, 1, true, false},    // 1x3 plane, one live row
-    {2, 8, 16, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true},     // shared input, stride 2
-    {4, 32, 64, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},  // ResNet-18's layer 4, small
-    {3, 16, 48, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true},   // shared, 2x2
-};
-
-std::vector<OpCase<Conv2dParams>> im2col_cases() {
-  std::vector<OpCase<Conv2dParams>> out;
-  int64_t k = 0;
-  for (auto strategy : {cpu::Conv2dStrategy::kIm2col, cpu::Conv2dStrategy::kPerModel})
-    for (const ConvCase& cc : kIm2colCases)
-      for (int64_t B : {1, 2, 3, 5}) {
-        const bool no_dx = B == 2 && (k % 3) == 0;
-        OpCase<Conv2dParams> c = conv_case(cc, B, strategy, k++ % 2, no_dx);
-        c.fd =
-            B == 1 && strategy == cpu::Conv2dStrategy::kIm2col && cc.N * cc.cin * cc.H * cc.W <= 64;
-        out.push_back(c);
-      }
-  return out;
-}
-
 class Conv2dHarness : public ::testing::TestWithParam<OpCase<Conv2dParams>> {};
 TEST_P(Conv2dHarness, FusedEqualsSerial) { test::run_case<Conv2dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Geometry, Conv2dHarness, ::testing::ValuesIn(geometry_cases()),
@@ -329,32 +167,6 @@ INSTANTIATE_TEST_SUITE_P(Parallelism, Conv2dHarness, ::testing::ValuesIn(paralle
                          test::CaseName());
 INSTANTIATE_TEST_SUITE_P(Direct, Conv2dHarness, ::testing::ValuesIn(direct_cases()),
                          test::CaseName());
-INSTANTIATE_TEST_SUITE_P(Im2col, Conv2dHarness, ::testing::ValuesIn(im2col_cases()),
-                         test::CaseName());
-
-// The GEMM path is chosen exactly where it applies, whatever B, and only when not forced
-// elsewhere.
-TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivations) {
-  for (const ConvCase& c : kIm2colCases)
-    for (int64_t B : {1, 4}) {
-      EXPECT_EQ(cpu::conv2d_strategy_for(params_for(B, c)), cpu::Conv2dStrategy::kIm2col)
-          << fmt::format("B={} N={} cin={} H={} W={} cout={} shared={}", B, c.N, c.cin, c.H, c.W,
-                         c.cout, c.shared);
-      StrategyScope scope(cpu::Conv2dStrategy::kPerModel);
-      EXPECT_NE(cpu::conv2d_strategy_for(params_for(B, c)), cpu::Conv2dStrategy::kIm2col);
-    }
-  const ConvCase others[] = {
-      // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
-      {2, 8, 16, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // 3x3 plane: 9 positions
-      {4, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // weight = activations
-      {2, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},  // groups 2
-  };
-  StrategyScope scope(cpu::Conv2dStrategy::kIm2col);
-  for (const ConvCase& c : others)
-    EXPECT_NE(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kIm2col)
-        << fmt::format("N={} H={} groups={}", c.N, c.H, c.groups);
-}
-
 // The direct kernel is chosen exactly where it applies.
 TEST(Conv2d, DirectKernelAppliesToASharedInputWithFewChannels) {
 #if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))

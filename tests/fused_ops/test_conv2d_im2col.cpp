@@ -1,0 +1,86 @@
+// Conv2d on small output planes as GEMMs (fused_ops/cpu/conv2d_im2col.h) on the op harness:
+// fused(B) equals B reference single-model runs, forward and every gradient, garbage-filled
+// outputs, each case also forced onto oneDNN; and the strategy is picked exactly where it applies.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "conv2d_cases.h"
+#include "conv_test_util.h"
+#include "fused_ops/conv2d.h"
+#include "op_harness.h"
+
+namespace hfta {
+namespace {
+
+using test::Conv2dOp;
+using test::conv_case;
+using test::ConvCase;
+using test::OpCase;
+using test::params_for;
+using test::StrategyScope;
+
+// Small output planes whose weights outweigh their activations, as GEMMs (cpu/conv2d_im2col.h):
+// 1x1 planes where only the centre tap (or one row of taps) reads the input (the live taps'
+// weights gathered), 2x2 planes where every tap is live (the weight as it is), stride 2 into
+// 1x1 with 4 live taps, 1x1 kernels, dilation, a shared input (dx sums the models), GEMMs of a
+// few dozen rows; every case also forced onto oneDNN.
+const ConvCase kIm2colCases[] = {
+    // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
+    {2, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // 1x1 plane: the centre tap
+    {2, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   // 2x2: every tap live
+    {2, 8, 16, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},    // stride 2 to 1x1: 4 of 9
+    {2, 8, 16, 2, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},   // 1x1 kernel, stride 2
+    {1, 4, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},     // 4x4 to 2x2
+    {2, 4, 16, 2, 2, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false},    // dilation 2
+    {2, 4, 16, 1, 3, 3, 1, 1, 1, 1, 0, 1, 1, 1, true, false},    // 1x3 plane, one live row
+    {2, 8, 16, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true},     // shared input, stride 2
+    {4, 32, 64, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},  // ResNet-18's layer 4, small
+    {3, 16, 48, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true},   // shared, 2x2
+};
+
+std::vector<OpCase<Conv2dParams>> im2col_cases() {
+  std::vector<OpCase<Conv2dParams>> out;
+  int64_t k = 0;
+  for (auto strategy : {cpu::Conv2dStrategy::kIm2col, cpu::Conv2dStrategy::kPerModel})
+    for (const ConvCase& cc : kIm2colCases)
+      for (int64_t B : {1, 2, 3, 5}) {
+        const bool no_dx = B == 2 && (k % 3) == 0;
+        OpCase<Conv2dParams> c = conv_case(cc, B, strategy, k++ % 2, no_dx);
+        c.fd =
+            B == 1 && strategy == cpu::Conv2dStrategy::kIm2col && cc.N * cc.cin * cc.H * cc.W <= 64;
+        out.push_back(c);
+      }
+  return out;
+}
+
+class Conv2dIm2colHarness : public ::testing::TestWithParam<OpCase<Conv2dParams>> {};
+TEST_P(Conv2dIm2colHarness, FusedEqualsSerial) { test::run_case<Conv2dOp>(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Im2col, Conv2dIm2colHarness, ::testing::ValuesIn(im2col_cases()),
+                         test::CaseName());
+
+// The GEMM path is chosen exactly where it applies, whatever B, and only when not forced
+// elsewhere.
+TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivations) {
+  for (const ConvCase& c : kIm2colCases)
+    for (int64_t B : {1, 4}) {
+      EXPECT_EQ(cpu::conv2d_strategy_for(params_for(B, c)), cpu::Conv2dStrategy::kIm2col)
+          << fmt::format("B={} N={} cin={} H={} W={} cout={} shared={}", B, c.N, c.cin, c.H, c.W,
+                         c.cout, c.shared);
+      StrategyScope scope(cpu::Conv2dStrategy::kPerModel);
+      EXPECT_NE(cpu::conv2d_strategy_for(params_for(B, c)), cpu::Conv2dStrategy::kIm2col);
+    }
+  const ConvCase others[] = {
+      // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
+      {2, 8, 16, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // 3x3 plane: 9 positions
+      {4, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // weight = activations
+      {2, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},  // groups 2
+  };
+  StrategyScope scope(cpu::Conv2dStrategy::kIm2col);
+  for (const ConvCase& c : others)
+    EXPECT_NE(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kIm2col)
+        << fmt::format("N={} H={} groups={}", c.N, c.H, c.groups);
+}
+
+}  // namespace
+}  // namespace hfta

@@ -249,20 +249,18 @@ double median(std::vector<double> v) {
 void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBuilder& build,
                  int64_t memory_budget_bytes, double interleave_bytes) {
   if (B <= num_threads() || num_threads() < 2) return;
-  PlanTiming* best = nullptr;
+  const PlanTiming* best = preferred_timing(timings, 1, B, num_threads());
   const PlanTiming* one = nullptr;
-  for (PlanTiming& t : timings) {
-    if (t.over_budget) continue;
-    if (best == nullptr || t.step_ms < best->step_ms) best = &t;
-    if (t.plan == ExecutionPlan::threads(1)) one = &t;
-  }
+  for (const PlanTiming& t : timings)
+    if (!t.over_budget && t.plan == ExecutionPlan::threads(1)) one = &t;
   if (best == nullptr || one == nullptr ||
       one->step_ms * static_cast<double>(kVisitSteps) > kCheapVisitMs)
     return;
   // The visits of threads:1, or of threads:1+fused when that won the first round.
   const bool rest_fused = best->plan == ExecutionPlan::threads(1, 1, true);
+  const ExecutionPlan first_round_choice = best->plan;  // `timings` grows below
   const std::vector<PlanTiming> again =
-      time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps, rest_fused)}, build,
+      time_plans({first_round_choice, ExecutionPlan::threads(1, kVisitSteps, rest_fused)}, build,
                  memory_budget_bytes, interleave_bytes);
   const size_t first = timings.size();
   timings.insert(timings.end(), again.begin(), again.end());
@@ -270,6 +268,31 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
 }
 
 }  // namespace
+
+bool runs_like_processes(const ExecutionPlan& plan, int64_t B, int threads) {
+  if (plan.kind != ExecutionPlan::Kind::kThreads) return false;
+  const PlanLayout layout = lay_out(plan, B, threads);
+  return layout.workers > 1 &&
+         std::all_of(layout.groups.begin(), layout.groups.end(), [](const PlanGroup& g) {
+           return g.worker == PlanGroup::kAfterWorkers || g.count == 1;
+         });
+}
+
+const PlanTiming* preferred_timing(const std::vector<PlanTiming>& timings, int round, int64_t B,
+                                   int threads) {
+  const PlanTiming* fastest = nullptr;
+  for (const PlanTiming& t : timings)
+    if (!t.over_budget && t.round == round && (fastest == nullptr || t.step_ms < fastest->step_ms))
+      fastest = &t;
+  if (fastest == nullptr) return nullptr;
+  const PlanTiming* like_processes = nullptr;
+  for (const PlanTiming& t : timings)
+    if (!t.over_budget && t.round == round && runs_like_processes(t.plan, B, threads) &&
+        t.step_ms <= fastest->step_ms * (1.0 + kPlanTieFraction) &&
+        (like_processes == nullptr || t.step_ms < like_processes->step_ms))
+      like_processes = &t;
+  return like_processes != nullptr ? like_processes : fastest;
+}
 
 double foreign_share(double wall_ms, double foreign_cpu_seconds, int cpus) {
   return std::clamp(ForeignLoadMeter::share_of(foreign_cpu_seconds, wall_ms * 1e-3, cpus), 0.0,
@@ -372,7 +395,6 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
                     choice.cache_path));
     return choice;
   }
-  const PlanTiming* best = nullptr;
   // Interleaved while the candidates' arrays fit in kInterleaveBytes together (and an eighth of
   // the memory).
   const double interleave_bytes =
@@ -398,8 +420,8 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
                                                       : "";
     parts.push_back(fmt::format("{}{} {:.2f} ms{}", round, t.plan.str(), t.step_ms, load));
     timings_ms.emplace_back(t.plan.str(), t.step_ms);
-    if (t.round == last_round && (best == nullptr || t.step_ms < best->step_ms)) best = &t;
   }
+  const PlanTiming* best = preferred_timing(choice.timings, last_round, B, num_threads());
   // What ruled the candidates out: the budget, unless the machine's memory ruled out any.
   const bool budget_bound =
       memory_budget_bytes > 0 && std::none_of(choice.timings.begin(), choice.timings.end(),
@@ -413,8 +435,17 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
              budget_bound ? "raise the budget or train fewer models"
                           : "train fewer models or use a smaller --batch-size");
   choice.plan = best->plan;
-  log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}", fmt::join(parts, ", "),
-                  key, choice.plan.str()));
+  const PlanTiming* fastest = best;
+  for (const PlanTiming& t : choice.timings)
+    if (!t.over_budget && t.round == last_round && t.step_ms < fastest->step_ms) fastest = &t;
+  const std::string tie =
+      fastest == best
+          ? ""
+          : fmt::format(" ({:.1f}% behind {}, within {:.0f}%: the processes' layout preferred)",
+                        100.0 * (best->step_ms / fastest->step_ms - 1.0), fastest->plan.str(),
+                        100.0 * kPlanTieFraction);
+  log(fmt::format("plan auto: timed a step of each plan ({}): {} -> {}{}", fmt::join(parts, ", "),
+                  key, choice.plan.str(), tie));
   cache_plan(choice.cache_path, key, choice.plan, timings_ms, log);
   return choice;
 }

@@ -75,6 +75,23 @@ struct PlanTrialRun {
 // Builds the array of one candidate plan (any kind of array: a classifier, a GAN).
 using PlanTrialBuilder = std::function<PlanTrialRun(const ExecutionPlan&)>;
 
+// Plan auto's timings of one plan vary by a few percent from run to run, so candidates within
+// kPlanTieFraction of the fastest are taken as equally fast, and among them the fastest that runs
+// like processes (below) is chosen: that layout gains whatever separate processes gain on the
+// machine (a phase where one model per core runs faster than one model on all cores), which a
+// plan of several models per thread or of models on all threads does not (docs/benchmarks.md,
+// "Plan auto: ties go to the processes' layout").
+inline constexpr double kPlanTieFraction = 0.03;
+// Whether `plan` lays B models out over `threads` threads as single-thread processes would: at
+// least two workers, each running one model at a time (threads:1 and its +fused and /K forms,
+// threads when B <= threads).
+bool runs_like_processes(const ExecutionPlan& plan, int64_t B, int threads);
+// The timing plan auto chooses among `timings` of round `round` that were run (not over a
+// budget): the fastest, or the fastest that runs like processes within kPlanTieFraction of it.
+// Null when none of that round ran.
+const PlanTiming* preferred_timing(const std::vector<PlanTiming>& timings, int round, int64_t B,
+                                   int threads);
+
 // Candidates are timed side by side (interleaved) only while all of them together take at most
 // this many arena bytes: above it the peak memory of a first run, which times them, would be
 // several arrays' instead of one (docs/benchmarks.md, "Plan auto's memory"), so each is built,

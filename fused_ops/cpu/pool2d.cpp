@@ -94,6 +94,30 @@ inline Floats spread_high(Floats v) {
   return HFTA_SHUFFLE(v, zero, 4, 8, 5, 8, 6, 8, 7, 8);
 #endif
 }
+// Lanes 1, 3, 5, ... of the 2 * kLanes floats a:b.
+inline Floats odd_lanes(Floats a, Floats b) {
+#if defined(__AVX512F__)
+  return HFTA_SHUFFLE(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#else
+  return HFTA_SHUFFLE(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+#endif
+}
+
+// a0 b0 a1 b1 ... of the lower (interleave_low) or upper (interleave_high) halves of a and b.
+inline Floats interleave_low(Floats a, Floats b) {
+#if defined(__AVX512F__)
+  return HFTA_SHUFFLE(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+#else
+  return HFTA_SHUFFLE(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+#endif
+}
+inline Floats interleave_high(Floats a, Floats b) {
+#if defined(__AVX512F__)
+  return HFTA_SHUFFLE(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+#else
+  return HFTA_SHUFFLE(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+#endif
+}
 #undef HFTA_SHUFFLE
 
 // Lanes p[0], p[s], p[2s], ...: kStride is the stride when it is 1 or 2, else 0 and s is read.
@@ -232,6 +256,104 @@ inline void store_lanes(T* dst, const Vec& v, int64_t n) {
 #endif
 }
 
+// The first n lanes (0 <= n <= kLanes) of a block from p, zeros after them; nothing past them is
+// read (masked loads do not fault on masked-off lanes).
+template <typename Vec, typename T>
+inline Vec load_lanes(const T* p, int64_t n) {
+  Vec v{};
+  if (n <= 0) return v;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<Vec, Floats>)
+    return reinterpret_cast<Vec>(_mm512_maskz_loadu_ps(first_lanes(n), p));
+  else
+    return reinterpret_cast<Vec>(_mm512_maskz_loadu_epi32(first_lanes(n), p));
+#elif defined(__AVX2__)
+  if constexpr (std::is_same_v<Vec, Floats>)
+    return reinterpret_cast<Vec>(_mm256_maskload_ps(p, first_lanes(n)));
+  else
+    return reinterpret_cast<Vec>(
+        _mm256_maskload_epi32(reinterpret_cast<const int*>(p), first_lanes(n)));
+#else
+  for (int64_t j = 0; j < std::min<int64_t>(n, kLanes); ++j) v[j] = p[j];
+  return v;
+#endif
+}
+
+// Max pooling with 2x2 windows at stride 2, no padding, every window whole (floor mode, or ceil
+// mode where it adds no partial window): the pooling of LeNet and most CNNs. Read straight from
+// the input's rows, without the padded copy the general kernel makes (which cost more than the
+// pooling on 14- and 28-wide planes: docs/benchmarks.md, "2x2 max pooling without the padded
+// copy"), comparing the same candidates in the same (h, w) order, so values and argmax are the
+// general kernel's bit for bit.
+bool is_whole_2x2_max(const Pool2dParams& p, const Geometry& g) {
+  return p.kind == PoolKind::kMax && g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 &&
+         g.ph == 0 && g.pw == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
+}
+
+template <bool kWithArgmax>
+void max_pool_2x2_plane(const Geometry& g, const float* x, float* y, int32_t* argmax) {
+  const Ints even_cols = lane_offsets(2);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const float* top = x + 2 * oh * g.W;
+    const float* bottom = top + g.W;
+    for (int64_t o0 = 0; o0 < g.OW; o0 += kLanes) {
+      const int64_t n = std::min<int64_t>(kLanes, g.OW - o0);
+      // The block's 2n input columns, as two vectors of (up to) kLanes each.
+      const int64_t first = std::min<int64_t>(2 * n, kLanes), second = 2 * n - first;
+      const float* t = top + 2 * o0;
+      const float* b = bottom + 2 * o0;
+      const Floats t0 = load_lanes<Floats>(t, first), t1 = load_lanes<Floats>(t + kLanes, second);
+      const Floats b0 = load_lanes<Floats>(b, first), b1 = load_lanes<Floats>(b + kLanes, second);
+      const Ints corner = static_cast<int32_t>(2 * oh * g.W + 2 * o0) + even_cols;
+      Floats best = even_lanes(t0, t1);
+      Ints index = corner;
+      auto consider = [&](Floats v, int32_t offset) {
+        const Ints take = (v > best) | (v != v);  // NaN takes over; ties keep the first
+        best = take ? v : best;
+        if constexpr (kWithArgmax) index = take ? corner + offset : index;
+      };
+      consider(odd_lanes(t0, t1), 1);
+      consider(even_lanes(b0, b1), static_cast<int32_t>(g.W));
+      consider(odd_lanes(b0, b1), static_cast<int32_t>(g.W + 1));
+      store_lanes(y + oh * g.OW + o0, best, n);
+      if constexpr (kWithArgmax) store_lanes(argmax + oh * g.OW + o0, index, n);
+    }
+  }
+}
+
+// Backward of max_pool_2x2_plane when the windows tile the plane exactly (H = 2 OH, W = 2 OW):
+// every dx element is written once, dy where the argmax points at it, else 0 (or its value plus
+// that, with `accumulate`), instead of zeroing the plane and scattering into it.
+bool tiles_2x2_exactly(const Geometry& g) { return g.H == 2 * g.OH && g.W == 2 * g.OW; }
+
+void max_pool_2x2_backward_plane(const Geometry& g, const int32_t* argmax, const float* dy,
+                                 float* dx, bool accumulate) {
+  const Ints even_cols = lane_offsets(2);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    for (int64_t o0 = 0; o0 < g.OW; o0 += kLanes) {
+      const int64_t n = std::min<int64_t>(kLanes, g.OW - o0);
+      const int64_t first = std::min<int64_t>(2 * n, kLanes), second = 2 * n - first;
+      const Floats grad = load_lanes<Floats>(dy + oh * g.OW + o0, n);
+      const Ints at = load_lanes<Ints>(argmax + oh * g.OW + o0, n);
+      const Ints corner = static_cast<int32_t>(2 * oh * g.W + 2 * o0) + even_cols;
+      const Floats zero{};
+      for (int64_t row = 0; row < 2; ++row) {
+        const Ints left = corner + static_cast<int32_t>(row * g.W);
+        const Floats to_left = at == left ? grad : zero;
+        const Floats to_right = at == left + 1 ? grad : zero;
+        Floats low = interleave_low(to_left, to_right), high = interleave_high(to_left, to_right);
+        float* d = dx + (2 * oh + row) * g.W + 2 * o0;
+        if (accumulate) {
+          low += load_lanes<Floats>(d, first);
+          high += load_lanes<Floats>(d + kLanes, second);
+        }
+        store_lanes(d, low, first);
+        if (second > 0) store_lanes(d + kLanes, high, second);
+      }
+    }
+  }
+}
+
 // Max pooling of one padded plane. A NaN always takes over (it propagates); otherwise only a
 // strictly larger value does, so the first maximum in (h, w) scan order wins ties, as in PyTorch.
 // The index starts at the window's first input element, which is what an all -inf window reports.
@@ -363,6 +485,17 @@ void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a) {
   const Geometry g = geometry_of(p);
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
   const bool is_max = p.kind == PoolKind::kMax, with_argmax = is_max && !saved.argmax.empty();
+  if (is_whole_2x2_max(p, g)) {
+    parallel_for(p.N * p.B * p.C, [&](int64_t plane) {
+      const float* xp = x.data + plane * in_plane;
+      float* yp = y.data + plane * out_plane;
+      if (with_argmax)
+        max_pool_2x2_plane<true>(g, xp, yp, saved.argmax.data + plane * out_plane);
+      else
+        max_pool_2x2_plane<false>(g, xp, yp, nullptr);
+    });
+    return;
+  }
   parallel_for(p.N * p.B * p.C, [&](int64_t plane) {
     float* padded = scratch_plane(g.H * g.Wp);
     pad_columns(g, is_max ? kNegInf : 0.0f, x.data + plane * in_plane, padded);
@@ -388,6 +521,11 @@ void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
   parallel_for(p.N * p.B * p.C, [&](int64_t plane) {
     const float* dyp = dy.data + plane * out_plane;
     float* dxp = dx.data + plane * in_plane;
+    if (p.kind == PoolKind::kMax && is_whole_2x2_max(p, g) && tiles_2x2_exactly(g)) {
+      max_pool_2x2_backward_plane(g, saved.argmax.data + plane * out_plane, dyp, dxp,
+                                  a.accumulate_dx);
+      return;
+    }
     if (p.kind == PoolKind::kMax) {
       max_pool_backward_plane(g, saved.argmax.data + plane * out_plane, dyp, dxp, a.accumulate_dx);
       return;

@@ -169,11 +169,21 @@ const PoolCase kPoolCases[] = {
     {2, 3, 4, 5, 1, 1, 1, 1, 0, 0, false, true},     // 1x1 kernel: identity
     {2, 3, 3, 20, 1, 3, 1, 1, 0, 1, false, false},   // stride 1, 20 outputs: 16-lane blocks
     {4, 16, 16, 16, 2, 2, 2, 2, 0, 0, false, true},  // the common 2x2/2 block
-    {2, 2, 9, 40, 3, 3, 2, 2, 1, 1, true, false},    // 21 outputs per row: a full and a partial
-                                                     // 16-lane block, with padding and ceil
-    {1, 2, 5, 50, 2, 4, 1, 3, 1, 2, false, true},    // run-time stride 3 over two blocks
-    {2, 2, 12, 32, 3, 3, 1, 1, 1, 1, false, true},   // 3x3/1 "same" pooling, 32 per row
-    {2, 3, 9, 19, 3, 3, 1, 1, 1, 1, false, true},    // 19 per row, stride 1, padding
+    // 2x2/2 without padding, read straight from the rows: LeNet's 28x28 (14 per row), odd planes
+    // in floor mode (last row and column dropped: the general backward), and 15, 16, 17 and 33
+    // outputs per row (one or two input vectors per block, partial and whole blocks)
+    {2, 3, 28, 28, 2, 2, 2, 2, 0, 0, false, true},
+    {2, 2, 7, 9, 2, 2, 2, 2, 0, 0, false, true},
+    {1, 2, 6, 30, 2, 2, 0, 0, 0, 0, false, true},
+    {1, 2, 4, 32, 2, 2, 0, 0, 0, 0, true, true},
+    {1, 2, 6, 34, 2, 2, 2, 2, 0, 0, false, true},
+    {1, 2, 3, 67, 2, 2, 2, 2, 0, 0, true, true},  // ceil mode adding partial windows: general
+    {1, 2, 2, 66, 2, 2, 2, 2, 0, 0, false, true},
+    {2, 2, 9, 40, 3, 3, 2, 2, 1, 1, true, false},       // 21 outputs per row: a full and a partial
+                                                        // 16-lane block, with padding and ceil
+    {1, 2, 5, 50, 2, 4, 1, 3, 1, 2, false, true},       // run-time stride 3 over two blocks
+    {2, 2, 12, 32, 3, 3, 1, 1, 1, 1, false, true},      // 3x3/1 "same" pooling, 32 per row
+    {2, 3, 9, 19, 3, 3, 1, 1, 1, 1, false, true},       // 19 per row, stride 1, padding
     {1, 2, 5, 4, 3, 2, 2, 1, 1, 1, false, true, true},  // finite differences
     {1, 1, 5, 5, 3, 3, 2, 2, 1, 1, true, false, true},
     {1, 1, 4, 5, 2, 2, 0, 0, 1, 0, true, true, true},

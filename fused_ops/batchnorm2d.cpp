@@ -51,6 +51,13 @@ void check_batchnorm2d(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs&
   check_shape(a.saved.mean, p.param_shape(), "batchnorm2d saved.mean");
   check_shape(a.saved.rstd, p.param_shape(), "batchnorm2d saved.rstd");
   check_shape(a.y, p.y_shape(), "batchnorm2d output");
+  check_device(a.gamma, a.x.device, "batchnorm2d gamma");
+  check_device(a.beta, a.x.device, "batchnorm2d beta");
+  check_device(a.running_mean, a.x.device, "batchnorm2d running_mean");
+  check_device(a.running_var, a.x.device, "batchnorm2d running_var");
+  check_device(a.saved.mean, a.x.device, "batchnorm2d saved.mean");
+  check_device(a.saved.rstd, a.x.device, "batchnorm2d saved.rstd");
+  check_device(a.y, a.x.device, "batchnorm2d output");
 }
 
 void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
@@ -65,16 +72,25 @@ void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBac
     check_optional_shape(a.dgamma, p.param_shape(), "batchnorm2d gamma gradient");
     check_optional_shape(a.dbeta, p.param_shape(), "batchnorm2d beta gradient");
   }
+  check_device(a.gamma, a.x.device, "batchnorm2d gamma");
+  check_device(a.saved.mean, a.x.device, "batchnorm2d saved.mean");
+  check_device(a.saved.rstd, a.x.device, "batchnorm2d saved.rstd");
+  check_device(a.dy, a.x.device, "batchnorm2d output gradient");
+  check_device(a.dx, a.x.device, "batchnorm2d input gradient");
+  check_device(a.dgamma, a.x.device, "batchnorm2d gamma gradient");
+  check_device(a.dbeta, a.x.device, "batchnorm2d beta gradient");
 }
 
 void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
   check_batchnorm2d(p, a);
-  HFTA_DISPATCH("batchnorm2d_forward", a.x.device, cpu::batchnorm2d_forward(p, a));
+  HFTA_DISPATCH_CUDA("batchnorm2d_forward", a.x.device, cpu::batchnorm2d_forward(p, a),
+                     cuda::batchnorm2d_forward(p, a));
 }
 
 void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
   check_batchnorm2d_backward(p, a);
-  HFTA_DISPATCH("batchnorm2d_backward", a.x.device, cpu::batchnorm2d_backward(p, a));
+  HFTA_DISPATCH_CUDA("batchnorm2d_backward", a.x.device, cpu::batchnorm2d_backward(p, a),
+                     cuda::batchnorm2d_backward(p, a));
 }
 
 }  // namespace hfta

@@ -92,4 +92,12 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArg
 void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a);
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/batchnorm2d.cpp; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream (backend/cuda/runtime.h) and returns
+// without waiting for it.
+namespace cuda {
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a);
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

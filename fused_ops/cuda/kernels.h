@@ -26,4 +26,18 @@ cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t strea
 cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool accumulate,
                           cudaStream_t stream);
 
+// BatchNorm2d over the `channels` = B*C channels of [N, channels, hw]
+// (fused_ops/cuda/batchnorm2d_kernels.cu; the contract is fused_ops/batchnorm2d.h), one block per
+// channel. gamma/beta null without affine; running_mean/var null in training to skip their
+// update (required in eval); dx, dgamma, dbeta null when not wanted. dgamma and dbeta accumulate.
+cudaError_t batchnorm2d_forward(const float* x, const float* gamma, const float* beta,
+                                float* running_mean, float* running_var, float* saved_mean,
+                                float* saved_rstd, float* y, int64_t N, int64_t channels,
+                                int64_t hw, double eps, double momentum, bool training,
+                                cudaStream_t stream);
+cudaError_t batchnorm2d_backward(const float* x, const float* gamma, const float* saved_mean,
+                                 const float* saved_rstd, const float* dy, float* dx, float* dgamma,
+                                 float* dbeta, int64_t N, int64_t channels, int64_t hw,
+                                 bool training, bool accumulate, cudaStream_t stream);
+
 }  // namespace hfta::cuda::kernels

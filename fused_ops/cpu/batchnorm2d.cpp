@@ -1,11 +1,14 @@
 // CPU fused BatchNorm2d: our own OpenMP kernel over the B*C channels of plain NCHW.
 //
-// Parallelization: parallel_for over the B*C channels (across models and channels at once; the
-// fused layout makes them one flat list). A channel's statistics, its dgamma/dbeta and its
-// normalization belong to one thread, so there are no races and no reduction buffers, and the
-// result does not depend on the thread count. Inside a channel, each [H*W] row is a contiguous,
-// vectorized loop (float partial sums per row, double across the N rows, so the statistics stay
-// accurate for large N*H*W without giving up SIMD).
+// Parallelization: parallel_for over blocks of consecutive channels of the B*C channels (across
+// models and channels at once; the fused layout makes them one flat list). A channel's
+// statistics, its dgamma/dbeta and its normalization belong to one thread, so there are no races
+// and no reduction buffers, and the result does not depend on the thread count or the block: each
+// [H*W] row is a contiguous, vectorized loop (float partial sums per row, double across the N
+// rows in sample order, so the statistics stay accurate for large N*H*W without giving up SIMD).
+// Large planes take one channel at a time; small ones (MobileNetV2's and ResNet-18's 2x2 to 8x8)
+// a block of channels walked sample by sample, each sample's part of the block one contiguous
+// run, with the row loops unrolled for 1x1, 2x2, 4x4 and 8x8 (see channels_per_task).
 //
 // Why not oneDNN's batch_normalization over B*C channels: on our plain nchw layout oneDNN 2.6 runs
 // its generic ncsp kernel, and its fast blocked (nChw16c) kernel needs a reorder in and out of
@@ -17,15 +20,17 @@
 // running there instead.
 // Variants of this kernel (software prefetch of the next row, groups of channels contiguous per
 // sample, one-pass shifted statistics, parallel over samples with partial sums) were within
-// noise of it. oneDNN also writes, not accumulates, diff_scale/shift and takes the variance, not
-// rstd.
+// noise of it on planes of 14x14 and more. oneDNN also writes, not accumulates, diff_scale/shift
+// and takes the variance, not rstd.
 //
 // Statistics use two passes (mean, then squared deviations from it) rather than E[x^2]-mean^2,
 // which loses all precision when |mean| >> std; the second pass re-reads a channel that is
 // usually still in L2.
 #include "fused_ops/batchnorm2d.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/parallel.h"
 
@@ -33,7 +38,11 @@ namespace hfta::cpu {
 
 namespace {
 
+// kHw > 0: the plane size hw as a compile-time constant (small planes: the loops unroll),
+// else hw at run time.
+template <int kHw>
 inline float row_sum(const float* x, int64_t hw) {
+  if constexpr (kHw > 0) hw = kHw;
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < hw; ++i) s += x[i];
@@ -42,8 +51,10 @@ inline float row_sum(const float* x, int64_t hw) {
 
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
 // file, at a few call sites that pass locals named like its parameters.
+template <int kHw>
 inline float row_sq_dev(const float* x, int64_t hw, float mean) {
   // NOLINTEND(bugprone-easily-swappable-parameters)
+  if constexpr (kHw > 0) hw = kHw;
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < hw; ++i) {
@@ -53,45 +64,112 @@ inline float row_sq_dev(const float* x, int64_t hw, float mean) {
   return s;
 }
 
+// Channels per task: a task takes a block of consecutive channels and walks the samples n in
+// order, so on small planes (MobileNetV2's and ResNet-18's 2x2 to 8x8) each sample's part of the
+// block is one contiguous run of at least kMinRunFloats floats instead of a few floats per channel
+// and sample (which ran at a tenth of the cache's bandwidth: docs/benchmarks.md, "BatchNorm on
+// small planes"); at least 4 tasks per thread while the channels allow. A channel's arithmetic is
+// the same whatever the block (its row sums, in sample order), so the results do not depend on
+// the block size or the thread count.
+constexpr int64_t kMinRunFloats = 256;
+int64_t channels_per_task(int64_t hw, int64_t channels) {
+  const int64_t for_threads = (channels + 4 * num_threads() - 1) / (4 * num_threads());
+  return std::clamp<int64_t>(std::min(kMinRunFloats / hw, for_threads), 1, channels);
+}
+
+// Calls visit(n, k) for every row (sample n, channel k in [k0, k1)), each channel's rows in
+// sample order: channel by channel on large planes (a channel's running sums stay in registers),
+// sample by sample on the small planes (kHw > 0: one contiguous run per sample).
+template <int kHw, typename Visit>
+inline void visit_rows(int64_t k0, int64_t k1, int64_t N, Visit&& visit) {
+  if constexpr (kHw == 0) {
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t n = 0; n < N; ++n) visit(n, k);
+  } else {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = k0; k < k1; ++k) visit(n, k);
+  }
+}
+
+// Runs task(k0, k1, hw_constant) over blocks [k0, k1) of the channels, at most kMinRunFloats
+// channels each; hw_constant is std::integral_constant<int, hw> for the small planes 1x1, 2x2,
+// 4x4 and 8x8 (their per-row loops then unroll), else <int, 0>.
+template <typename Task>
+void for_each_channel_block(int64_t hw, int64_t channels, Task&& task) {
+  const int64_t per_task = channels_per_task(hw, channels);
+  auto run = [&](auto hw_constant) {
+    parallel_for((channels + per_task - 1) / per_task, [&](int64_t t) {
+      task(t * per_task, std::min(channels, (t + 1) * per_task), hw_constant);
+    });
+  };
+  switch (hw) {
+    case 1:
+      return run(std::integral_constant<int, 1>());
+    case 4:
+      return run(std::integral_constant<int, 4>());
+    case 16:
+      return run(std::integral_constant<int, 16>());
+    case 64:
+      return run(std::integral_constant<int, 64>());
+    default:
+      return run(std::integral_constant<int, 0>());
+  }
+}
+
 }  // namespace
 
 void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
   const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &running_mean = a.running_mean,
                    &running_var = a.running_var, &y = a.y;
   const BatchNorm2dSaved& saved = a.saved;
-  const int64_t hw = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw;
+  const int64_t hw_all = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw_all;
   const double M = double(p.reduction_size());
-  parallel_for(channels, [&](int64_t k) {  // k = b*C + c indexes the [B, C] tensors
-    const float* xk = x.data + k * hw;
-    float* yk = y.data + k * hw;
-    float mean, rstd;
+  // k = b*C + c indexes the [B, C] tensors; row (n, k) starts at n * row_stride + k * hw.
+  for_each_channel_block(hw_all, channels, [&](int64_t k0, int64_t k1, auto hw_constant) {
+    constexpr int kHw = decltype(hw_constant)::value;
+    const int64_t hw = kHw > 0 ? kHw : hw_all;
+    const int64_t count = k1 - k0;
+    double sum[kMinRunFloats], sq[kMinRunFloats];
+    float mean[kMinRunFloats], scale[kMinRunFloats], shift[kMinRunFloats];
     if (p.training) {
-      double sum = 0.0;
-      for (int64_t n = 0; n < p.N; ++n) sum += row_sum(xk + n * row_stride, hw);
-      mean = static_cast<float>(sum / M);
-      double sq = 0.0;
-      for (int64_t n = 0; n < p.N; ++n) sq += row_sq_dev(xk + n * row_stride, hw, mean);
-      rstd = static_cast<float>(1.0 / std::sqrt(sq / M + p.eps));
-      if (!running_mean.empty()) {
-        const double m = p.momentum;
-        running_mean.data[k] = static_cast<float>((1.0 - m) * running_mean.data[k] + m * mean);
-        running_var.data[k] =
-            static_cast<float>((1.0 - m) * running_var.data[k] + m * (sq / (M - 1.0)));
+      std::fill(sum, sum + count, 0.0);
+      visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
+        sum[k - k0] += row_sum<kHw>(x.data + n * row_stride + k * hw, hw);
+      });
+      for (int64_t j = 0; j < count; ++j) mean[j] = static_cast<float>(sum[j] / M);
+      std::fill(sq, sq + count, 0.0);
+      visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
+        sq[k - k0] += row_sq_dev<kHw>(x.data + n * row_stride + k * hw, hw, mean[k - k0]);
+      });
+    }
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t j = k - k0;
+      float rstd;
+      if (p.training) {
+        rstd = static_cast<float>(1.0 / std::sqrt(sq[j] / M + p.eps));
+        if (!running_mean.empty()) {
+          const double m = p.momentum;
+          running_mean.data[k] = static_cast<float>((1.0 - m) * running_mean.data[k] + m * mean[j]);
+          running_var.data[k] =
+              static_cast<float>((1.0 - m) * running_var.data[k] + m * (sq[j] / (M - 1.0)));
+        }
+      } else {
+        mean[j] = running_mean.data[k];
+        rstd = static_cast<float>(1.0 / std::sqrt(double(running_var.data[k]) + p.eps));
       }
-    } else {
-      mean = running_mean.data[k];
-      rstd = static_cast<float>(1.0 / std::sqrt(double(running_var.data[k]) + p.eps));
+      saved.mean.data[k] = mean[j];
+      saved.rstd.data[k] = rstd;
+      scale[j] = p.affine ? gamma.data[k] * rstd : rstd;
+      shift[j] = p.affine ? beta.data[k] : 0.0f;
     }
-    saved.mean.data[k] = mean;
-    saved.rstd.data[k] = rstd;
-    const float scale = p.affine ? gamma.data[k] * rstd : rstd;
-    const float shift = p.affine ? beta.data[k] : 0.0f;
-    for (int64_t n = 0; n < p.N; ++n) {
-      const float* xr = xk + n * row_stride;
-      float* yr = yk + n * row_stride;
+    visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
+      const int64_t j = k - k0;
+      const float* xr = x.data + n * row_stride + k * hw;
+      float* yr = y.data + n * row_stride + k * hw;
+      const float mu = mean[j], sc = scale[j], sh = shift[j];
 #pragma omp simd
-      for (int64_t i = 0; i < hw; ++i) yr[i] = (xr[i] - mean) * scale + shift;
-    }
+      for (int64_t i = 0; i < hw; ++i) yr[i] = (xr[i] - mu) * sc + sh;
+    });
   });
 }
 
@@ -101,52 +179,61 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
   const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
                    &dbeta = a.dbeta;
   const BatchNorm2dSaved& saved = a.saved;
-  const int64_t hw = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw;
+  const int64_t hw_all = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw_all;
   const double M = double(p.reduction_size());
   const bool want_dgamma = p.affine && !dgamma.empty(), want_dbeta = p.affine && !dbeta.empty();
   const bool need_sums = p.training || want_dgamma || want_dbeta;
-  parallel_for(channels, [&](int64_t k) {
-    const float mean = saved.mean.data[k], rstd = saved.rstd.data[k];
-    const float* xk = x.data + k * hw;
-    const float* dyk = dy.data + k * hw;
-    double sum_dy = 0.0, sum_dy_xmu = 0.0;  // sum dy, sum dy * (x - mean)
+  for_each_channel_block(hw_all, channels, [&](int64_t k0, int64_t k1, auto hw_constant) {
+    constexpr int kHw = decltype(hw_constant)::value;
+    const int64_t hw = kHw > 0 ? kHw : hw_all;
+    const int64_t count = k1 - k0;
+    double sum_dy[kMinRunFloats], sum_dy_xmu[kMinRunFloats];  // sum dy, sum dy * (x - mean)
+    float af[kMinRunFloats], c1[kMinRunFloats], c0[kMinRunFloats];
+    std::fill(sum_dy, sum_dy + count, 0.0);
+    std::fill(sum_dy_xmu, sum_dy_xmu + count, 0.0);
     if (need_sums)
-      for (int64_t n = 0; n < p.N; ++n) {
-        const float* xr = xk + n * row_stride;
-        const float* dyr = dyk + n * row_stride;
+      visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
+        const float mean = saved.mean.data[k];
+        const float* xr = x.data + n * row_stride + k * hw;
+        const float* dyr = dy.data + n * row_stride + k * hw;
         float s = 0.0f, t = 0.0f;
 #pragma omp simd reduction(+ : s, t)
         for (int64_t i = 0; i < hw; ++i) {
           s += dyr[i];
           t += dyr[i] * (xr[i] - mean);
         }
-        sum_dy += s;
-        sum_dy_xmu += t;
-      }
-    const double sum_dy_xhat = sum_dy_xmu * rstd;
-    if (want_dgamma) dgamma.data[k] += static_cast<float>(sum_dy_xhat);
-    if (want_dbeta) dbeta.data[k] += static_cast<float>(sum_dy);
+        sum_dy[k - k0] += s;
+        sum_dy_xmu[k - k0] += t;
+      });
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t j = k - k0;
+      const float rstd = saved.rstd.data[k];
+      const double sum_dy_xhat = sum_dy_xmu[j] * rstd;
+      if (want_dgamma) dgamma.data[k] += static_cast<float>(sum_dy_xhat);
+      if (want_dbeta) dbeta.data[k] += static_cast<float>(sum_dy[j]);
+      const double ga = (p.affine ? gamma.data[k] : 1.0f) * double(rstd);
+      af[j] = static_cast<float>(ga);
+      c1[j] = p.training ? static_cast<float>(-ga * rstd * sum_dy_xhat / M) : 0.0f;
+      c0[j] = p.training ? static_cast<float>(-ga * sum_dy[j] / M) : 0.0f;
+    }
     if (dx.empty()) return;
-    const double ga = (p.affine ? gamma.data[k] : 1.0f) * double(rstd);
-    const float af = static_cast<float>(ga);
-    const float k1 = p.training ? static_cast<float>(-ga * rstd * sum_dy_xhat / M) : 0.0f;
-    const float k0 = p.training ? static_cast<float>(-ga * sum_dy / M) : 0.0f;
-    float* dxk = dx.data + k * hw;
-    for (int64_t n = 0; n < p.N; ++n) {
-      const float* xr = xk + n * row_stride;
-      const float* dyr = dyk + n * row_stride;
-      float* dxr = dxk + n * row_stride;
-      // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores the
-      // body of an `omp simd` loop.
+    visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
+      const int64_t j = k - k0;
+      const float mean = saved.mean.data[k], a_j = af[j], k1_j = c1[j], k0_j = c0[j];
+      const float* xr = x.data + n * row_stride + k * hw;
+      const float* dyr = dy.data + n * row_stride + k * hw;
+      float* dxr = dx.data + n * row_stride + k * hw;
+      // NOLINTBEGIN(bugprone-branch-clone): the branches differ (+= vs =); the check ignores
+      // the body of an `omp simd` loop.
       if (a.accumulate_dx) {
 #pragma omp simd
-        for (int64_t i = 0; i < hw; ++i) dxr[i] += af * dyr[i] + k1 * (xr[i] - mean) + k0;
+        for (int64_t i = 0; i < hw; ++i) dxr[i] += a_j * dyr[i] + k1_j * (xr[i] - mean) + k0_j;
       } else {
 #pragma omp simd
-        for (int64_t i = 0; i < hw; ++i) dxr[i] = af * dyr[i] + k1 * (xr[i] - mean) + k0;
+        for (int64_t i = 0; i < hw; ++i) dxr[i] = a_j * dyr[i] + k1_j * (xr[i] - mean) + k0_j;
       }
       // NOLINTEND(bugprone-branch-clone)
-    }
+    });
   });
 }
 

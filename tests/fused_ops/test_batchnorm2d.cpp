@@ -193,7 +193,13 @@ std::vector<OpCase<BnParams>> batchnorm_cases() {
       {1, 6, 1, 5, true},             // N = 1
       {4, 16, 11, 13, true, 0.1, 5.0f},
       {3, 4, 3, 5, true, 0.3, 0.0f, 0.5},  // large eps
-      {2, 2, 2, 3, true},                  // small enough for finite differences
+      // Small planes with many channels: blocks of several channels walked sample by sample,
+      // a partial last block (the 1x1, 2x2, 4x4 and 8x8 planes have compile-time loops)
+      {2, 70, 1, 1, true},
+      {3, 41, 2, 2, true},
+      {2, 23, 4, 4, false},
+      {3, 9, 8, 8, true},
+      {2, 2, 2, 3, true},  // small enough for finite differences
   };
   std::vector<OpCase<BnParams>> cases;
   int k = 0;

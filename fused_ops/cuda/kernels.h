@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "fused_ops/cuda/pool2d_math.h"
+
 namespace hfta::cuda::kernels {
 
 // Linear (fused_ops/cuda/linear_kernels.cu), for B models:
@@ -25,5 +27,21 @@ cudaError_t bias_grad(const float* dy, float* dbias, int64_t B, int64_t rows, in
 cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
 cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool accumulate,
                           cudaStream_t stream);
+
+// Pooling (fused_ops/cuda/pool2d_kernels.cu; the arithmetic is pool2d_math.h's): forward one
+// thread per output; backward one thread per input element, gathering the dy of the windows that
+// cover it (no atomics), dx written or (accumulate) added to. argmax may be null in max forward.
+cudaError_t max_pool_forward(const pool_math::PoolGeometry& g, const float* x, float* y,
+                             int32_t* argmax, cudaStream_t stream);
+cudaError_t avg_pool_forward(const pool_math::PoolGeometry& g, const float* x, float* y,
+                             cudaStream_t stream);
+cudaError_t max_pool_backward(const pool_math::PoolGeometry& g, const int32_t* argmax,
+                              const float* dy, float* dx, bool accumulate, cudaStream_t stream);
+cudaError_t avg_pool_backward(const pool_math::PoolGeometry& g, const float* dy, float* dx,
+                              bool accumulate, cudaStream_t stream);
+cudaError_t adaptive_avg_pool_forward(const pool_math::AdaptiveGeometry& g, const float* x,
+                                      float* y, cudaStream_t stream);
+cudaError_t adaptive_avg_pool_backward(const pool_math::AdaptiveGeometry& g, const float* dy,
+                                       float* dx, bool accumulate, cudaStream_t stream);
 
 }  // namespace hfta::cuda::kernels

@@ -28,6 +28,13 @@ cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t strea
 cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool accumulate,
                           cudaStream_t stream);
 
+// Add over n elements (fused_ops/cuda/add_kernels.cu; the arithmetic is add_math.h's):
+//   add_forward:   y = a + b                             (y may be a or b)
+//   add_backward:  dx = dy, or dx += dy (accumulate)
+cudaError_t add_forward(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
+cudaError_t add_backward(const float* dy, float* dx, int64_t n, bool accumulate,
+                         cudaStream_t stream);
+
 // Pooling (fused_ops/cuda/pool2d_kernels.cu; the arithmetic is pool2d_math.h's): forward one
 // thread per output; backward one thread per input element, gathering the dy of the windows that
 // cover it (no atomics), dx written or (accumulate) added to. argmax may be null in max forward.

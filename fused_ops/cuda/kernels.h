@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "fused_ops/cuda/cross_entropy_math.h"
 #include "fused_ops/cuda/pool2d_math.h"
 
 namespace hfta::cuda::kernels {
@@ -34,6 +35,16 @@ cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n,
 cudaError_t add_forward(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
 cudaError_t add_backward(const float* dy, float* dx, int64_t n, bool accumulate,
                          cudaStream_t stream);
+
+// Softmax cross-entropy (fused_ops/cuda/cross_entropy_kernels.cu; the arithmetic and the fixed
+// order of every sum are cross_entropy_math.h's): forward writes probs and losses (three
+// launches), backward writes dlogits (dlogits may be probs). s.M is the count of rows not ignored.
+cudaError_t cross_entropy_forward(const ce_math::CeShape& s, const float* logits,
+                                  const int32_t* labels, float* probs, float* losses,
+                                  cudaStream_t stream);
+cudaError_t cross_entropy_backward(const ce_math::CeShape& s, const float* probs,
+                                   const int32_t* labels, const float* dlosses, float* dlogits,
+                                   cudaStream_t stream);
 
 // Pooling (fused_ops/cuda/pool2d_kernels.cu; the arithmetic is pool2d_math.h's): forward one
 // thread per output; backward one thread per input element, gathering the dy of the windows that

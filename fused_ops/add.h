@@ -37,4 +37,12 @@ void add_forward(const AddForwardArgs& a);
 void add_backward(const AddBackwardArgs& a);
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/add.cpp; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream (backend/cuda/runtime.h) and returns
+// without waiting for it.
+namespace cuda {
+void add_forward(const AddForwardArgs& a);
+void add_backward(const AddBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

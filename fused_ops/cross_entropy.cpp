@@ -9,8 +9,12 @@ static void check_cross_entropy_sizes(const CrossEntropyParams& p) {
              "cross-entropy sizes must be positive, got B={} N={} K={}", p.B, p.N, p.K);
 }
 
-static void check_labels(const CrossEntropyParams& p, const IndexView& labels) {
+void check_cross_entropy_labels(const CrossEntropyParams& p, const IndexView& labels) {
   check_shape(labels, p.labels_shape(), "cross-entropy labels");
+  HFTA_CHECK(labels.device == Device::kCpu,
+             "check_cross_entropy_labels reads the labels on the host, but they are on the {}: "
+             "pass a host copy",
+             device_name(labels.device));
   for (int64_t n = 0; n < p.N; ++n) {
     if (p.ignored(labels.data[n])) continue;
     HFTA_CHECK(labels.data[n] >= 0 && labels.data[n] < p.K,
@@ -22,8 +26,18 @@ static void check_labels(const CrossEntropyParams& p, const IndexView& labels) {
   }
 }
 
+// Labels in device memory are checked by the CUDA op, on a host copy (fused_ops/cuda/).
+static void check_labels(const CrossEntropyParams& p, const IndexView& labels) {
+  check_shape(labels, p.labels_shape(), "cross-entropy labels");
+  if (labels.device == Device::kCpu) check_cross_entropy_labels(p, labels);
+}
+
 int64_t cross_entropy_target_rows(const CrossEntropyParams& p, const IndexView& labels) {
   check_shape(labels, p.labels_shape(), "cross-entropy labels");
+  HFTA_CHECK(labels.device == Device::kCpu,
+             "cross_entropy_target_rows reads the labels on the host, but they are on the {}: "
+             "pass a host copy",
+             device_name(labels.device));
   int64_t rows = 0;
   for (int64_t n = 0; n < p.N; ++n) rows += !p.ignored(labels.data[n]);
   return rows;
@@ -34,6 +48,9 @@ void check_cross_entropy(const CrossEntropyParams& p, const CrossEntropyForwardA
   check_shape(a.logits, p.logits_shape(), "cross-entropy logits");
   check_shape(a.losses, p.losses_shape(), "cross-entropy losses");
   check_shape(a.saved.probs, p.logits_shape(), "cross-entropy saved probs");
+  check_device(a.labels, a.logits.device, "cross-entropy labels");
+  check_device(a.losses, a.logits.device, "cross-entropy losses");
+  check_device(a.saved.probs, a.logits.device, "cross-entropy saved probs");
   check_labels(p, a.labels);
 }
 
@@ -42,6 +59,9 @@ void check_cross_entropy_backward(const CrossEntropyParams& p, const CrossEntrop
   check_shape(a.saved.probs, p.logits_shape(), "cross-entropy saved probs");
   check_shape(a.dlosses, p.losses_shape(), "cross-entropy loss gradient");
   check_shape(a.dlogits, p.logits_shape(), "cross-entropy logits gradient");
+  check_device(a.saved.probs, a.dlogits.device, "cross-entropy saved probs");
+  check_device(a.labels, a.dlogits.device, "cross-entropy labels");
+  check_device(a.dlosses, a.dlogits.device, "cross-entropy loss gradient");
   check_labels(p, a.labels);
 }
 
@@ -56,12 +76,14 @@ void check_count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a)
 
 void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a) {
   check_cross_entropy(p, a);
-  HFTA_DISPATCH("cross_entropy_forward", a.logits.device, cpu::cross_entropy_forward(p, a));
+  HFTA_DISPATCH_CUDA("cross_entropy_forward", a.logits.device, cpu::cross_entropy_forward(p, a),
+                     cuda::cross_entropy_forward(p, a));
 }
 
 void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a) {
   check_cross_entropy_backward(p, a);
-  HFTA_DISPATCH("cross_entropy_backward", a.dlogits.device, cpu::cross_entropy_backward(p, a));
+  HFTA_DISPATCH_CUDA("cross_entropy_backward", a.dlogits.device, cpu::cross_entropy_backward(p, a),
+                     cuda::cross_entropy_backward(p, a));
 }
 
 void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {

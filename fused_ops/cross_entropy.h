@@ -75,6 +75,9 @@ struct CountCorrectArgs {
 void check_cross_entropy(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
 void check_cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
 void check_count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
+// The labels' values alone (host memory; the checks above do it for host labels, the CUDA op on a
+// host copy of device labels).
+void check_cross_entropy_labels(const CrossEntropyParams& p, const IndexView& labels);
 
 void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
 void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
@@ -82,6 +85,7 @@ void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackw
 // A row with a NaN logit counts as wrong, an ignored row never counts.
 void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 // M: the rows whose label is not ignore_index (the loss's denominator, and the accuracy's).
+// Reads the labels on the host: raises for a device view.
 int64_t cross_entropy_target_rows(const CrossEntropyParams& p, const IndexView& labels);
 
 namespace ref {
@@ -95,5 +99,15 @@ void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwar
 void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
 void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 }  // namespace cpu
+
+// Every tensor in device memory, labels included (fused_ops/cuda/cross_entropy.cpp; defined only
+// in a build with -DHFTA_CUDA=ON). Runs on the calling thread's stream (backend/cuda/runtime.h).
+// Each call copies the N labels to the host and waits for the copy, to raise for a bad label as
+// the CPU op does and to count M; the kernels then run without waiting. count_correct has no
+// CUDA kernel yet.
+namespace cuda {
+void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
+void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

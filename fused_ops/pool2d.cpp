@@ -68,6 +68,8 @@ void check_pool2d(const Pool2dParams& p, const Pool2dForwardArgs& a) {
   check_shape(a.y, p.y_shape(), fmt::format("{} output", op));
   if (p.kind == PoolKind::kMax)
     check_optional_shape(a.saved.argmax, p.argmax_shape(), "max_pool2d saved argmax");
+  check_device(a.y, a.x.device, fmt::format("{} output", op));
+  if (p.kind == PoolKind::kMax) check_device(a.saved.argmax, a.x.device, "max_pool2d saved argmax");
 }
 
 void check_pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
@@ -84,16 +86,20 @@ void check_pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
   }
   check_shape(dy, p.y_shape(), fmt::format("{} output gradient", op));
   check_shape(dx, p.x_shape(), fmt::format("{} input gradient", op));
+  check_device(dx, dy.device, fmt::format("{} input gradient", op));
+  if (p.kind == PoolKind::kMax) check_device(saved.argmax, dy.device, "max_pool2d saved argmax");
 }
 
 void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a) {
   check_pool2d(p, a);
-  HFTA_DISPATCH("pool2d_forward", a.x.device, cpu::pool2d_forward(p, a));
+  HFTA_DISPATCH_CUDA("pool2d_forward", a.x.device, cpu::pool2d_forward(p, a),
+                     cuda::pool2d_forward(p, a));
 }
 
 void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a) {
   check_pool2d_backward(p, a);
-  HFTA_DISPATCH("pool2d_backward", a.dy.device, cpu::pool2d_backward(p, a));
+  HFTA_DISPATCH_CUDA("pool2d_backward", a.dy.device, cpu::pool2d_backward(p, a),
+                     cuda::pool2d_backward(p, a));
 }
 
 static void check_adaptive_avg_pool2d_sizes(const AdaptiveAvgPool2dParams& p) {
@@ -111,6 +117,7 @@ void check_adaptive_avg_pool2d(const AdaptiveAvgPool2dParams& p,
   check_adaptive_avg_pool2d_sizes(p);
   check_shape(a.x, p.x_shape(), "adaptive_avg_pool2d input");
   check_shape(a.y, p.y_shape(), "adaptive_avg_pool2d output");
+  check_device(a.y, a.x.device, "adaptive_avg_pool2d output");
 }
 
 void check_adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
@@ -118,19 +125,23 @@ void check_adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
   check_adaptive_avg_pool2d_sizes(p);
   check_shape(a.dy, p.y_shape(), "adaptive_avg_pool2d output gradient");
   check_shape(a.dx, p.x_shape(), "adaptive_avg_pool2d input gradient");
+  check_device(a.dx, a.dy.device, "adaptive_avg_pool2d input gradient");
 }
 
 void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
                                  const AdaptiveAvgPool2dForwardArgs& a) {
   check_adaptive_avg_pool2d(p, a);
-  HFTA_DISPATCH("adaptive_avg_pool2d_forward", a.x.device, cpu::adaptive_avg_pool2d_forward(p, a));
+  HFTA_DISPATCH_CUDA("adaptive_avg_pool2d_forward", a.x.device,
+                     cpu::adaptive_avg_pool2d_forward(p, a),
+                     cuda::adaptive_avg_pool2d_forward(p, a));
 }
 
 void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
                                   const AdaptiveAvgPool2dBackwardArgs& a) {
   check_adaptive_avg_pool2d_backward(p, a);
-  HFTA_DISPATCH("adaptive_avg_pool2d_backward", a.dy.device,
-                cpu::adaptive_avg_pool2d_backward(p, a));
+  HFTA_DISPATCH_CUDA("adaptive_avg_pool2d_backward", a.dy.device,
+                     cpu::adaptive_avg_pool2d_backward(p, a),
+                     cuda::adaptive_avg_pool2d_backward(p, a));
 }
 
 }  // namespace hfta

@@ -145,4 +145,17 @@ void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
                                   const AdaptiveAvgPool2dBackwardArgs& a);
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/pool2d.cpp; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream (backend/cuda/runtime.h) and returns
+// without waiting for it. Backward gathers (no atomics), so its result does not depend on the
+// launch.
+namespace cuda {
+void pool2d_forward(const Pool2dParams& p, const Pool2dForwardArgs& a);
+void pool2d_backward(const Pool2dParams& p, const Pool2dBackwardArgs& a);
+void adaptive_avg_pool2d_forward(const AdaptiveAvgPool2dParams& p,
+                                 const AdaptiveAvgPool2dForwardArgs& a);
+void adaptive_avg_pool2d_backward(const AdaptiveAvgPool2dParams& p,
+                                  const AdaptiveAvgPool2dBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

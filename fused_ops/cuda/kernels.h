@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+#include "fused_ops/cuda/cross_entropy_math.h"
+#include "fused_ops/cuda/pool2d_math.h"
+
 namespace hfta::cuda::kernels {
 
 // Linear (fused_ops/cuda/linear_kernels.cu), for B models:
@@ -39,5 +42,38 @@ cudaError_t batchnorm2d_backward(const float* x, const float* gamma, const float
                                  const float* saved_rstd, const float* dy, float* dx, float* dgamma,
                                  float* dbeta, int64_t N, int64_t channels, int64_t hw,
                                  bool training, bool accumulate, cudaStream_t stream);
+
+// Add over n elements (fused_ops/cuda/add_kernels.cu; the arithmetic is add_math.h's):
+//   add_forward:   y = a + b                             (y may be a or b)
+//   add_backward:  dx = dy, or dx += dy (accumulate)
+cudaError_t add_forward(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
+cudaError_t add_backward(const float* dy, float* dx, int64_t n, bool accumulate,
+                         cudaStream_t stream);
+
+// Softmax cross-entropy (fused_ops/cuda/cross_entropy_kernels.cu; the arithmetic and the fixed
+// order of every sum are cross_entropy_math.h's): forward writes probs and losses (three
+// launches), backward writes dlogits (dlogits may be probs). s.M is the count of rows not ignored.
+cudaError_t cross_entropy_forward(const ce_math::CeShape& s, const float* logits,
+                                  const int32_t* labels, float* probs, float* losses,
+                                  cudaStream_t stream);
+cudaError_t cross_entropy_backward(const ce_math::CeShape& s, const float* probs,
+                                   const int32_t* labels, const float* dlosses, float* dlogits,
+                                   cudaStream_t stream);
+
+// Pooling (fused_ops/cuda/pool2d_kernels.cu; the arithmetic is pool2d_math.h's): forward one
+// thread per output; backward one thread per input element, gathering the dy of the windows that
+// cover it (no atomics), dx written or (accumulate) added to. argmax may be null in max forward.
+cudaError_t max_pool_forward(const pool_math::PoolGeometry& g, const float* x, float* y,
+                             int32_t* argmax, cudaStream_t stream);
+cudaError_t avg_pool_forward(const pool_math::PoolGeometry& g, const float* x, float* y,
+                             cudaStream_t stream);
+cudaError_t max_pool_backward(const pool_math::PoolGeometry& g, const int32_t* argmax,
+                              const float* dy, float* dx, bool accumulate, cudaStream_t stream);
+cudaError_t avg_pool_backward(const pool_math::PoolGeometry& g, const float* dy, float* dx,
+                              bool accumulate, cudaStream_t stream);
+cudaError_t adaptive_avg_pool_forward(const pool_math::AdaptiveGeometry& g, const float* x,
+                                      float* y, cudaStream_t stream);
+cudaError_t adaptive_avg_pool_backward(const pool_math::AdaptiveGeometry& g, const float* dy,
+                                       float* dx, bool accumulate, cudaStream_t stream);
 
 }  // namespace hfta::cuda::kernels

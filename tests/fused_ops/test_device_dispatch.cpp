@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fused_ops/add.h"
+#include "fused_ops/flatten.h"
 #include "fused_ops/linear.h"
 #include "test_util.h"
 
@@ -52,16 +53,35 @@ TEST(DeviceDispatch, CudaTensorsRaiseWhereTheyCannotRun) {
 #endif
 }
 
-// add has no CUDA kernel: a CUDA build says so, a CPU-only build says it has no CUDA backend.
+// flatten has no CUDA kernel: a CUDA build says so, a CPU-only build says it has no CUDA backend.
 TEST(DeviceDispatch, OpWithoutACudaKernelRaises) {
+  const FlattenParams p{};
+  std::vector<float> x(1), y(1);
+  const FlattenForwardArgs args{.x = TensorView(x.data(), p.x_shape(), Device::kCuda),
+                                .y = TensorView(y.data(), p.y_shape(), Device::kCuda)};
+#if HFTA_WITH_CUDA
+  test::expect_error_containing_all([&] { flatten_forward(p, args); },
+                                    {"flatten_forward has no CUDA kernel yet", "docs/cuda.md"});
+#else
+  test::expect_error_containing_all([&] { flatten_forward(p, args); },
+                                    {"flatten_forward got CUDA tensors", "no CUDA backend"});
+#endif
+}
+
+// add has a CUDA kernel: without a device it raises before touching the (host) memory; a
+// CPU-only build says it has no CUDA backend. Its operands must share a device.
+TEST(DeviceDispatch, AddReachesItsCudaKernel) {
   std::vector<float> a(4), b(4), y(4);
   const Shape shape{4};
   const AddForwardArgs args{.a = TensorView(a.data(), shape, Device::kCuda),
                             .b = TensorView(b.data(), shape, Device::kCuda),
                             .y = TensorView(y.data(), shape, Device::kCuda)};
+  test::expect_error_containing_all(
+      [&] { add_forward({.a = args.a, .b = TensorView(b.data(), shape), .y = args.y}); },
+      {"add second operand is on the CPU", "runs on the CUDA device"});
 #if HFTA_WITH_CUDA
-  test::expect_error_containing_all([&] { add_forward(args); },
-                                    {"add_forward has no CUDA kernel yet", "docs/cuda.md"});
+  if (cuda::device_available()) GTEST_SKIP() << "a CUDA device is present: tests/cuda/ run";
+  test::expect_error_containing([&] { add_forward(args); }, "no CUDA device");
 #else
   test::expect_error_containing_all([&] { add_forward(args); },
                                     {"add_forward got CUDA tensors", "no CUDA backend"});

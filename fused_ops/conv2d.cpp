@@ -48,6 +48,9 @@ void check_conv2d(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   check_shape(a.weight, p.weight_shape(), "conv2d weight");
   if (p.bias) check_shape(a.bias, p.bias_shape(), "conv2d bias");
   check_shape(a.y, p.y_shape(), "conv2d output");
+  check_device(a.weight, a.x.device, "conv2d weight");
+  check_device(a.bias, a.x.device, "conv2d bias");
+  check_device(a.y, a.x.device, "conv2d output");
 }
 
 void check_conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
@@ -58,16 +61,23 @@ void check_conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   check_optional_shape(a.dx, p.x_shape(), "conv2d input gradient");
   check_optional_shape(a.dweight, p.weight_shape(), "conv2d weight gradient");
   if (p.bias) check_optional_shape(a.dbias, p.bias_shape(), "conv2d bias gradient");
+  check_device(a.weight, a.x.device, "conv2d weight");
+  check_device(a.dy, a.x.device, "conv2d output gradient");
+  check_device(a.dx, a.x.device, "conv2d input gradient");
+  check_device(a.dweight, a.x.device, "conv2d weight gradient");
+  check_device(a.dbias, a.x.device, "conv2d bias gradient");
 }
 
 void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   check_conv2d(p, a);
-  HFTA_DISPATCH("conv2d_forward", a.x.device, cpu::conv2d_forward(p, a));
+  HFTA_DISPATCH_CUDA("conv2d_forward", a.x.device, cpu::conv2d_forward(p, a),
+                     cuda::conv2d_forward(p, a));
 }
 
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   check_conv2d_backward(p, a);
-  HFTA_DISPATCH("conv2d_backward", a.x.device, cpu::conv2d_backward(p, a));
+  HFTA_DISPATCH_CUDA("conv2d_backward", a.x.device, cpu::conv2d_backward(p, a),
+                     cuda::conv2d_backward(p, a));
 }
 
 }  // namespace hfta

@@ -119,4 +119,12 @@ Conv2dStrategy conv2d_strategy();
 Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p);
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/conv2d.cpp; defined only in a build with
+// -DHFTA_CUDA=ON): im2col, cuBLAS GEMMs and a gathering col2im (docs/cuda.md). Runs on the calling
+// thread's stream (backend/cuda/runtime.h) and returns without waiting for it.
+namespace cuda {
+void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "fused_ops/cuda/conv2d_math.h"
 #include "fused_ops/cuda/cross_entropy_math.h"
 #include "fused_ops/cuda/pool2d_math.h"
 
@@ -75,5 +76,19 @@ cudaError_t adaptive_avg_pool_forward(const pool_math::AdaptiveGeometry& g, cons
                                       float* y, cudaStream_t stream);
 cudaError_t adaptive_avg_pool_backward(const pool_math::AdaptiveGeometry& g, const float* dy,
                                        float* dx, bool accumulate, cudaStream_t stream);
+
+// Conv2d (fused_ops/cuda/conv2d_kernels.cu; layouts and index math in conv2d_math.h):
+//   conv_fill_bias:  y[n, c, q] = bias[c]                     y [N, BC, P], bias [BC]
+//   conv_bias_grad:  dbias[c] += sum over n, q of dy[n, c, q] in a fixed order (double sums)
+//   im2col:          col = conv_math::im2col_value at every index of `images` images
+//   col2im:          dx = conv_math::col2im_value at every index of `images` images (a gather)
+cudaError_t conv_fill_bias(const float* bias, float* y, int64_t N, int64_t BC, int64_t P,
+                           cudaStream_t stream);
+cudaError_t conv_bias_grad(const float* dy, float* dbias, int64_t N, int64_t BC, int64_t P,
+                           cudaStream_t stream);
+cudaError_t im2col(const conv_math::ConvGeometry& g, const float* x, float* col, int64_t images,
+                   cudaStream_t stream);
+cudaError_t col2im(const conv_math::ConvGeometry& g, const float* dcol, float* dx, int64_t images,
+                   bool accumulate, cudaStream_t stream);
 
 }  // namespace hfta::cuda::kernels

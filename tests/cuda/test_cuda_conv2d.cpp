@@ -1,0 +1,339 @@
+// The CUDA fused conv2d (fused_ops/cuda/conv2d.cpp) against the CPU reference
+// (fused_ops/ref/conv2d.cpp: B independent single-model convolutions, double sums).
+//
+// Runs anywhere (HostPlan*): the op's plan (fused_ops/cuda/conv2d_gemms.h: chunks, kernels, GEMM
+// descriptions) executed on the host, the kernels' elements by the same conv2d_math.h functions
+// over every index, the GEMMs by a naive column-major GEMM; scratch is NaN-filled at every
+// request, so a column the plan forgets to fill shows up. Once with the op's scratch cap, once
+// with a cap of two images' columns (chunks of 1 or 2 images, the last one partial when N = 3).
+// On a GPU (CudaConv2d.MatchesReference, skipped without one): the real op through the
+// dispatching conv2d_forward / conv2d_backward with every tensor in a device arena.
+// Outputs start as NaN; parameter gradients start random and must end at start + gradient; dx
+// starts as NaN, or random with accumulate_dx; an unwanted dx must stay untouched.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/device_arena.h"
+#include "backend/cuda/runtime.h"
+#include "conv_test_util.h"
+#include "fused_ops/conv2d.h"
+#include "fused_ops/cuda/conv2d_gemms.h"
+#include "fused_ops/cuda/conv2d_math.h"
+#include "test_util.h"
+
+namespace hfta {
+namespace {
+
+using test::Buffer;
+using test::expect_close;
+using test::random_buffer;
+using test::SumTolerance;
+
+#define SKIP_WITHOUT_CUDA_DEVICE()                                                              \
+  do {                                                                                          \
+    if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device: " << cuda::device_status(); \
+  } while (0)
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Conv2dCudaCase {
+  std::string name;
+  Conv2dParams p;
+  bool accumulate_dx = false;
+  bool want_dx = true;
+};
+
+void PrintTo(const Conv2dCudaCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Conv2dCudaCase> conv2d_cases() {
+  struct Geometry {
+    int64_t N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    bool bias, shared;
+  };
+  // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
+  const Geometry geometries[] = {
+      {2, 3, 4, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // 3x3 pad 1, odd H/W
+      {3, 4, 6, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},    // stride 2
+      {2, 3, 5, 8, 7, 3, 2, 2, 1, 0, 1, 1, 1, 1, true, false},    // non-square kernel/stride/pad
+      {2, 3, 5, 9, 7, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false},    // dilation 2
+      {2, 2, 3, 9, 8, 3, 3, 2, 3, 1, 0, 2, 1, 1, false, false},   // dilation with stride, no bias
+      {2, 3, 5, 7, 5, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, false},   // 5x5, no bias
+      {3, 8, 16, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 1x1
+      {3, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},    // groups 2
+      {2, 6, 12, 5, 7, 3, 3, 2, 2, 1, 1, 1, 1, 6, true, false},   // depthwise x2, stride 2
+      {2, 2, 3, 4, 5, 3, 3, 1, 2, 4, 3, 1, 1, 1, true, false},    // padding wider than kernel
+      {2, 2, 3, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // kernel larger than input
+      {3, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // shared input
+      {2, 4, 6, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true},    // shared, stride, no bias
+      {3, 4, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, true},     // shared, groups 2
+      {2, 4, 4, 7, 5, 3, 3, 1, 1, 2, 2, 2, 2, 4, false, true},    // shared depthwise, dilation
+      {3, 1, 6, 12, 10, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},   // a first layer (LeNet-like)
+      {2, 16, 33, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // sizes past GEMM tiles
+  };
+  std::vector<Conv2dCudaCase> cases;
+  int64_t k = 0;
+  for (const Geometry& s : geometries)
+    for (int64_t B : {1, 2, 3, 8}) {
+      Conv2dCudaCase c;
+      c.p = Conv2dParams{.B = B,
+                         .N = s.N,
+                         .in_channels = s.cin,
+                         .out_channels = s.cout,
+                         .H = s.H,
+                         .W = s.W,
+                         .kernel_h = s.kh,
+                         .kernel_w = s.kw,
+                         .stride_h = s.sh,
+                         .stride_w = s.sw,
+                         .pad_h = s.ph,
+                         .pad_w = s.pw,
+                         .dilation_h = s.dh,
+                         .dilation_w = s.dw,
+                         .groups = s.groups,
+                         .bias = s.bias,
+                         .shared_input = s.shared};
+      c.want_dx = !(s.shared && (B == 8 || s.cin == 1)) && k % 7 != 3;
+      c.accumulate_dx = c.want_dx && k % 2 == 0;
+      ++k;
+      c.name = fmt::format("N{}_c{}to{}_{}x{}_k{}x{}_s{}x{}_p{}x{}_d{}x{}_g{}_B{}{}{}{}{}", s.N,
+                           s.cin, s.cout, s.H, s.W, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw,
+                           s.groups, B, s.shared ? "_shared" : "", s.bias ? "" : "_nobias",
+                           c.accumulate_dx ? "_acc" : "", c.want_dx ? "" : "_nodx");
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+// One case's tensors on the host: the inputs and the starting values of what the op writes.
+struct Conv2dTensors {
+  Buffer x, weight, bias, dy, y, dx, dweight, dbias;
+};
+
+std::vector<Buffer*> all(Conv2dTensors& t) {
+  return {&t.x, &t.weight, &t.bias, &t.dy, &t.y, &t.dx, &t.dweight, &t.dbias};
+}
+
+Conv2dTensors make_inputs(const Conv2dCudaCase& c, RngStream& rng) {
+  const Conv2dParams& p = c.p;
+  Conv2dTensors t;
+  t.x = random_buffer(p.x_shape(), rng);
+  t.weight = random_buffer(p.weight_shape(), rng);
+  t.bias = random_buffer(p.bias_shape(), rng);
+  t.dy = random_buffer(p.y_shape(), rng);
+  t.y = Buffer(p.y_shape(), kNaN);
+  t.dx = c.accumulate_dx ? random_buffer(p.x_shape(), rng) : Buffer(p.x_shape(), kNaN);
+  t.dweight = random_buffer(p.weight_shape(), rng);
+  t.dbias = random_buffer(p.bias_shape(), rng);
+  return t;
+}
+
+// The tensors of one call, for tensors `d` (host or device) in all()'s order: unwanted ones are
+// empty views.
+Conv2dForwardArgs forward_args(const Conv2dCudaCase& c, const std::vector<TensorView>& d) {
+  return {.x = d[0], .weight = d[1], .bias = c.p.bias ? d[2] : TensorView(), .y = d[4]};
+}
+Conv2dBackwardArgs backward_args(const Conv2dCudaCase& c, const std::vector<TensorView>& d) {
+  return {.x = d[0],
+          .weight = d[1],
+          .dy = d[3],
+          .dx = c.want_dx ? d[5] : TensorView(),
+          .dweight = d[6],
+          .dbias = c.p.bias ? d[7] : TensorView(),
+          .accumulate_dx = c.accumulate_dx};
+}
+
+// What the op must leave: the reference run on copies of the starting tensors.
+Conv2dTensors reference(const Conv2dCudaCase& c, const Conv2dTensors& start) {
+  Conv2dTensors want = start;
+  std::vector<TensorView> d;
+  for (Buffer* b : all(want)) d.push_back(b->view());
+  ref::conv2d_forward(c.p, forward_args(c, d));
+  ref::conv2d_backward(c.p, backward_args(c, d));
+  return want;
+}
+
+// Bit for bit (NaN where the start was NaN): what the op must not touch.
+void expect_same(const Buffer& got, const Buffer& want, const char* what) {
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_TRUE(std::isnan(want.values[i]) ? std::isnan(got.values[i])
+                                           : got.values[i] == want.values[i])
+        << what << "[" << i << "] = " << got.values[i] << ", expected " << want.values[i];
+}
+
+// fp32 sums against the reference's double sums (conv_test_util.h): y sums C_in/G*kH*kW
+// products and the bias, dx C_out/G*kH*kW per model (a shared input adds B models' roundings:
+// sqrt(B) more), dweight and dbias N*OH*OW.
+void expect_matches_reference(const Conv2dCudaCase& c, const Conv2dTensors& got,
+                              const Conv2dTensors& want) {
+  const Conv2dParams& p = c.p;
+  const int64_t taps = p.kernel_h * p.kernel_w;
+  const SumTolerance fwd(p.in_channels / p.groups * taps + 1);
+  const SumTolerance param(p.N * p.out_h() * p.out_w());
+  SumTolerance dx(p.out_channels / p.groups * taps);
+  if (p.shared_input) dx.atol *= std::sqrt(double(p.B));
+  expect_close(got.y, want.y, fwd.atol, fwd.rtol, "y");
+  expect_close(got.dweight, want.dweight, param.atol, param.rtol, "dweight");
+  if (p.bias)
+    expect_close(got.dbias, want.dbias, param.atol, param.rtol, "dbias");
+  else
+    expect_same(got.dbias, want.dbias, "dbias (bias off: untouched)");
+  if (c.want_dx)
+    expect_close(got.dx, want.dx, dx.atol, dx.rtol, "dx");
+  else
+    expect_same(got.dx, want.dx, "dx (not wanted: untouched)");
+}
+
+// The plan's executor on the host: the kernels' element functions over every index, a naive
+// column-major GEMM, scratch refilled with NaN at every request.
+struct HostExec {
+  std::vector<float> scratch_buffer;
+  float* scratch(int64_t floats) {
+    scratch_buffer.assign(static_cast<size_t>(std::max<int64_t>(floats, 1)), kNaN);
+    return scratch_buffer.data();
+  }
+  void fill_bias(const float* bias, float* y, int64_t N, int64_t BC, int64_t P) {
+    for (int64_t i = 0; i < N * BC * P; ++i) y[i] = bias[conv_math::bias_channel(i, BC, P)];
+  }
+  void bias_grad(const float* dy, float* dbias, int64_t N, int64_t BC, int64_t P) {
+    for (int64_t c = 0; c < BC; ++c) {
+      double sum = 0.0;
+      for (int64_t e = 0; e < N * P; ++e) sum += dy[((e / P) * BC + c) * P + e % P];
+      dbias[c] += static_cast<float>(sum);
+    }
+  }
+  void im2col(const conv_math::ConvGeometry& g, const float* x, float* col, int64_t images) {
+    for (int64_t i = 0; i < images * g.col_rows() * g.positions(); ++i)
+      col[i] = conv_math::im2col_value(g, x, i);
+  }
+  void col2im(const conv_math::ConvGeometry& g, const float* dcol, float* dx, int64_t images,
+              bool accumulate) {
+    for (int64_t i = 0; i < images * g.x_image(); ++i)
+      dx[i] = conv_math::col2im_value(g, dcol, i, accumulate ? dx[i] : 0.0f, accumulate);
+  }
+  void gemm(const cuda::ColumnMajorGemm& g) {
+    for (int64_t i = 0; i < g.batch; ++i) {
+      const float *a = g.a + i * g.stride_a, *b = g.b + i * g.stride_b;
+      float* c = g.c + i * g.stride_c;
+      for (int64_t col = 0; col < g.n; ++col)
+        for (int64_t row = 0; row < g.m; ++row) {
+          double sum = 0.0;
+          for (int64_t l = 0; l < g.k; ++l)
+            sum += double(g.transpose_a ? a[l + row * g.lda] : a[row + l * g.lda]) *
+                   (g.transpose_b ? b[col + l * g.ldb] : b[l + col * g.ldb]);
+          float& out = c[row + col * g.ldc];
+          out = g.beta == 0.0f ? static_cast<float>(sum) : g.beta * out + static_cast<float>(sum);
+        }
+    }
+  }
+};
+
+void run_host_plan(const Conv2dCudaCase& c, int64_t cap_floats) {
+  const uint64_t seed = test::case_seed(c.name);
+  HFTA_CASE_TRACE(seed);
+  RngStream rng(seed, 0);
+  const Conv2dTensors start = make_inputs(c, rng);
+  Conv2dTensors got = start;
+  std::vector<TensorView> d;
+  for (Buffer* b : all(got)) d.push_back(b->view());
+  HostExec exec;
+  cuda::conv2d_forward_plan(c.p, forward_args(c, d), cap_floats, exec);
+  cuda::conv2d_backward_plan(c.p, backward_args(c, d), cap_floats, exec);
+  expect_matches_reference(c, got, reference(c, start));
+}
+
+class CudaConv2d : public ::testing::TestWithParam<Conv2dCudaCase> {};
+
+// No device needed: the op's whole plan on the host, with the op's scratch cap.
+TEST_P(CudaConv2d, HostPlanMatchesReference) {
+  run_host_plan(GetParam(), cuda::kConv2dScratchCapFloats);
+}
+
+// No device needed: the same with room for two images' columns, so chunks of 1 or 2 images.
+TEST_P(CudaConv2d, HostPlanInSmallChunksMatchesReference) {
+  const Conv2dParams& p = GetParam().p;
+  const conv_math::ConvGeometry g = cuda::conv_geometry(p);
+  run_host_plan(GetParam(), 2 * g.col_rows() * g.positions());
+}
+
+TEST_P(CudaConv2d, MatchesReference) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Conv2dCudaCase& c = GetParam();
+  const uint64_t seed = test::case_seed(c.name);
+  HFTA_CASE_TRACE(seed);
+  RngStream rng(seed, 0);
+  Conv2dTensors start = make_inputs(c, rng);
+
+  cuda::DeviceArena counting;
+  for (Buffer* b : all(start)) counting.carve(b->shape);
+  cuda::DeviceArena arena(counting.used(), "test arena");
+  std::vector<TensorView> d;
+  for (Buffer* b : all(start)) {
+    d.push_back(arena.carve(b->shape));
+    cuda::copy_to_device(b->view(), d.back());
+  }
+  conv2d_forward(c.p, forward_args(c, d));
+  conv2d_backward(c.p, backward_args(c, d));
+  cuda::synchronize();
+
+  Conv2dTensors got = start;
+  std::vector<Buffer*> got_buffers = all(got);
+  for (size_t i = 0; i < d.size(); ++i) cuda::copy_to_host(d[i], got_buffers[i]->view());
+  expect_matches_reference(c, got, reference(c, start));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaConv2d, ::testing::ValuesIn(conv2d_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// No device needed: chunks hold at least one image and at most N, as many as the cap allows.
+TEST(CudaConv2dPlan, ChunkSizes) {
+  EXPECT_EQ(cuda::conv2d_chunk_images(5, 100, 1000), 5);
+  EXPECT_EQ(cuda::conv2d_chunk_images(50, 100, 1000), 10);
+  EXPECT_EQ(cuda::conv2d_chunk_images(50, 100, 199), 1);
+  EXPECT_EQ(cuda::conv2d_chunk_images(50, 100, 50), 1);  // one image beyond the cap: still one
+  EXPECT_EQ(cuda::conv2d_chunk_images(7, 0, 50), 7);     // nothing to hold
+}
+
+// No device needed: host memory labelled as device memory raises before it is touched; tensors
+// of one call on two devices raise.
+TEST(CudaConv2dDevice, RaisesWithoutADeviceAndForMixedDevices) {
+  const Conv2dParams p{.B = 2,
+                       .N = 1,
+                       .in_channels = 1,
+                       .out_channels = 2,
+                       .H = 3,
+                       .W = 3,
+                       .kernel_h = 3,
+                       .kernel_w = 3,
+                       .pad_h = 1,
+                       .pad_w = 1,
+                       .bias = false};
+  std::vector<float> x(p.x_shape().numel()), w(p.weight_shape().numel()), y(p.y_shape().numel());
+  const auto args = [&](Device x_device, Device w_device) {
+    return Conv2dForwardArgs{.x = TensorView(x.data(), p.x_shape(), x_device),
+                             .weight = TensorView(w.data(), p.weight_shape(), w_device),
+                             .y = TensorView(y.data(), p.y_shape(), x_device)};
+  };
+  test::expect_error_containing_all([&] { conv2d_forward(p, args(Device::kCuda, Device::kCpu)); },
+                                    {"conv2d weight is on the CPU", "runs on the CUDA device"});
+  test::expect_error_containing_all([&] { conv2d_forward(p, args(Device::kCpu, Device::kCuda)); },
+                                    {"conv2d weight is on the CUDA device", "runs on the CPU"});
+  if (cuda::device_available()) GTEST_SKIP() << "a CUDA device is present";
+  test::expect_error_containing([&] { conv2d_forward(p, args(Device::kCuda, Device::kCuda)); },
+                                "no CUDA device");
+  const TensorView dy(y.data(), p.y_shape(), Device::kCuda);
+  test::expect_error_containing(
+      [&] {
+        conv2d_backward(p, {.x = TensorView(x.data(), p.x_shape(), Device::kCuda),
+                            .weight = TensorView(w.data(), p.weight_shape(), Device::kCuda),
+                            .dy = dy});
+      },
+      "no CUDA device");
+}
+
+}  // namespace
+}  // namespace hfta

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fused_ops/add.h"
+#include "fused_ops/conv2d.h"
 #include "fused_ops/flatten.h"
 #include "fused_ops/linear.h"
 #include "test_util.h"
@@ -37,6 +38,32 @@ TEST(DeviceDispatch, TensorsOfOneCallShareADevice) {
   test::expect_error_containing_all(
       [&] { linear_forward(kParams, t.args(Device::kCpu, Device::kCuda)); },
       {"linear weight is on the CUDA device", "runs on the CPU"});
+}
+
+// conv2d checks every tensor's device too, forward and backward (CUDA kernel or not).
+TEST(DeviceDispatch, Conv2dTensorsOfOneCallShareADevice) {
+  const Conv2dParams p{.B = 2, .in_channels = 1, .out_channels = 2, .H = 3, .W = 3, .bias = true};
+  std::vector<float> x(18), w(4), b(4), y(36);
+  const TensorView xc(x.data(), p.x_shape(), Device::kCuda), xh(x.data(), p.x_shape());
+  const TensorView wc(w.data(), p.weight_shape(), Device::kCuda), wh(w.data(), p.weight_shape());
+  const TensorView bh(b.data(), p.bias_shape()), yh(y.data(), p.y_shape());
+  const TensorView yc(y.data(), p.y_shape(), Device::kCuda);
+  test::expect_error_containing_all(
+      [&] { conv2d_forward(p, {.x = xc, .weight = wh, .bias = bh, .y = yc}); },
+      {"conv2d weight is on the CPU", "runs on the CUDA device"});
+  test::expect_error_containing_all(
+      [&] { conv2d_forward(p, {.x = xh, .weight = wh, .bias = bh, .y = yc}); },
+      {"conv2d output is on the CUDA device", "runs on the CPU"});
+  test::expect_error_containing_all([&] { conv2d_backward(p, {.x = xh, .weight = wc, .dy = yh}); },
+                                    {"conv2d weight is on the CUDA device", "runs on the CPU"});
+  test::expect_error_containing_all(
+      [&] {
+        conv2d_backward(p, {.x = xh,
+                            .weight = wh,
+                            .dy = yh,
+                            .dbias = TensorView(b.data(), p.bias_shape(), Device::kCuda)});
+      },
+      {"conv2d bias gradient is on the CUDA device", "runs on the CPU"});
 }
 
 // Host memory labelled as CUDA memory: every path below must raise before touching it.

@@ -17,8 +17,10 @@
 // One strided-batched GEMM per image covers all B*G (model, group) pairs: their weights, output
 // channels and col/dcol rows are each evenly spaced. A shared input's col has one copy of the
 // rows, read with stride 0 between models; with groups > 1 that is not one stride over b*G + g,
-// so it is G GEMMs per image (batch B). The weight gradient sums the images one GEMM after
-// another in image order (beta = 1), so every sum has a fixed order.
+// so it is G GEMMs per image (batch B). When a chunk has more images than that makes calls, the
+// forward and dx GEMMs run the other way round: one GEMM per pair, a batch over the images (the
+// pair's weights at stride 0). The weight gradient sums the images one GEMM after another in
+// image order (beta = 1), so every sum has a fixed order.
 //
 // Images are taken in chunks that fit conv2d_scratch_cap_floats of device scratch (at least one
 // image per chunk): im2col fills the chunk's col, the chunk's GEMMs run, col2im gathers the
@@ -63,6 +65,15 @@ inline int64_t conv2d_chunk_images(int64_t N, int64_t floats_per_image, int64_t 
   return std::clamp<int64_t>(cap_floats / floats_per_image, 1, N);
 }
 
+// Whether the forward's GEMMs of a chunk of `images` images loop over the B*G (model, group)
+// pairs, each a batch over the images (weights at stride 0), rather than over the images, each a
+// batch over the pairs: the way with fewer cuBLAS calls. (The backward's dx GEMMs choose the same
+// way; the weight gradient always loops over the images, which add into one dW in order.)
+inline bool conv2d_batch_over_images(const Conv2dParams& p, int64_t images) {
+  const int64_t calls_per_image = p.shared_input && p.groups > 1 ? p.groups : 1;
+  return p.B * p.groups < images * calls_per_image;
+}
+
 // Runs the forward on `exec`, which provides
 //   float* scratch(int64_t floats)            device memory for the chunk's col
 //   fill_bias(bias, y, N, BC, P)               y[n, c, q] = bias[c]
@@ -81,6 +92,23 @@ void conv2d_forward_plan(const Conv2dParams& p, const Conv2dForwardArgs& a, int6
   for (int64_t n0 = 0; n0 < p.N; n0 += chunk) {
     const int64_t images = std::min(chunk, p.N - n0);
     exec.im2col(geo, a.x.data + n0 * geo.x_image(), col, images);
+    if (conv2d_batch_over_images(p, images)) {
+      for (int64_t pair = 0; pair < p.B * G; ++pair)  // pair = b*G + g
+        exec.gemm(ColumnMajorGemm{.m = P,
+                                  .n = cog,
+                                  .k = kg,
+                                  .a = col + (p.shared_input ? pair % G : pair) * kg * P,
+                                  .lda = P,
+                                  .stride_a = col_image,
+                                  .b = a.weight.data + pair * cog * kg,
+                                  .ldb = kg,
+                                  .beta = p.bias ? 1.0f : 0.0f,
+                                  .c = a.y.data + n0 * y_image + pair * cog * P,
+                                  .ldc = P,
+                                  .stride_c = y_image,
+                                  .batch = images});
+      continue;
+    }
     for (int64_t n = n0; n < n0 + images; ++n) {
       ColumnMajorGemm one{.m = P,
                           .n = cog,
@@ -118,8 +146,8 @@ void conv2d_forward_plan(const Conv2dParams& p, const Conv2dForwardArgs& a, int6
 // Runs the backward on `exec`, which provides forward's scratch, im2col and gemm, and
 //   col2im(geometry, dcol, dx_chunk, images, accumulate)   every dx element of the chunk
 //   bias_grad(dy, dbias, N, BC, P)                          dbias[c] += sum over n, q
-// Per chunk: im2col (for the weight gradient), then per image the dx GEMM into dcol and the
-// weight-gradient GEMMs, then col2im into the chunk's dx.
+// Per chunk: im2col (for the weight gradient), the dx GEMMs into dcol and the weight-gradient
+// GEMMs, then col2im into the chunk's dx.
 template <typename Exec>
 void conv2d_backward_plan(const Conv2dParams& p, const Conv2dBackwardArgs& a, int64_t cap_floats,
                           Exec&& exec) {
@@ -138,9 +166,26 @@ void conv2d_backward_plan(const Conv2dParams& p, const Conv2dBackwardArgs& a, in
   for (int64_t n0 = 0; n0 < p.N; n0 += chunk) {
     const int64_t images = std::min(chunk, p.N - n0);
     if (want_dw) exec.im2col(geo, a.x.data + n0 * geo.x_image(), col, images);
+    const bool dx_over_images = p.B * G < images;  // fewer calls (every input has its dcol rows)
+    if (want_dx && dx_over_images)
+      for (int64_t pair = 0; pair < p.B * G; ++pair)
+        exec.gemm(ColumnMajorGemm{.transpose_b = true,
+                                  .m = P,
+                                  .n = kg,
+                                  .k = cog,
+                                  .a = a.dy.data + n0 * y_image + pair * cog * P,
+                                  .lda = P,
+                                  .stride_a = y_image,
+                                  .b = a.weight.data + pair * cog * kg,
+                                  .ldb = kg,
+                                  .beta = 0.0f,
+                                  .c = dcol + pair * kg * P,
+                                  .ldc = P,
+                                  .stride_c = dcol_image,
+                                  .batch = images});
     for (int64_t n = n0; n < n0 + images; ++n) {
       const float* dy = a.dy.data + n * y_image;
-      if (want_dx)  // every pair's dcol rows, shared input or not
+      if (want_dx && !dx_over_images)  // every pair's dcol rows, shared input or not
         exec.gemm(ColumnMajorGemm{.transpose_b = true,
                                   .m = P,
                                   .n = kg,

@@ -59,8 +59,10 @@ HFTA_HOST_DEVICE inline float im2col_value(const ConvGeometry& g, const float* x
 // One model's gradient of x element (h, w) of channel row base `row0` = (b*C_in + c)*kH*kW of
 // image n of dcol: the sum, in double and in tap order, of the dcol entries of every output
 // position that read it. Gathered, so no two threads write one element.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): index math called only by col2im_value
 HFTA_HOST_DEVICE inline double col2im_model_sum(const ConvGeometry& g, const float* dcol, int64_t n,
                                                 int64_t row0, int64_t h, int64_t w) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   const int64_t P = g.positions();
   double sum = 0.0;
   for (int64_t i = 0; i < g.kernel_h; ++i) {
@@ -79,8 +81,10 @@ HFTA_HOST_DEVICE inline double col2im_model_sum(const ConvGeometry& g, const flo
 // dx[index] of a chunk whose first image is dx (`old` is that element's value before the call):
 // each model's sum rounded to float, then added in model order (a shared input sums all B
 // models), onto `old` with accumulate or onto zero, as fused_ops/ref/conv2d.cpp does.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): the kernel's and the host test's one call
 HFTA_HOST_DEVICE inline float col2im_value(const ConvGeometry& g, const float* dcol, int64_t index,
                                            float old, bool accumulate) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
   const int64_t w = index % g.W, h = (index / g.W) % g.H;
   const int64_t c = (index / (g.H * g.W)) % g.x_channels(), n = index / g.x_image();
   float value = accumulate ? old : 0.0f;

@@ -58,23 +58,24 @@ std::vector<Conv2dCudaCase> conv2d_cases() {
   // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
   const Geometry geometries[] = {
       {2, 3, 4, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // 3x3 pad 1, odd H/W
-      {3, 4, 6, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},    // stride 2
+      {9, 4, 6, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},    // stride 2, 9 images
       {2, 3, 5, 8, 7, 3, 2, 2, 1, 0, 1, 1, 1, 1, true, false},    // non-square kernel/stride/pad
-      {2, 3, 5, 9, 7, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false},    // dilation 2
+      {5, 3, 5, 9, 7, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false},    // dilation 2
       {2, 2, 3, 9, 8, 3, 3, 2, 3, 1, 0, 2, 1, 1, false, false},   // dilation with stride, no bias
       {2, 3, 5, 7, 5, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, false},   // 5x5, no bias
-      {3, 8, 16, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 1x1
+      {6, 8, 16, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 1x1
       {3, 4, 6, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},    // groups 2
       {2, 6, 12, 5, 7, 3, 3, 2, 2, 1, 1, 1, 1, 6, true, false},   // depthwise x2, stride 2
       {2, 2, 3, 4, 5, 3, 3, 1, 2, 4, 3, 1, 1, 1, true, false},    // padding wider than kernel
       {2, 2, 3, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // kernel larger than input
-      {3, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // shared input
+      {4, 3, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true},     // shared input
       {2, 4, 6, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true},    // shared, stride, no bias
-      {3, 4, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, true},     // shared, groups 2
+      {5, 4, 6, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, true},     // shared, groups 2
       {2, 4, 4, 7, 5, 3, 3, 1, 1, 2, 2, 2, 2, 4, false, true},    // shared depthwise, dilation
       {3, 1, 6, 12, 10, 5, 5, 1, 1, 2, 2, 1, 1, 1, true, true},   // a first layer (LeNet-like)
       {2, 16, 33, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // sizes past GEMM tiles
   };
+  // N above and below B*G: the forward and dx GEMMs batch over the images or over the models.
   std::vector<Conv2dCudaCase> cases;
   int64_t k = 0;
   for (const Geometry& s : geometries)
@@ -296,6 +297,46 @@ TEST(CudaConv2dPlan, ChunkSizes) {
   EXPECT_EQ(cuda::conv2d_chunk_images(50, 100, 199), 1);
   EXPECT_EQ(cuda::conv2d_chunk_images(50, 100, 50), 1);  // one image beyond the cap: still one
   EXPECT_EQ(cuda::conv2d_chunk_images(7, 0, 50), 7);     // nothing to hold
+}
+
+// No device needed: the forward's and dx's GEMMs take the way with fewer calls (per image a batch
+// over the (model, group) pairs, or per pair a batch over the chunk's images); the weight
+// gradient is one call per image (G per image for a shared input with groups).
+TEST(CudaConv2dPlan, GemmCallsTakeTheShorterLoop) {
+  struct Counter {
+    std::vector<int64_t> batches;
+    float* scratch(int64_t) { return nullptr; }
+    void fill_bias(const float*, float*, int64_t, int64_t, int64_t) {}
+    void bias_grad(const float*, float*, int64_t, int64_t, int64_t) {}
+    void im2col(const conv_math::ConvGeometry&, const float*, float*, int64_t) {}
+    void col2im(const conv_math::ConvGeometry&, const float*, float*, int64_t, bool) {}
+    void gemm(const cuda::ColumnMajorGemm& g) { batches.push_back(g.batch); }
+  };
+  const auto calls = [](Conv2dParams p, bool backward) {
+    p.bias = false;
+    Counter c;
+    // Never read (the counter runs no arithmetic); large enough for the plan's pointer offsets.
+    std::vector<float> unread(1 << 16);
+    const TensorView v(unread.data(), Shape{1});
+    if (backward)
+      cuda::conv2d_backward_plan(p, {.x = v, .weight = v, .dy = v, .dx = v, .dweight = v},
+                                 cuda::kConv2dScratchCapFloats, c);
+    else
+      cuda::conv2d_forward_plan(p, {.x = v, .weight = v, .y = v}, cuda::kConv2dScratchCapFloats, c);
+    return c.batches;
+  };
+  using Batches = std::vector<int64_t>;
+  Conv2dParams p{.B = 2, .N = 5, .in_channels = 4, .out_channels = 4, .H = 4, .W = 4};
+  EXPECT_EQ(calls(p, false), (Batches{5, 5}));  // 2 pairs: batches over the 5 images
+  // dx: 2 pairs of 5 images, then dW per image
+  EXPECT_EQ(calls(p, true), (Batches{5, 5, 2, 2, 2, 2, 2}));
+  p.B = 8;
+  EXPECT_EQ(calls(p, false), (Batches{8, 8, 8, 8, 8}));  // 5 images: batches over the 8 models
+  p.B = 2, p.groups = 2, p.shared_input = true;          // 2 calls per image, batch B, or 4 pairs
+  EXPECT_EQ(calls(p, false), (Batches{5, 5, 5, 5}));
+  p.N = 1;
+  EXPECT_EQ(calls(p, false), (Batches{2, 2}));
+  EXPECT_EQ(calls(p, true), (Batches{4, 2, 2}));  // dx: one call over the 4 pairs; dW: G calls
 }
 
 // No device needed: host memory labelled as device memory raises before it is touched; tensors

@@ -22,7 +22,7 @@
 // pair's weights at stride 0). The weight gradient sums the images one GEMM after another in
 // image order (beta = 1), so every sum has a fixed order.
 //
-// Images are taken in chunks that fit conv2d_scratch_cap_floats of device scratch (at least one
+// Images are taken in chunks that fit kConv2dScratchCapFloats of device scratch (at least one
 // image per chunk): im2col fills the chunk's col, the chunk's GEMMs run, col2im gathers the
 // chunk's dx.
 #pragma once

@@ -2,18 +2,13 @@
 // kernels (fused_ops/cuda/add_kernels.cu) and the host tests (tests/cuda/test_cuda_add.cpp):
 // `__host__ __device__` under nvcc, plain inline C++ elsewhere. The CPU op's
 // (fused_ops/cpu/add.cpp) one add per element, so the results are equal bit for bit. No project
-// header: nvcc compiles this in C++17 and cannot include core/error.h (fmt 9).
+// header but backend/cuda/host_device.h: nvcc compiles this in C++17 and cannot include
+// core/error.h (fmt 9).
 #pragma once
 
 #include <cstdint>
 
-#if !defined(HFTA_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define HFTA_HOST_DEVICE __host__ __device__
-#else
-#define HFTA_HOST_DEVICE
-#endif
-#endif
+#include "backend/cuda/host_device.h"
 
 namespace hfta::add_math {
 

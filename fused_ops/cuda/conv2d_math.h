@@ -13,16 +13,13 @@
 // unshared), K_g = C_in/G*kH*kW: the GEMMs of conv2d_gemms.h read them as one matrix per model
 // and group.
 //
-// No project header: nvcc compiles this in C++17 and cannot include core/error.h (fmt 9).
+// No project header but backend/cuda/host_device.h: nvcc compiles this in C++17 and cannot
+// include core/error.h (fmt 9).
 #pragma once
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define HFTA_HOST_DEVICE __host__ __device__
-#else
-#define HFTA_HOST_DEVICE
-#endif
+#include "backend/cuda/host_device.h"
 
 namespace hfta::conv_math {
 

@@ -22,19 +22,14 @@
 // scale = float(dlosses[b] / M), 0 on ignored rows: the CPU's arithmetic, bit for bit. Each
 // element reads only its own probability, so dlogits may be probs.
 //
-// No project header: nvcc compiles this in C++17 and cannot include core/error.h (fmt 9).
+// No project header but backend/cuda/host_device.h: nvcc compiles this in C++17 and cannot
+// include core/error.h (fmt 9).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#if !defined(HFTA_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define HFTA_HOST_DEVICE __host__ __device__
-#else
-#define HFTA_HOST_DEVICE
-#endif
-#endif
+#include "backend/cuda/host_device.h"
 
 namespace hfta::ce_math {
 

@@ -22,18 +22,13 @@
 // when windows overlap along a row (kernel_w > stride_w) the CPU adds a row's shares in its
 // vector blocks' order, so the sums may differ in rounding there.
 //
-// No project header: nvcc compiles this in C++17 and cannot include core/error.h (fmt 9).
+// No project header but backend/cuda/host_device.h: nvcc compiles this in C++17 and cannot
+// include core/error.h (fmt 9).
 #pragma once
 
 #include <cstdint>
 
-#if !defined(HFTA_HOST_DEVICE)
-#if defined(__CUDACC__)
-#define HFTA_HOST_DEVICE __host__ __device__
-#else
-#define HFTA_HOST_DEVICE
-#endif
-#endif
+#include "backend/cuda/host_device.h"
 
 namespace hfta::pool_math {
 

@@ -5,21 +5,16 @@
 // sgd_momentum_update), term for term and in the same order, so any difference between a device
 // step and a CPU step is rounding (FMA contraction), never a different formula.
 //
-// No project header but optim/step_constants.h (plain structs): nvcc compiles this in C++17 and
-// cannot include core/error.h (fmt 9).
+// No project header but optim/step_constants.h (plain structs) and backend/cuda/host_device.h:
+// nvcc compiles this in C++17 and cannot include core/error.h (fmt 9).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cuda/host_device.h"
 #include "optim/step_constants.h"
-
-#if defined(__CUDACC__)
-#define HFTA_HOST_DEVICE __host__ __device__
-#else
-#define HFTA_HOST_DEVICE
-#endif
 
 namespace hfta::optim_math {
 

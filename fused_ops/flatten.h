@@ -56,4 +56,12 @@ void flatten_forward(const FlattenParams& p, const FlattenForwardArgs& a);
 void flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a);
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/flatten.cpp; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream (backend/cuda/runtime.h) and returns
+// without waiting for it.
+namespace cuda {
+void flatten_forward(const FlattenParams& p, const FlattenForwardArgs& a);
+void flatten_backward(const FlattenParams& p, const FlattenBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

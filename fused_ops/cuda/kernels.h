@@ -91,4 +91,11 @@ cudaError_t im2col(const conv_math::ConvGeometry& g, const float* x, float* col,
 cudaError_t col2im(const conv_math::ConvGeometry& g, const float* dcol, float* dx, int64_t images,
                    bool accumulate, cudaStream_t stream);
 
+// Flatten (fused_ops/cuda/flatten_kernels.cu): y [B, N, F] from x [N, B*C, H, W], F = C*H*W
+// (fused_ops/flatten.h), and the inverse for the gradient, dx written or added (accumulate).
+cudaError_t flatten_forward(const float* x, float* y, int64_t B, int64_t N, int64_t F,
+                            cudaStream_t stream);
+cudaError_t flatten_backward(const float* dy, float* dx, int64_t B, int64_t N, int64_t F,
+                             bool accumulate, cudaStream_t stream);
+
 }  // namespace hfta::cuda::kernels

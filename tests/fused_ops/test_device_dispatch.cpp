@@ -7,8 +7,8 @@
 
 #include "fused_ops/add.h"
 #include "fused_ops/conv2d.h"
-#include "fused_ops/flatten.h"
 #include "fused_ops/linear.h"
+#include "fused_ops/repeat_points.h"
 #include "test_util.h"
 
 #if HFTA_WITH_CUDA
@@ -80,18 +80,20 @@ TEST(DeviceDispatch, CudaTensorsRaiseWhereTheyCannotRun) {
 #endif
 }
 
-// flatten has no CUDA kernel: a CUDA build says so, a CPU-only build says it has no CUDA backend.
+// repeat_points has no CUDA kernel: a CUDA build says so, a CPU-only build says it has no CUDA
+// backend.
 TEST(DeviceDispatch, OpWithoutACudaKernelRaises) {
-  const FlattenParams p{};
+  const RepeatPointsParams p{};
   std::vector<float> x(1), y(1);
-  const FlattenForwardArgs args{.x = TensorView(x.data(), p.x_shape(), Device::kCuda),
-                                .y = TensorView(y.data(), p.y_shape(), Device::kCuda)};
+  const RepeatPointsForwardArgs args{.x = TensorView(x.data(), p.x_shape(), Device::kCuda),
+                                     .y = TensorView(y.data(), p.y_shape(), Device::kCuda)};
 #if HFTA_WITH_CUDA
-  test::expect_error_containing_all([&] { flatten_forward(p, args); },
-                                    {"flatten_forward has no CUDA kernel yet", "docs/cuda.md"});
+  test::expect_error_containing_all(
+      [&] { repeat_points_forward(p, args); },
+      {"repeat_points_forward has no CUDA kernel yet", "docs/cuda.md"});
 #else
-  test::expect_error_containing_all([&] { flatten_forward(p, args); },
-                                    {"flatten_forward got CUDA tensors", "no CUDA backend"});
+  test::expect_error_containing_all([&] { repeat_points_forward(p, args); },
+                                    {"repeat_points_forward got CUDA tensors", "no CUDA backend"});
 #endif
 }
 

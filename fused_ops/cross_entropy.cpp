@@ -71,6 +71,7 @@ void check_count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a)
   HFTA_CHECK(static_cast<int64_t>(a.correct.size()) == p.B,
              "count_correct got room for {} counts, expected B={} (one per model)",
              a.correct.size(), p.B);
+  check_device(a.labels, a.logits.device, "count_correct labels");
   check_labels(p, a.labels);
 }
 
@@ -88,7 +89,8 @@ void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackw
 
 void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
   check_count_correct(p, a);
-  HFTA_DISPATCH("count_correct", a.logits.device, cpu::count_correct(p, a));
+  HFTA_DISPATCH_CUDA("count_correct", a.logits.device, cpu::count_correct(p, a),
+                     cuda::count_correct(p, a));
 }
 
 }  // namespace hfta

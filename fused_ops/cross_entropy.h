@@ -108,6 +108,8 @@ void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 namespace cuda {
 void cross_entropy_forward(const CrossEntropyParams& p, const CrossEntropyForwardArgs& a);
 void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackwardArgs& a);
+// Waits for the stream: the B counts are host memory.
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a);
 }  // namespace cuda
 
 }  // namespace hfta

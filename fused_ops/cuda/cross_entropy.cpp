@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/scratch.h"
 #include "fused_ops/cuda/kernels.h"
 
 namespace hfta::cuda {
@@ -51,6 +52,18 @@ void cross_entropy_backward(const CrossEntropyParams& p, const CrossEntropyBackw
   check(kernels::cross_entropy_backward(s, a.saved.probs.data, a.labels.data, a.dlosses.data,
                                         a.dlogits.data, stream()),
         "cross_entropy_backward kernel launch");
+}
+
+void count_correct(const CrossEntropyParams& p, const CountCorrectArgs& a) {
+  const ce_math::CeShape s = checked_shape(p, a.labels);
+  // B counts in device scratch (int64 at the buffer's 256-byte aligned start), then to the host.
+  auto* counts = reinterpret_cast<int64_t*>(device_scratch(2 * p.B));
+  check(kernels::count_correct(s, a.logits.data, a.labels.data, counts, stream()),
+        "count_correct kernel launch");
+  check(cudaMemcpyAsync(a.correct.data(), counts, a.correct.size() * sizeof(int64_t),
+                        cudaMemcpyDeviceToHost, stream()),
+        "cudaMemcpyAsync (count_correct's counts to the host)");
+  synchronize();
 }
 
 }  // namespace hfta::cuda

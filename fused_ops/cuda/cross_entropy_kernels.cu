@@ -65,7 +65,29 @@ __global__ void ce_backward_kernel(CeShape s, const float* probs, const int32_t*
     ce_math::cross_entropy_backward_at(s, probs, labels, dlosses, dlogits, i);
 }
 
+// One block per model: each thread counts its rows, the block adds the counts.
+__global__ void count_correct_kernel(CeShape s, const float* logits, const int32_t* labels,
+                                     int64_t* correct) {
+  __shared__ int64_t part[kThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  const int64_t b = blockIdx.x;
+  part[t] = ce_math::correct_rows_partial(s, logits, labels, b, t, kThreads);
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (t < stride) part[t] += part[t + stride];
+    __syncthreads();
+  }
+  if (t == 0) correct[b] = part[0];
+}
+
 }  // namespace
+
+cudaError_t count_correct(const CeShape& s, const float* logits, const int32_t* labels,
+                          int64_t* correct, cudaStream_t stream) {
+  count_correct_kernel<<<static_cast<unsigned>(s.B), kThreads, 0, stream>>>(s, logits, labels,
+                                                                            correct);
+  return cudaGetLastError();
+}
 
 cudaError_t cross_entropy_forward(const CeShape& s, const float* logits, const int32_t* labels,
                                   float* probs, float* losses, cudaStream_t stream) {

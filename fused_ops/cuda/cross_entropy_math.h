@@ -129,4 +129,27 @@ HFTA_HOST_DEVICE inline void cross_entropy_backward_at(const CeShape& s, const f
   dlogits[i] = k == label ? scale * (p - 1.0f) : scale * p;
 }
 
+// count_correct's test for one row of K logits: its first maximum is `label` and no logit is NaN
+// (the CPU op's rule; an ignored row is never counted, which the caller checks).
+HFTA_HOST_DEVICE inline bool row_is_correct(const float* x, int64_t K, int32_t label) {
+  int64_t first_max = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    if (x[k] != x[k]) return false;
+    if (x[k] > x[first_max]) first_max = k;
+  }
+  return first_max == label;
+}
+
+// Model b's count: its rows in order (integers: any order gives the same count).
+HFTA_HOST_DEVICE inline int64_t correct_rows_partial(const CeShape& s, const float* logits,
+                                                     const int32_t* labels, int64_t b, int t,
+                                                     int threads) {
+  int64_t count = 0;
+  for (int64_t n = t; n < s.N; n += threads) {
+    const int32_t label = labels[n];
+    if (!ignored(s, label) && row_is_correct(logits + (b * s.N + n) * s.K, s.K, label)) ++count;
+  }
+  return count;
+}
+
 }  // namespace hfta::ce_math

@@ -60,6 +60,10 @@ cudaError_t cross_entropy_forward(const ce_math::CeShape& s, const float* logits
 cudaError_t cross_entropy_backward(const ce_math::CeShape& s, const float* probs,
                                    const int32_t* labels, const float* dlosses, float* dlogits,
                                    cudaStream_t stream);
+// count_correct (fused_ops/cross_entropy.h): correct[b] (device memory, B values) = model b's rows
+// whose first maximum is the label, NaN rows and ignored rows never counted; one block per model.
+cudaError_t count_correct(const ce_math::CeShape& s, const float* logits, const int32_t* labels,
+                          int64_t* correct, cudaStream_t stream);
 
 // Pooling (fused_ops/cuda/pool2d_kernels.cu; the arithmetic is pool2d_math.h's): forward one
 // thread per output; backward one thread per input element, gathering the dy of the windows that

@@ -69,15 +69,20 @@ void expect_equal(const Buffer& got, const Buffer& want, const char* what) {
         << what << "[" << i << "] = " << got.values[i] << ", expected " << want.values[i];
 }
 
+// The case's inputs with the CPU op's y and dx.
+Tensors cpu_result(const FlattenCase& c) {
+  Tensors t = inputs(c);
+  flatten_forward(c.p, {.x = t.x.view(), .y = t.y.view()});
+  flatten_backward(c.p, {.dy = t.dy.view(), .dx = t.dx.view(), .accumulate_dx = c.accumulate});
+  return t;
+}
+
 class FlattenOnDevice : public ::testing::TestWithParam<FlattenCase> {};
 
 TEST_P(FlattenOnDevice, HostMirrorEqualsTheCpuOp) {
   const FlattenCase& c = GetParam();
   HFTA_CASE_TRACE(test::case_seed("cuda_flatten_" + c.name()));
-  Tensors want = inputs(c), got = inputs(c);
-  flatten_forward(c.p, {.x = want.x.view(), .y = want.y.view()});
-  flatten_backward(c.p,
-                   {.dy = want.dy.view(), .dx = want.dx.view(), .accumulate_dx = c.accumulate});
+  Tensors want = cpu_result(c), got = inputs(c);
   const int64_t B = c.p.B, N = c.p.N, F = c.p.features();
   std::vector<int> hits(static_cast<size_t>(got.x.numel()), 0);
   for (int64_t i = 0; i < B * N * F; ++i) {
@@ -98,10 +103,7 @@ TEST_P(FlattenOnDevice, DeviceEqualsTheCpuOp) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device: " << cuda::device_status();
   const FlattenCase& c = GetParam();
   HFTA_CASE_TRACE(test::case_seed("cuda_flatten_" + c.name()));
-  Tensors want = inputs(c), got = inputs(c);
-  flatten_forward(c.p, {.x = want.x.view(), .y = want.y.view()});
-  flatten_backward(c.p,
-                   {.dy = want.dy.view(), .dx = want.dx.view(), .accumulate_dx = c.accumulate});
+  Tensors want = cpu_result(c), got = inputs(c);
   const int64_t x_bytes = cuda::DeviceArena::align_up(got.x.numel() * sizeof(float));
   const int64_t y_bytes = cuda::DeviceArena::align_up(got.y.numel() * sizeof(float));
   cuda::DeviceArena arena(2 * x_bytes + 2 * y_bytes, "flatten test");

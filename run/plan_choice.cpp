@@ -258,9 +258,8 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
     return;
   // The visits of threads:1, or of threads:1+fused when that won the first round.
   const bool rest_fused = best->plan == ExecutionPlan::threads(1, 1, true);
-  const ExecutionPlan first_round_choice = best->plan;  // `timings` grows below
   const std::vector<PlanTiming> again =
-      time_plans({first_round_choice, ExecutionPlan::threads(1, kVisitSteps, rest_fused)}, build,
+      time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps, rest_fused)}, build,
                  memory_budget_bytes, interleave_bytes);
   const size_t first = timings.size();
   timings.insert(timings.end(), again.begin(), again.end());
@@ -278,12 +277,22 @@ bool runs_like_processes(const ExecutionPlan& plan, int64_t B, int threads) {
          });
 }
 
-const PlanTiming* preferred_timing(const std::vector<PlanTiming>& timings, int round, int64_t B,
-                                   int threads) {
+namespace {
+
+// The fastest of `timings` of round `round` that ran, or null.
+const PlanTiming* fastest_timing(const std::vector<PlanTiming>& timings, int round) {
   const PlanTiming* fastest = nullptr;
   for (const PlanTiming& t : timings)
     if (!t.over_budget && t.round == round && (fastest == nullptr || t.step_ms < fastest->step_ms))
       fastest = &t;
+  return fastest;
+}
+
+}  // namespace
+
+const PlanTiming* preferred_timing(const std::vector<PlanTiming>& timings, int round, int64_t B,
+                                   int threads) {
+  const PlanTiming* fastest = fastest_timing(timings, round);
   if (fastest == nullptr) return nullptr;
   const PlanTiming* like_processes = nullptr;
   for (const PlanTiming& t : timings)
@@ -435,9 +444,7 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
              budget_bound ? "raise the budget or train fewer models"
                           : "train fewer models or use a smaller --batch-size");
   choice.plan = best->plan;
-  const PlanTiming* fastest = best;
-  for (const PlanTiming& t : choice.timings)
-    if (!t.over_budget && t.round == last_round && t.step_ms < fastest->step_ms) fastest = &t;
+  const PlanTiming* fastest = fastest_timing(choice.timings, last_round);
   const std::string tie =
       fastest == best
           ? ""

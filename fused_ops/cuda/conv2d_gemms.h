@@ -79,6 +79,33 @@ inline bool conv2d_batch_over_images(const Conv2dParams& p, int64_t images) {
 //   fill_bias(bias, y, N, BC, P)               y[n, c, q] = bias[c]
 //   im2col(geometry, x_chunk, col, images)     every col element of the chunk
 //   gemm(const ColumnMajorGemm&)
+// Issues `one`, the GEMM of model 0 and group 0 of an image whose b and c step by stride_b and
+// stride_c from one (model, group) pair to the next and whose col (a) holds a_pair floats per
+// pair, over all B*G pairs: one call batched over them, the col read with stride 0 for a shared
+// input; a shared input with groups > 1 has no one stride over b*G + g, so one call per group,
+// batched over the models.
+template <typename Exec>
+void gemm_over_pairs(Exec& exec, ColumnMajorGemm one, const Conv2dParams& p, int64_t G,
+                     int64_t a_pair) {
+  if (!p.shared_input || G == 1) {
+    one.stride_a = p.shared_input ? 0 : a_pair;
+    one.batch = p.B * G;
+    exec.gemm(one);
+    return;
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    ColumnMajorGemm per_group = one;
+    per_group.a += g * a_pair;
+    per_group.stride_a = 0;
+    per_group.b += g * one.stride_b;
+    per_group.stride_b = G * one.stride_b;
+    per_group.c += g * one.stride_c;
+    per_group.stride_c = G * one.stride_c;
+    per_group.batch = p.B;
+    exec.gemm(per_group);
+  }
+}
+
 template <typename Exec>
 void conv2d_forward_plan(const Conv2dParams& p, const Conv2dForwardArgs& a, int64_t cap_floats,
                          Exec&& exec) {
@@ -122,23 +149,7 @@ void conv2d_forward_plan(const Conv2dParams& p, const Conv2dForwardArgs& a, int6
                           .c = a.y.data + n * y_image,
                           .ldc = P,
                           .stride_c = cog * P};
-      if (!p.shared_input || G == 1) {
-        one.stride_a = p.shared_input ? 0 : kg * P;
-        one.batch = p.B * G;
-        exec.gemm(one);
-        continue;
-      }
-      for (int64_t g = 0; g < G; ++g) {  // shared input with groups: batch over the models
-        ColumnMajorGemm per_group = one;
-        per_group.a += g * kg * P;
-        per_group.stride_a = 0;
-        per_group.b += g * cog * kg;
-        per_group.stride_b = G * cog * kg;
-        per_group.c += g * cog * P;
-        per_group.stride_c = G * cog * P;
-        per_group.batch = p.B;
-        exec.gemm(per_group);
-      }
+      gemm_over_pairs(exec, one, p, G, kg * P);
     }
   }
 }
@@ -215,23 +226,7 @@ void conv2d_backward_plan(const Conv2dParams& p, const Conv2dBackwardArgs& a, in
                           .c = a.dweight.data,
                           .ldc = kg,
                           .stride_c = cog * kg};
-      if (!p.shared_input || G == 1) {
-        one.stride_a = p.shared_input ? 0 : kg * P;
-        one.batch = p.B * G;
-        exec.gemm(one);
-        continue;
-      }
-      for (int64_t g = 0; g < G; ++g) {  // shared input with groups: batch over the models
-        ColumnMajorGemm per_group = one;
-        per_group.a += g * kg * P;
-        per_group.stride_a = 0;
-        per_group.b += g * cog * P;
-        per_group.stride_b = G * cog * P;
-        per_group.c += g * cog * kg;
-        per_group.stride_c = G * cog * kg;
-        per_group.batch = p.B;
-        exec.gemm(per_group);
-      }
+      gemm_over_pairs(exec, one, p, G, kg * P);
     }
     if (want_dx) exec.col2im(geo, dcol, a.dx.data + n0 * geo.x_image(), images, a.accumulate_dx);
   }

@@ -132,8 +132,8 @@ inline OpCase linear_case(int64_t B, const Options& o) {
 // conv2d: forward, backward-data, backward-weights (+ bias). FLOPs: 3 x forward_flops() (the
 // three are the same multiply-adds reordered); 2 x when the input is shared (a first layer, whose
 // input gradient nobody needs, so dx is skipped as in training). Bias terms not counted.
-// strategy=grouped|per_model|direct|depthwise|im2col|auto sets the CPU backend's Conv2dStrategy
-// (auto when not given).
+// strategy=grouped|per_model|direct|depthwise|im2col|pointwise|auto sets the CPU backend's
+// Conv2dStrategy (auto when not given).
 inline OpCase conv2d_case(int64_t B, const Options& o) {
   Conv2dParams p;
   p.B = B;
@@ -149,18 +149,7 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
   p.groups = option(o, "groups", 1);
   p.bias = option(o, "bias", 1) != 0;
   p.shared_input = option(o, "shared", 0) != 0;
-  const std::string strategy = get_option(o, "strategy", "auto");
-  HFTA_CHECK(strategy == "auto" || strategy == "grouped" || strategy == "per_model" ||
-                 strategy == "direct" || strategy == "depthwise" || strategy == "im2col",
-             "strategy={} is not known: use strategy=auto, strategy=grouped, strategy=per_model, "
-             "strategy=direct, strategy=depthwise or strategy=im2col",
-             strategy);
-  const cpu::Conv2dStrategy chosen = strategy == "grouped"     ? cpu::Conv2dStrategy::kGrouped
-                                     : strategy == "per_model" ? cpu::Conv2dStrategy::kPerModel
-                                     : strategy == "direct"    ? cpu::Conv2dStrategy::kDirect
-                                     : strategy == "depthwise" ? cpu::Conv2dStrategy::kDepthwise
-                                     : strategy == "im2col"    ? cpu::Conv2dStrategy::kIm2col
-                                                               : cpu::Conv2dStrategy::kAuto;
+  const cpu::Conv2dStrategy chosen = cpu::parse_conv2d_strategy(get_option(o, "strategy", "auto"));
   cpu::set_conv2d_strategy(chosen);
   check_conv2d_params(p);
   auto buf = std::make_shared<Buffers>();
@@ -171,23 +160,19 @@ inline OpCase conv2d_case(int64_t B, const Options& o) {
              db = p.bias ? buf->make(p.bias_shape()) : TensorView();
   TensorView dx = p.shared_input ? TensorView() : buf->make(p.x_shape());
   const cpu::Conv2dStrategy runs_as = cpu::conv2d_strategy_for(p);
-  return {fmt::format("N={} {}->{} {}x{} k{} s{} p{}{}{}{} [{}]", p.N, p.in_channels,
-                      p.out_channels, p.H, p.W, p.kernel_h, p.stride_h, p.pad_h,
-                      p.dilation_h > 1 ? fmt::format(" d{}", p.dilation_h) : "",
-                      p.groups > 1 ? fmt::format(" g{}", p.groups) : "",
-                      p.shared_input ? " shared" : "",
-                      runs_as == cpu::Conv2dStrategy::kDirect      ? "direct"
-                      : runs_as == cpu::Conv2dStrategy::kDepthwise ? "depthwise"
-                      : runs_as == cpu::Conv2dStrategy::kIm2col    ? "im2col"
-                      : runs_as == cpu::Conv2dStrategy::kPerModel  ? "per_model"
-                      : B == 1                                     ? "single"
-                                                                   : "grouped"),
-          (p.shared_input ? 2.0 : 3.0) * p.forward_flops(), 0.0, [=, keep_alive = buf] {
-            cpu::set_conv2d_strategy(chosen);
-            conv2d_forward(p, {.x = x, .weight = w, .bias = bias, .y = y});
-            conv2d_backward(p,
-                            {.x = x, .weight = w, .dy = dy, .dx = dx, .dweight = dw, .dbias = db});
-          }};
+  return {
+      fmt::format(
+          "N={} {}->{} {}x{} k{} s{} p{}{}{}{} [{}]", p.N, p.in_channels, p.out_channels, p.H, p.W,
+          p.kernel_h, p.stride_h, p.pad_h,
+          p.dilation_h > 1 ? fmt::format(" d{}", p.dilation_h) : "",
+          p.groups > 1 ? fmt::format(" g{}", p.groups) : "", p.shared_input ? " shared" : "",
+          runs_as == cpu::Conv2dStrategy::kGrouped && B == 1 ? std::string_view("single")
+                                                             : cpu::conv2d_strategy_name(runs_as)),
+      (p.shared_input ? 2.0 : 3.0) * p.forward_flops(), 0.0, [=, keep_alive = buf] {
+        cpu::set_conv2d_strategy(chosen);
+        conv2d_forward(p, {.x = x, .weight = w, .bias = bias, .y = y});
+        conv2d_backward(p, {.x = x, .weight = w, .dy = dy, .dx = dx, .dweight = dw, .dbias = db});
+      }};
 }
 
 // Per-element FLOPs of one Adam step, counted from optim/adam.cpp's update loop:

@@ -15,6 +15,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <string_view>
 
 #include "core/tensor.h"
 
@@ -108,15 +109,22 @@ int64_t conv2d_cache_capacity();
 // kIm2col: GEMMs on the plain buffers (cpu/conv2d_im2col.h) for output planes of at most 2x2
 // positions whose weights outweigh their activations (ResNet-18's last stages on 32x32 images),
 // which kAuto also picks whenever it applies; on other problems it is kAuto.
+// kPointwise: GEMMs straight on the plain buffers (cpu/conv2d_pointwise.h) for 1x1 convolutions
+// at stride 1 without padding on planes of at least 16 positions (MobileNetV2's expansions and
+// projections), which kAuto also picks whenever it applies; on other problems it is kAuto.
 // Only kGrouped and kPerModel force oneDNN (for comparison).
-// The environment variable HFTA_CONV_STRATEGY=grouped|per_model|direct|depthwise|im2col sets the
-// initial value.
-enum class Conv2dStrategy { kAuto, kGrouped, kPerModel, kDirect, kDepthwise, kIm2col };
+// The environment variable HFTA_CONV_STRATEGY=grouped|per_model|direct|depthwise|im2col|pointwise
+// sets the initial value.
+enum class Conv2dStrategy { kAuto, kGrouped, kPerModel, kDirect, kDepthwise, kIm2col, kPointwise };
 void set_conv2d_strategy(Conv2dStrategy strategy);
 Conv2dStrategy conv2d_strategy();
-// The strategy (kGrouped, kPerModel, kDirect, kDepthwise or kIm2col) that problem p runs with under
-// the current setting.
+// The strategy (kGrouped, kPerModel, kDirect, kDepthwise, kIm2col or kPointwise) that problem p
+// runs with under the current setting.
 Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p);
+// "auto", "grouped", "per_model", "direct", "depthwise", "im2col", "pointwise"; parse throws
+// hfta::Error naming the choices for any other name.
+std::string_view conv2d_strategy_name(Conv2dStrategy strategy);
+Conv2dStrategy parse_conv2d_strategy(std::string_view name);
 }  // namespace cpu
 
 // Every tensor in device memory (fused_ops/cuda/conv2d.cpp; defined only in a build with

@@ -52,6 +52,8 @@
 // callers hold an entry by shared_ptr, so one evicted while in use lives until its call returns.
 #include "fused_ops/conv2d.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -67,10 +69,12 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/runtime.h"
 #include "core/determinism.h"
+#include "core/error.h"
 #include "core/parallel.h"
 #include "fused_ops/cpu/conv2d_depthwise.h"
 #include "fused_ops/cpu/conv2d_direct.h"
 #include "fused_ops/cpu/conv2d_im2col.h"
+#include "fused_ops/cpu/conv2d_pointwise.h"
 #include "fused_ops/cpu/dnnl_edges.h"
 #include "fused_ops/cpu/primitive_cache.h"
 
@@ -202,14 +206,23 @@ struct Entry {
   std::vector<std::unique_ptr<Lane>> thread_lanes;
 };
 
+constexpr std::pair<Conv2dStrategy, std::string_view> kStrategyNames[] = {
+    {Conv2dStrategy::kAuto, "auto"},           {Conv2dStrategy::kGrouped, "grouped"},
+    {Conv2dStrategy::kPerModel, "per_model"},  {Conv2dStrategy::kDirect, "direct"},
+    {Conv2dStrategy::kDepthwise, "depthwise"}, {Conv2dStrategy::kIm2col, "im2col"},
+    {Conv2dStrategy::kPointwise, "pointwise"}};
+
+// Runs before main: a name it does not know is reported and left as auto (an exception here
+// would abort every program linked with hfta).
 Conv2dStrategy initial_strategy() {
   const char* env = std::getenv("HFTA_CONV_STRATEGY");
-  if (env && std::string(env) == "grouped") return Conv2dStrategy::kGrouped;
-  if (env && std::string(env) == "per_model") return Conv2dStrategy::kPerModel;
-  if (env && std::string(env) == "direct") return Conv2dStrategy::kDirect;
-  if (env && std::string(env) == "depthwise") return Conv2dStrategy::kDepthwise;
-  if (env && std::string(env) == "im2col") return Conv2dStrategy::kIm2col;
-  return Conv2dStrategy::kAuto;
+  if (env == nullptr) return Conv2dStrategy::kAuto;
+  try {
+    return parse_conv2d_strategy(env);
+  } catch (const Error& e) {
+    fmt::print(stderr, "HFTA_CONV_STRATEGY: {}; using auto\n", e.what());
+    return Conv2dStrategy::kAuto;
+  }
 }
 
 std::mutex g_cache_mutex;
@@ -239,9 +252,8 @@ uint64_t g_tick = 0;      // guarded by g_cache_mutex
 // loop over all B models' channels per image, so their working set (weights, partial weight
 // gradients, activations) is B times a model's; per model it is one model's.
 void choose_strategy(Entry& e, Conv2dStrategy asked) {
-  if (asked == Conv2dStrategy::kDirect || asked == Conv2dStrategy::kDepthwise ||
-      asked == Conv2dStrategy::kIm2col)
-    asked = Conv2dStrategy::kAuto;  // on oneDNN: as auto
+  if (asked != Conv2dStrategy::kGrouped && asked != Conv2dStrategy::kPerModel)
+    asked = Conv2dStrategy::kAuto;  // our kernels' strategies, on oneDNN: as auto
   const Conv2dParams& p = e.p;
   const bool must_split = p.shared_input && p.groups > 1;  // cannot be one primitive
   e.per_model = must_split || (asked != Conv2dStrategy::kGrouped && p.B > 1);
@@ -513,6 +525,10 @@ bool uses_depthwise(const Conv2dParams& p) { return own_kernels_allowed() && dep
 bool uses_im2col(const Conv2dParams& p) {
   return own_kernels_allowed() && conv2d_im2col_applies(p);
 }
+// Whether p runs as GEMMs per image (conv2d_pointwise.h).
+bool uses_pointwise(const Conv2dParams& p) {
+  return own_kernels_allowed() && conv2d_pointwise_applies(p);
+}
 
 }  // namespace
 
@@ -522,6 +538,7 @@ void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
     return depthwise_conv2d_forward(p, x.data, weight.data, p.bias ? bias.data : nullptr, y.data);
   if (uses_direct(p)) return conv2d_direct_forward(p, x, weight, bias, y);
   if (uses_im2col(p)) return conv2d_im2col_forward(p, a);
+  if (uses_pointwise(p)) return conv2d_pointwise_forward(p, a);
   const std::shared_ptr<Entry> entry = cached_entry(p);
   Entry& e = *entry;
   std::lock_guard<std::mutex> lock(e.mutex);
@@ -556,6 +573,7 @@ void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
     return conv2d_direct_backward_weights(p, a.x, a.dy, a.dweight, a.dbias);
   }
   if (uses_im2col(p)) return conv2d_im2col_backward(p, a);
+  if (uses_pointwise(p)) return conv2d_pointwise_backward(p, a);
   onednn_backward(p, a);
 }
 
@@ -597,7 +615,24 @@ Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p) {
   if (uses_depthwise(p)) return Conv2dStrategy::kDepthwise;
   if (uses_direct(p)) return Conv2dStrategy::kDirect;
   if (uses_im2col(p)) return Conv2dStrategy::kIm2col;
+  if (uses_pointwise(p)) return Conv2dStrategy::kPointwise;
   return cached_entry(p)->per_model ? Conv2dStrategy::kPerModel : Conv2dStrategy::kGrouped;
+}
+
+std::string_view conv2d_strategy_name(Conv2dStrategy strategy) {
+  for (const auto& [s, name] : kStrategyNames)
+    if (s == strategy) return name;
+  return "unknown";
+}
+
+Conv2dStrategy parse_conv2d_strategy(std::string_view name) {
+  std::string known;
+  for (const auto& [s, n] : kStrategyNames) {
+    if (n == name) return s;
+    if (!known.empty()) known.push_back('|');
+    known.append(n);
+  }
+  throw Error(fmt::format("conv2d strategy '{}' is not known: use one of {}", name, known));
 }
 
 }  // namespace hfta::cpu

@@ -280,12 +280,13 @@ std::vector<OpCase<AdaptiveAvgPool2dParams>> adaptive_cases() {
     bool fd = false;
   };
   const Size sizes[] = {
-      {2, 3, 5, 7, 3, 2},  // non-divisible: overlapping bins
-      {3, 2, 6, 6, 1, 1},  // global average pooling
-      {2, 5, 7, 7, 1, 1},  // global, odd
-      {2, 3, 8, 8, 4, 4},  // divisible: plain 2x2 average pooling
-      {1, 2, 4, 5, 6, 7},  // output larger than input: bins repeat elements
-      {2, 2, 7, 5, 7, 5},  // identity
+      {2, 3, 5, 7, 3, 2},   // non-divisible: overlapping bins
+      {3, 2, 6, 6, 1, 1},   // global average pooling
+      {2, 5, 7, 7, 1, 1},   // global, odd
+      {2, 3, 8, 8, 4, 4},   // divisible: plain 2x2 average pooling
+      {1, 2, 4, 5, 6, 7},   // output larger than input: bins repeat elements
+      {2, 2, 7, 5, 7, 5},   // identity
+      {4, 40, 1, 1, 1, 1},  // identity of 1x1 planes (MobileNetV2's and ResNet-18's last pool)
       {2, 16, 13, 13, 6, 6},    {1, 1, 3, 20, 2, 17},  // rows past a 16-lane block
       {2, 2, 5, 7, 3, 2, true},                        // finite differences
       {1, 2, 3, 2, 4, 3, true}, {2, 1, 4, 3, 1, 1, true},

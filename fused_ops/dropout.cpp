@@ -46,8 +46,10 @@ void check_dropout(const DropoutParams& p, const DropoutForwardArgs& a) {
   const std::span<RngStream> streams = a.streams;
   check_dropout_tensor(p, x, "dropout input");
   check_shape(y, x.shape, "dropout output");
+  check_device(y, x.device, "dropout output");
   if (p.active()) {
     check_shape(saved.mask, x.shape, "dropout mask (needed in training with p > 0)");
+    check_device(saved.mask, x.device, "dropout mask");
     HFTA_CHECK(static_cast<int64_t>(streams.size()) == p.B,
                "dropout got {} random streams for B={} models: pass one stream per model, "
                "RngStream::for_model(seed, b, kRngDropout)",
@@ -64,17 +66,23 @@ void check_dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a
              "dx apart from dy");
   check_dropout_tensor(p, dy, "dropout output gradient");
   check_shape(dx, dy.shape, "dropout input gradient");
-  if (p.active()) check_shape(saved.mask, dy.shape, "dropout mask (needed in training with p > 0)");
+  check_device(dx, dy.device, "dropout input gradient");
+  if (p.active()) {
+    check_shape(saved.mask, dy.shape, "dropout mask (needed in training with p > 0)");
+    check_device(saved.mask, dy.device, "dropout mask");
+  }
 }
 
 void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
   check_dropout(p, a);
-  HFTA_DISPATCH("dropout_forward", a.x.device, cpu::dropout_forward(p, a));
+  HFTA_DISPATCH_CUDA("dropout_forward", a.x.device, cpu::dropout_forward(p, a),
+                     cuda::dropout_forward(p, a));
 }
 
 void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
   check_dropout_backward(p, a);
-  HFTA_DISPATCH("dropout_backward", a.dy.device, cpu::dropout_backward(p, a));
+  HFTA_DISPATCH_CUDA("dropout_backward", a.dy.device, cpu::dropout_backward(p, a),
+                     cuda::dropout_backward(p, a));
 }
 
 }  // namespace hfta

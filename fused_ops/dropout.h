@@ -86,6 +86,19 @@ void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a);
 namespace cpu {
 void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a);
 void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a);
+// The mask a training forward (p.active()) saves, drawn from `streams` (B of them, advanced) as
+// dropout_forward draws it, into host memory of x's layout (numel() floats): the CUDA op draws
+// its masks here, so a model's mask is the same on either device.
+void dropout_draw_mask(const DropoutParams& p, std::span<RngStream> streams, float* mask);
 }  // namespace cpu
+
+// Every tensor in device memory (fused_ops/cuda/dropout.cpp; defined only in a build with
+// -DHFTA_CUDA=ON): the mask of a training forward is drawn on the host (cpu::dropout_draw_mask)
+// into pinned memory and copied to saved.mask on the calling thread's stream, then one kernel
+// applies it; backward is one kernel. Returns without waiting for the stream.
+namespace cuda {
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a);
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

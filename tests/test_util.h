@@ -14,7 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -184,6 +186,17 @@ inline void expect_adam_parameters_agree(const std::vector<float>& a, const std:
                                          float lr, const std::string& what) {
   expect_parameters_close(a, b, std::max(1e-5 * static_cast<double>(a.size()), 8.0), 0.1 * lr,
                           what + " (lr " + std::to_string(lr) + ")");
+}
+
+// Bit for bit, except that any NaN equals any NaN (a GPU's arithmetic returns its canonical NaN,
+// not the operand's payload).
+inline bool same_bits_or_nan(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return false;
+  }
+  return true;
 }
 
 inline const std::vector<int64_t>& model_counts() {

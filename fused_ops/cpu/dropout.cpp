@@ -17,14 +17,15 @@ namespace hfta::cpu {
 
 namespace {
 
-// Draws `count` mask values from rng into mask[0, count) and applies them to x into y. The
-// uniforms are staged in mask one block at a time, so the keep-or-drop choice runs as a
+// Draws `count` mask values from rng into mask[0, count) and (kApply) applies them to x into y.
+// The uniforms are staged in mask one block at a time, so the keep-or-drop choice runs as a
 // branch-free vector loop: drawn and chosen in one scalar loop, the compiler emits a branch that
 // mispredicts half the time at p = 0.5 (docs/benchmarks.md, "Measurements behind code choices").
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): an internal kernel helper called only in this
 // file, at a few call sites that pass locals named like its parameters.
-inline void draw_and_apply(RngStream& rng, float p, float scale, int64_t count, const float* x,
-                           float* mask, float* y) {
+template <bool kApply>
+void draw_mask(RngStream& rng, float p, float scale, int64_t count, const float* x, float* mask,
+               float* y) {
   // NOLINTEND(bugprone-easily-swappable-parameters)
   constexpr int64_t kBlock = 1024;
   for (int64_t begin = 0; begin < count; begin += kBlock) {
@@ -34,17 +35,29 @@ inline void draw_and_apply(RngStream& rng, float p, float scale, int64_t count, 
     for (int64_t i = begin; i < end; ++i) {
       const float keep = mask[i] >= p ? scale : 0.0f;
       mask[i] = keep;
-      y[i] = x[i] * keep;
+      if constexpr (kApply) y[i] = x[i] * keep;
     }
   }
+}
+
+// Model b's draws in the order of its single-model tensor, one model per thread: run(b, rng, at,
+// count) for each contiguous run of the model's elements (all of them in [B, ...]; in
+// [N, B*C, HW] the C*HW elements of row n, row after row).
+template <typename Run>
+void for_each_model_run(const DropoutParams& p, std::span<RngStream> streams, Run&& run) {
+  parallel_for(p.B, [&](int64_t b) {
+    RngStream& rng = streams[b];
+    if (p.layout == DropoutLayout::kModelMajor)
+      return run(rng, b * p.per_model_numel, p.per_model_numel);
+    const int64_t count = p.C * p.HW;
+    for (int64_t n = 0; n < p.N; ++n) run(rng, (n * p.B + b) * count, count);
+  });
 }
 
 }  // namespace
 
 void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
   const TensorView &x = a.x, &y = a.y;
-  const DropoutSaved& saved = a.saved;
-  const std::span<RngStream> streams = a.streams;
   if (!p.active()) {
     if (y.data != x.data)
       for_each_chunk(x.numel(), [&](int64_t begin, int64_t end) {
@@ -53,20 +66,16 @@ void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
     return;
   }
   const float scale = p.keep_scale();
-  parallel_for(p.B, [&](int64_t b) {
-    RngStream& rng = streams[b];
-    if (p.layout == DropoutLayout::kModelMajor) {
-      const int64_t at = b * p.per_model_numel;
-      draw_and_apply(rng, p.p, scale, p.per_model_numel, x.data + at, saved.mask.data + at,
-                     y.data + at);
-      return;
-    }
-    // [N, B*C, HW]: model b's channels of row n are one contiguous run of C*HW elements.
-    const int64_t run = p.C * p.HW;
-    for (int64_t n = 0; n < p.N; ++n) {
-      const int64_t at = (n * p.B + b) * run;
-      draw_and_apply(rng, p.p, scale, run, x.data + at, saved.mask.data + at, y.data + at);
-    }
+  float* mask = a.saved.mask.data;
+  for_each_model_run(p, a.streams, [&](RngStream& rng, int64_t at, int64_t count) {
+    draw_mask<true>(rng, p.p, scale, count, x.data + at, mask + at, y.data + at);
+  });
+}
+
+void dropout_draw_mask(const DropoutParams& p, std::span<RngStream> streams, float* mask) {
+  const float scale = p.keep_scale();
+  for_each_model_run(p, streams, [&](RngStream& rng, int64_t at, int64_t count) {
+    draw_mask<false>(rng, p.p, scale, count, nullptr, mask + at, nullptr);
   });
 }
 

@@ -30,6 +30,15 @@ cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t strea
 cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool accumulate,
                           cudaStream_t stream);
 
+// Dropout over n elements with a mask of 1/(1-p) or 0 per element
+// (fused_ops/cuda/dropout_kernels.cu; the arithmetic is dropout_math.h's):
+//   dropout_forward:   y = x * mask                          (y may be x)
+//   dropout_backward:  dx = mask * dy, or dx += mask * dy     (dx may be dy unless accumulating)
+cudaError_t dropout_forward(const float* x, const float* mask, float* y, int64_t n,
+                            cudaStream_t stream);
+cudaError_t dropout_backward(const float* mask, const float* dy, float* dx, int64_t n,
+                             bool accumulate, cudaStream_t stream);
+
 // BatchNorm2d over the `channels` = B*C channels of [N, channels, hw]
 // (fused_ops/cuda/batchnorm2d_kernels.cu; the contract is fused_ops/batchnorm2d.h), one block per
 // channel. gamma/beta null without affine; running_mean/var null in training to skip their

@@ -48,17 +48,6 @@ std::vector<AddCase> add_cases() {
   return cases;
 }
 
-// Bit for bit, except that any NaN equals any NaN (a GPU's arithmetic returns its canonical NaN,
-// not the operand's payload).
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return false;
-  }
-  return true;
-}
-
 struct AddData {
   Buffer a, b, dy, dx_start;
 };
@@ -101,8 +90,8 @@ TEST_P(AddHostMirror, KernelArithmeticMatchesCpuOp) {
     add_math::add_forward_at(d.a.values.data(), d.b.values.data(), out, i);
   for (int64_t i = 0; i < c.shape().numel(); ++i)
     add_math::add_backward_at(d.dy.values.data(), dx.data(), c.accumulate, i);
-  EXPECT_TRUE(same_bits(c.alias_y ? d.a.values : y, cpu.y)) << "y";
-  EXPECT_TRUE(same_bits(dx, cpu.dx)) << "dx";
+  EXPECT_TRUE(test::same_bits_or_nan(c.alias_y ? d.a.values : y, cpu.y)) << "y";
+  EXPECT_TRUE(test::same_bits_or_nan(dx, cpu.dx)) << "dx";
 }
 
 class CudaAdd : public ::testing::TestWithParam<AddCase> {};
@@ -129,8 +118,8 @@ TEST_P(CudaAdd, MatchesCpuOp) {
   Buffer y_got(s), dx_got(s);
   cuda::copy_to_host(c.alias_y ? a : y, y_got.view());
   cuda::copy_to_host(dx, dx_got.view());
-  EXPECT_TRUE(same_bits(y_got.values, cpu.y)) << "y";
-  EXPECT_TRUE(same_bits(dx_got.values, cpu.dx)) << "dx";
+  EXPECT_TRUE(test::same_bits_or_nan(y_got.values, cpu.y)) << "y";
+  EXPECT_TRUE(test::same_bits_or_nan(dx_got.values, cpu.dx)) << "dx";
 }
 
 std::string add_case_name(const ::testing::TestParamInfo<AddCase>& info) {

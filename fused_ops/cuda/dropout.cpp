@@ -1,0 +1,74 @@
+// CUDA fused dropout (the contract is fused_ops/dropout.h). A model's mask comes from its own
+// sequential random stream (core/rng.h), so it is drawn on the host exactly as the CPU op draws
+// it (cpu::dropout_draw_mask, one model per host thread) into pinned staging memory, copied to
+// saved.mask on the calling thread's stream, and applied by one kernel (dropout_kernels.cu): the
+// same masks, and the same bits, as on the CPU. Drawing on the device instead needs a stream that
+// can jump ahead to each element (docs/cuda.md).
+#include "fused_ops/dropout.h"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "backend/cuda/device_arena.h"
+#include "backend/cuda/runtime.h"
+#include "fused_ops/cuda/kernels.h"
+
+namespace hfta::cuda {
+
+namespace {
+
+// The calling thread's staging buffer for masks, and an event recorded after the last copy out of
+// it: the next forward waits for that copy before it draws into the buffer again.
+struct MaskStaging {
+  PinnedHostBuffer buffer;
+  cudaEvent_t copied = nullptr;
+  ~MaskStaging() {
+    if (copied != nullptr) cudaEventDestroy(copied);  // at thread exit: nothing left to report to
+  }
+};
+
+float* staging_for(MaskStaging& s, int64_t floats) {
+  if (s.copied == nullptr)
+    check(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming),
+          "cudaEventCreateWithFlags (dropout mask staging)");
+  check(cudaEventSynchronize(s.copied), "cudaEventSynchronize (dropout mask staging)");
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  if (s.buffer.bytes() < bytes) s.buffer = PinnedHostBuffer(bytes);
+  return reinterpret_cast<float*>(s.buffer.data());
+}
+
+}  // namespace
+
+void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
+  const int64_t n = a.x.numel();
+  if (!p.active()) {
+    if (a.y.data != a.x.data)
+      check(cudaMemcpyAsync(a.y.data, a.x.data, static_cast<size_t>(n) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, stream()),
+            "cudaMemcpyAsync (dropout in eval mode)");
+    return;
+  }
+  thread_local MaskStaging staging;
+  float* host_mask = staging_for(staging, n);
+  cpu::dropout_draw_mask(p, a.streams, host_mask);
+  copy_to_device_async(staging.buffer.view(a.x.shape), a.saved.mask);
+  check(cudaEventRecord(staging.copied, stream()), "cudaEventRecord (dropout mask staging)");
+  check(kernels::dropout_forward(a.x.data, a.saved.mask.data, a.y.data, n, stream()),
+        "dropout_forward kernel launch");
+}
+
+void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
+  const int64_t n = a.dy.numel();
+  if (!p.active()) {  // dx = dy or dx += dy: the add's backward kernel
+    if (a.accumulate_dx || a.dx.data != a.dy.data)
+      check(kernels::add_backward(a.dy.data, a.dx.data, n, a.accumulate_dx, stream()),
+            "dropout_backward (identity) kernel launch");
+    return;
+  }
+  check(kernels::dropout_backward(a.saved.mask.data, a.dy.data, a.dx.data, n, a.accumulate_dx,
+                                  stream()),
+        "dropout_backward kernel launch");
+}
+
+}  // namespace hfta::cuda

@@ -9,21 +9,19 @@ namespace hfta::cuda::kernels {
 namespace {
 
 __global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for_each_index(n, [&](int64_t i) {
     const float v = x[i];
     y[i] = v < 0.0f ? 0.0f : v;
-  }
+  });
 }
 
 // Each element is read before it is written, so dx may be dy.
 __global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n,
                                      bool accumulate) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for_each_index(n, [&](int64_t i) {
     const float grad = dy[i] * (y[i] > 0.0f ? 1.0f : 0.0f);
     dx[i] = accumulate ? dx[i] + grad : grad;
-  }
+  });
 }
 
 }  // namespace

@@ -8,15 +8,11 @@ namespace hfta::cuda::kernels {
 namespace {
 
 __global__ void add_forward_kernel(const float* a, const float* b, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    add_math::add_forward_at(a, b, y, i);
+  for_each_index(n, [&](int64_t i) { add_math::add_forward_at(a, b, y, i); });
 }
 
 __global__ void add_backward_kernel(const float* dy, float* dx, bool accumulate, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    add_math::add_backward_at(dy, dx, accumulate, i);
+  for_each_index(n, [&](int64_t i) { add_math::add_backward_at(dy, dx, accumulate, i); });
 }
 
 }  // namespace

@@ -10,9 +10,7 @@ namespace {
 
 __global__ void conv_fill_bias_kernel(const float* __restrict__ bias, float* __restrict__ y,
                                       int64_t BC, int64_t P, int64_t total) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = bias[conv_math::bias_channel(i, BC, P)];
+  for_each_index(total, [&](int64_t i) { y[i] = bias[conv_math::bias_channel(i, BC, P)]; });
 }
 
 // One block per channel c: thread t sums elements t, t + kThreads, ... of the channel's N*P in
@@ -35,16 +33,14 @@ __global__ void conv_bias_grad_kernel(const float* __restrict__ dy, float* __res
 
 __global__ void im2col_kernel(conv_math::ConvGeometry g, const float* __restrict__ x,
                               float* __restrict__ col, int64_t total) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x)
-    col[i] = conv_math::im2col_value(g, x, i);
+  for_each_index(total, [&](int64_t i) { col[i] = conv_math::im2col_value(g, x, i); });
 }
 
 __global__ void col2im_kernel(conv_math::ConvGeometry g, const float* __restrict__ dcol,
                               float* __restrict__ dx, int64_t total, bool accumulate) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for_each_index(total, [&](int64_t i) {
     dx[i] = conv_math::col2im_value(g, dcol, i, accumulate ? dx[i] : 0.0f, accumulate);
+  });
 }
 
 }  // namespace

@@ -46,23 +46,20 @@ __global__ void ce_rows_kernel(CeShape s, const float* logits, const int32_t* la
 
 __global__ void ce_model_loss_kernel(CeShape s, const float* probs, const int32_t* labels,
                                      float* losses) {
-  for (int64_t b = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; b < s.B;
-       b += int64_t(gridDim.x) * blockDim.x)
-    ce_math::model_loss_at(s, probs, labels, losses, b);
+  for_each_index(s.B, [&](int64_t b) { ce_math::model_loss_at(s, probs, labels, losses, b); });
 }
 
 __global__ void ce_restore_kernel(CeShape s, float* probs, const int32_t* labels) {
-  for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < s.B * s.N;
-       row += int64_t(gridDim.x) * blockDim.x)
-    ce_math::restore_label_prob_at(s, probs, labels, row);
+  for_each_index(s.B * s.N,
+                 [&](int64_t row) { ce_math::restore_label_prob_at(s, probs, labels, row); });
 }
 
 __global__ void ce_backward_kernel(CeShape s, const float* probs, const int32_t* labels,
                                    const float* dlosses, float* dlogits) {
   const int64_t n = s.B * s.N * s.K;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
+  for_each_index(n, [&](int64_t i) {
     ce_math::cross_entropy_backward_at(s, probs, labels, dlosses, dlogits, i);
+  });
 }
 
 // One block per model: each thread counts its rows, the block adds the counts.

@@ -9,16 +9,13 @@ namespace hfta::cuda::kernels {
 namespace {
 
 __global__ void dropout_forward_kernel(const float* x, const float* mask, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dropout_math::dropout_forward_at(x, mask, y, i);
+  for_each_index(n, [&](int64_t i) { dropout_math::dropout_forward_at(x, mask, y, i); });
 }
 
 __global__ void dropout_backward_kernel(const float* mask, const float* dy, float* dx,
                                         bool accumulate, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    dropout_math::dropout_backward_at(mask, dy, dx, accumulate, i);
+  for_each_index(
+      n, [&](int64_t i) { dropout_math::dropout_backward_at(mask, dy, dx, accumulate, i); });
 }
 
 }  // namespace

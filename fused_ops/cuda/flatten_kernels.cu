@@ -10,20 +10,17 @@ namespace {
 __global__ void flatten_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
                                        int64_t B, int64_t N, int64_t F) {
   const int64_t total = B * N * F;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = x[flatten_math::x_index(i, B, N, F)];
+  for_each_index(total, [&](int64_t i) { y[i] = x[flatten_math::x_index(i, B, N, F)]; });
 }
 
 // A permutation: each dx element is read and written by exactly one thread.
 __global__ void flatten_backward_kernel(const float* __restrict__ dy, float* __restrict__ dx,
                                         int64_t B, int64_t N, int64_t F, bool accumulate) {
   const int64_t total = B * N * F;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for_each_index(total, [&](int64_t i) {
     const int64_t j = flatten_math::x_index(i, B, N, F);
     dx[j] = flatten_math::input_grad(accumulate ? dx[j] : 0.0f, dy[i], accumulate);
-  }
+  });
 }
 
 }  // namespace

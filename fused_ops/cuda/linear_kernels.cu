@@ -10,11 +10,10 @@ namespace {
 
 __global__ void fill_bias_kernel(const float* __restrict__ bias, float* __restrict__ y,
                                  int64_t rows, int64_t fo, int64_t total) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  for_each_index(total, [&](int64_t i) {
     const int64_t o = i % fo, b = i / (rows * fo);
     y[i] = bias[b * fo + o];
-  }
+  });
 }
 
 // Block (column tile, model b): threadIdx.x is a column, each of kLanes lanes sums rows lane,

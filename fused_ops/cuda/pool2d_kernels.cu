@@ -13,43 +13,33 @@ using pool_math::PoolGeometry;
 
 __global__ void max_pool_forward_kernel(PoolGeometry g, const float* x, float* y, int32_t* argmax,
                                         int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    pool_math::max_pool_forward_at(g, x, y, argmax, i);
+  for_each_index(n, [&](int64_t i) { pool_math::max_pool_forward_at(g, x, y, argmax, i); });
 }
 
 __global__ void avg_pool_forward_kernel(PoolGeometry g, const float* x, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    pool_math::avg_pool_forward_at(g, x, y, i);
+  for_each_index(n, [&](int64_t i) { pool_math::avg_pool_forward_at(g, x, y, i); });
 }
 
 __global__ void max_pool_backward_kernel(PoolGeometry g, const int32_t* argmax, const float* dy,
                                          float* dx, bool accumulate, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    pool_math::max_pool_backward_at(g, argmax, dy, dx, accumulate, i);
+  for_each_index(
+      n, [&](int64_t i) { pool_math::max_pool_backward_at(g, argmax, dy, dx, accumulate, i); });
 }
 
 __global__ void avg_pool_backward_kernel(PoolGeometry g, const float* dy, float* dx,
                                          bool accumulate, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    pool_math::avg_pool_backward_at(g, dy, dx, accumulate, i);
+  for_each_index(n, [&](int64_t i) { pool_math::avg_pool_backward_at(g, dy, dx, accumulate, i); });
 }
 
 __global__ void adaptive_avg_forward_kernel(AdaptiveGeometry g, const float* x, float* y,
                                             int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    pool_math::adaptive_avg_forward_at(g, x, y, i);
+  for_each_index(n, [&](int64_t i) { pool_math::adaptive_avg_forward_at(g, x, y, i); });
 }
 
 __global__ void adaptive_avg_backward_kernel(AdaptiveGeometry g, const float* dy, float* dx,
                                              bool accumulate, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    pool_math::adaptive_avg_backward_at(g, dy, dx, accumulate, i);
+  for_each_index(n,
+                 [&](int64_t i) { pool_math::adaptive_avg_backward_at(g, dy, dx, accumulate, i); });
 }
 
 }  // namespace

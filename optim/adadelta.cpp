@@ -38,9 +38,13 @@ FusedAdadelta::FusedAdadelta(ParamTable table, const AdadeltaHyper& hyper)
   constants_.resize(table_.B);
 }
 
+AdadeltaStepConstants adadelta_step_constants(const AdadeltaHyper& hyper, int64_t b, float lr) {
+  return {lr, hyper.weight_decay[b], hyper.rho[b], static_cast<float>(1.0 - double(hyper.rho[b])),
+          hyper.eps[b]};
+}
+
 void FusedAdadelta::begin_model_step(int64_t b) {
-  constants_[b] = {lr_[b], hyper_.weight_decay[b], hyper_.rho[b],
-                   static_cast<float>(1.0 - double(hyper_.rho[b])), hyper_.eps[b]};
+  constants_[b] = adadelta_step_constants(hyper_, b, lr_[b]);
 }
 
 // In PyTorch's order of operations: std = sqrt(v + eps); delta = sqrt(u + eps) / std * g.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "optim/step_constants.h"
 
 namespace hfta {
 
@@ -26,10 +27,9 @@ struct AdadeltaHyper {
   void check() const;
 };
 
-// One model's constants for one step.
-struct AdadeltaStepConstants {
-  float lr, weight_decay, rho, one_minus_rho, eps;
-};
+// Model b's constants for one step at learning rate lr (AdadeltaStepConstants is in
+// optim/step_constants.h, shared with the CUDA step).
+AdadeltaStepConstants adadelta_step_constants(const AdadeltaHyper& hyper, int64_t b, float lr);
 
 class FusedAdadelta : public Optimizer {
  public:

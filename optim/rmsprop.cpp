@@ -50,16 +50,20 @@ FusedRmsprop::FusedRmsprop(ParamTable table, const RmspropHyper& hyper)
   constants_.resize(table_.B);
 }
 
+RmspropStepConstants rmsprop_step_constants(const RmspropHyper& hyper, int64_t b, float lr) {
+  const float alpha = hyper.alpha[b], momentum = hyper.momentum[b];
+  return {lr,
+          hyper.weight_decay[b],
+          alpha,
+          static_cast<float>(1.0 - double(alpha)),
+          hyper.eps[b],
+          momentum,
+          hyper.centered[b] != 0,
+          momentum > 0.0f};
+}
+
 void FusedRmsprop::begin_model_step(int64_t b) {
-  const float alpha = hyper_.alpha[b], momentum = hyper_.momentum[b];
-  constants_[b] = {lr_[b],
-                   hyper_.weight_decay[b],
-                   alpha,
-                   static_cast<float>(1.0 - double(alpha)),
-                   hyper_.eps[b],
-                   momentum,
-                   hyper_.centered[b] != 0,
-                   momentum > 0.0f};
+  constants_[b] = rmsprop_step_constants(hyper_, b, lr_[b]);
 }
 
 // One loop per (centered, momentum) pair, chosen per chunk: no branch per element.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "optim/step_constants.h"
 
 namespace hfta {
 
@@ -31,11 +32,9 @@ struct RmspropHyper {
   void check() const;
 };
 
-// One model's constants for one step.
-struct RmspropStepConstants {
-  float lr, weight_decay, alpha, one_minus_alpha, eps, momentum;
-  bool centered, use_momentum;
-};
+// Model b's constants for one step at learning rate lr (RmspropStepConstants is in
+// optim/step_constants.h, shared with the CUDA step).
+RmspropStepConstants rmsprop_step_constants(const RmspropHyper& hyper, int64_t b, float lr);
 
 class FusedRmsprop : public Optimizer {
  public:

@@ -1,7 +1,7 @@
 // The per-model constants of one fused optimizer step, as plain structs with no project include:
-// the CPU optimizers (optim/adam.cpp, optim/sgd.cpp) compute them on the host once per step and
-// model, and the CUDA backend's kernels (optim/cuda/, compiled by nvcc, which cannot include
-// core/error.h) read the same structs from device memory.
+// the CPU optimizers (optim/adam.cpp, optim/sgd.cpp, optim/rmsprop.cpp, optim/adadelta.cpp) compute
+// them on the host once per step and model, and the CUDA backend's kernels (optim/cuda/, compiled
+// by nvcc, which cannot include core/error.h) read the same structs from device memory.
 #pragma once
 
 namespace hfta {
@@ -19,6 +19,18 @@ struct AdamStepConstants {
 struct SgdStepConstants {
   float lr, weight_decay, keep, take, dir_d, dir_buf;
   bool momentum;
+};
+
+// RMSprop, one model, one step (optim/rmsprop.h has the formula): centered and use_momentum
+// choose the variant, momentum > 0 is use_momentum.
+struct RmspropStepConstants {
+  float lr, weight_decay, alpha, one_minus_alpha, eps, momentum;
+  bool centered, use_momentum;
+};
+
+// Adadelta, one model, one step (optim/adadelta.h has the formula).
+struct AdadeltaStepConstants {
+  float lr, weight_decay, rho, one_minus_rho, eps;
 };
 
 }  // namespace hfta

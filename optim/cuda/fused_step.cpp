@@ -29,6 +29,18 @@ void require_one_per_model(std::span<const Constants> constants, int64_t B, cons
              op, constants.size(), B);
 }
 
+// A state buffer that only some models use (SGD's momentum, RMSprop's gradient average and
+// momentum): required to be device memory when some model's constants set `used`, else it may be
+// null (and, when given, must still be device memory).
+template <typename Constants>
+void require_state_if_used(std::span<const Constants> constants, bool Constants::*used,
+                           const void* buffer, const char* what_used, const char* what,
+                           const char* op) {
+  const bool any =
+      std::any_of(constants.begin(), constants.end(), [&](const Constants& k) { return k.*used; });
+  if (any || buffer != nullptr) require_device_pointer(buffer, any ? what_used : what, op);
+}
+
 // Copies a step's B constants into device memory on the stream. cudaMemcpyAsync from pageable
 // memory stages the source before it returns, so `constants` may change at once, and the copy is
 // ordered on the stream after the previous step's kernel, which may still be reading the old
@@ -66,12 +78,16 @@ DeviceOptimizerStep::DeviceOptimizerStep(ParamTable table)
   const size_t chunk_bytes = chunks_.size() * sizeof(kernels::OptimChunk);
   memory_ = DeviceArena(
       DeviceArena::align_up(chunk_bytes) + DeviceArena::align_up(B * sizeof(AdamStepConstants)) +
-          DeviceArena::align_up(B * sizeof(SgdStepConstants)) + DeviceArena::align_up(B),
+          DeviceArena::align_up(B * sizeof(SgdStepConstants)) +
+          DeviceArena::align_up(B * sizeof(RmspropStepConstants)) +
+          DeviceArena::align_up(B * sizeof(AdadeltaStepConstants)) + DeviceArena::align_up(B),
       "device optimizer tables");
   const int64_t num_chunks = static_cast<int64_t>(chunks_.size());
   chunks_device_ = memory_.carve<kernels::OptimChunk>(Shape{num_chunks}).data;
   adam_constants_device_ = memory_.carve<AdamStepConstants>(Shape{table_.B}).data;
   sgd_constants_device_ = memory_.carve<SgdStepConstants>(Shape{table_.B}).data;
+  rmsprop_constants_device_ = memory_.carve<RmspropStepConstants>(Shape{table_.B}).data;
+  adadelta_constants_device_ = memory_.carve<AdadeltaStepConstants>(Shape{table_.B}).data;
   skip_device_ = memory_.carve<uint8_t>(Shape{table_.B}).data;
   // Synchronous: the table is written once, before any step reads it.
   HFTA_CUDA_CHECK(cudaMemcpy(chunks_device_, chunks_.data(), chunk_bytes, cudaMemcpyHostToDevice));
@@ -110,17 +126,48 @@ void DeviceOptimizerStep::sgd_step(std::span<const SgdStepConstants> constants, 
   require_one_per_model(constants, table_.B, op);
   require_device_pointer(params, "params", op);
   require_device_pointer(grads, "grads", op);
-  const bool any_momentum = std::any_of(constants.begin(), constants.end(),
-                                        [](const SgdStepConstants& k) { return k.momentum; });
-  if (any_momentum || momentum_buffer != nullptr)
-    require_device_pointer(
-        momentum_buffer,
-        any_momentum ? "momentum_buffer (a model has momentum)" : "momentum_buffer", op);
+  require_state_if_used(constants, &SgdStepConstants::momentum, momentum_buffer,
+                        "momentum_buffer (a model has momentum)", "momentum_buffer", op);
   upload(constants, sgd_constants_device_);
   check(
       kernels::sgd_step(chunks_device_, static_cast<int64_t>(chunks_.size()), sgd_constants_device_,
                         skip_device_, params, grads, momentum_buffer, stream()),
       "sgd_step kernel launch");
+}
+
+void DeviceOptimizerStep::rmsprop_step(std::span<const RmspropStepConstants> constants,
+                                       float* params, const float* grads, float* square_avg,
+                                       float* grad_avg, float* momentum_buffer) {
+  const char* op = "device RMSprop step";
+  require_one_per_model(constants, table_.B, op);
+  require_device_pointer(params, "params", op);
+  require_device_pointer(grads, "grads", op);
+  require_device_pointer(square_avg, "square_avg", op);
+  require_state_if_used(constants, &RmspropStepConstants::centered, grad_avg,
+                        "grad_avg (a model is centered)", "grad_avg", op);
+  require_state_if_used(constants, &RmspropStepConstants::use_momentum, momentum_buffer,
+                        "momentum_buffer (a model has momentum)", "momentum_buffer", op);
+  upload(constants, rmsprop_constants_device_);
+  check(kernels::rmsprop_step(chunks_device_, static_cast<int64_t>(chunks_.size()),
+                              rmsprop_constants_device_, skip_device_, params, grads, square_avg,
+                              grad_avg, momentum_buffer, stream()),
+        "rmsprop_step kernel launch");
+}
+
+void DeviceOptimizerStep::adadelta_step(std::span<const AdadeltaStepConstants> constants,
+                                        float* params, const float* grads, float* square_avg,
+                                        float* acc_delta) {
+  const char* op = "device Adadelta step";
+  require_one_per_model(constants, table_.B, op);
+  require_device_pointer(params, "params", op);
+  require_device_pointer(grads, "grads", op);
+  require_device_pointer(square_avg, "square_avg", op);
+  require_device_pointer(acc_delta, "acc_delta", op);
+  upload(constants, adadelta_constants_device_);
+  check(kernels::adadelta_step(chunks_device_, static_cast<int64_t>(chunks_.size()),
+                               adadelta_constants_device_, skip_device_, params, grads, square_avg,
+                               acc_delta, stream()),
+        "adadelta_step kernel launch");
 }
 
 }  // namespace hfta::cuda

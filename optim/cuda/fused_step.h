@@ -1,9 +1,10 @@
-// The CUDA backend's fused optimizer step: FusedAdam / FusedAdamW / FusedSgd's update
-// (optim/adam.h, optim/sgd.h) for parameter, gradient and state arenas in device memory, as one
-// kernel launch per step over a table of chunks (optim/cuda/kernels.h), each chunk at most
-// Optimizer::kChunkFloats floats of one model's slice of one segment, as on the CPU.
+// The CUDA backend's fused optimizer step: FusedAdam / FusedAdamW / FusedSgd / FusedRmsprop /
+// FusedAdadelta's update (optim/adam.h, optim/sgd.h, optim/rmsprop.h, optim/adadelta.h) for
+// parameter, gradient and state arenas in device memory, as one kernel launch per step over a table
+// of chunks (optim/cuda/kernels.h), each chunk at most Optimizer::kChunkFloats floats of one
+// model's slice of one segment, as on the CPU.
 //
-// NOT WIRED YET: models have no device arenas, so FusedAdam / FusedSgd and the training loop do
+// NOT WIRED YET: models have no device arenas, so the CPU optimizers and the training loop do
 // not call this; nothing here has run on a GPU (docs/cuda.md). A step, mirroring Optimizer::step:
 //
 //   DeviceOptimizerStep device(table);                      // once: uploads the chunk table
@@ -53,6 +54,13 @@ class DeviceOptimizerStep {
   // model has momentum.
   void sgd_step(std::span<const SgdStepConstants> constants, float* params, const float* grads,
                 float* momentum_buffer);
+  // One RMSprop step: B constants (rmsprop_step_constants). grad_avg may be null only when no
+  // model is centered, momentum_buffer only when no model has momentum.
+  void rmsprop_step(std::span<const RmspropStepConstants> constants, float* params,
+                    const float* grads, float* square_avg, float* grad_avg, float* momentum_buffer);
+  // One Adadelta step: B constants (adadelta_step_constants).
+  void adadelta_step(std::span<const AdadeltaStepConstants> constants, float* params,
+                     const float* grads, float* square_avg, float* acc_delta);
 
   const ParamTable& table() const { return table_; }
   const std::vector<kernels::OptimChunk>& chunks() const { return chunks_; }
@@ -64,6 +72,8 @@ class DeviceOptimizerStep {
   kernels::OptimChunk* chunks_device_ = nullptr;
   AdamStepConstants* adam_constants_device_ = nullptr;
   SgdStepConstants* sgd_constants_device_ = nullptr;
+  RmspropStepConstants* rmsprop_constants_device_ = nullptr;
+  AdadeltaStepConstants* adadelta_constants_device_ = nullptr;
   uint8_t* skip_device_ = nullptr;
 };
 

@@ -39,4 +39,17 @@ cudaError_t sgd_step(const OptimChunk* chunks, int64_t num_chunks,
                      const SgdStepConstants* constants, const uint8_t* skip, float* params,
                      const float* grads, float* momentum_buffer, cudaStream_t stream);
 
+// One RMSprop step, the same way (rmsprop_update_element). grad_avg may be null when no model is
+// centered, momentum_buffer when no model has momentum.
+cudaError_t rmsprop_step(const OptimChunk* chunks, int64_t num_chunks,
+                         const RmspropStepConstants* constants, const uint8_t* skip, float* params,
+                         const float* grads, float* square_avg, float* grad_avg,
+                         float* momentum_buffer, cudaStream_t stream);
+
+// One Adadelta step, the same way (adadelta_update_element).
+cudaError_t adadelta_step(const OptimChunk* chunks, int64_t num_chunks,
+                          const AdadeltaStepConstants* constants, const uint8_t* skip,
+                          float* params, const float* grads, float* square_avg, float* acc_delta,
+                          cudaStream_t stream);
+
 }  // namespace hfta::cuda::kernels

@@ -31,33 +31,62 @@ __global__ void flag_nonfinite_kernel(const OptimChunk* __restrict__ chunks, int
   }
 }
 
+// Runs element(k, i) over every float i of every chunk whose model is not flagged in skip, with
+// k = the model's constants for the chunk's decay flag: one block per chunk, its threads striding.
+template <typename Constants, typename Element>
+__device__ void step_chunks(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
+                            const Constants* __restrict__ constants,
+                            const uint8_t* __restrict__ skip, Element element) {
+  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    const OptimChunk chunk = chunks[c];
+    if (skip[chunk.model]) continue;
+    const Constants k = optim_math::decay_chunk_constants(constants[chunk.model], chunk.decay != 0);
+    for (int64_t i = chunk.begin + threadIdx.x; i < chunk.begin + chunk.size; i += blockDim.x)
+      element(k, i);
+  }
+}
+
 __global__ void adam_step_kernel(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
                                  const AdamStepConstants* __restrict__ constants,
                                  const uint8_t* __restrict__ skip, float* __restrict__ params,
                                  const float* __restrict__ grads, float* __restrict__ exp_avg,
                                  float* __restrict__ exp_avg_sq) {
-  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
-    const OptimChunk chunk = chunks[c];
-    if (skip[chunk.model]) continue;
-    const AdamStepConstants k =
-        optim_math::adam_chunk_constants(constants[chunk.model], chunk.decay != 0);
-    for (int64_t i = chunk.begin + threadIdx.x; i < chunk.begin + chunk.size; i += blockDim.x)
-      optim_math::adam_update_element(params[i], grads[i], exp_avg[i], exp_avg_sq[i], k);
-  }
+  step_chunks(chunks, num_chunks, constants, skip, [&](const AdamStepConstants& k, int64_t i) {
+    optim_math::adam_update_element(params[i], grads[i], exp_avg[i], exp_avg_sq[i], k);
+  });
 }
 
 __global__ void sgd_step_kernel(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
                                 const SgdStepConstants* __restrict__ constants,
                                 const uint8_t* __restrict__ skip, float* __restrict__ params,
                                 const float* __restrict__ grads, float* __restrict__ buffer) {
-  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
-    const OptimChunk chunk = chunks[c];
-    if (skip[chunk.model]) continue;
-    const SgdStepConstants k =
-        optim_math::sgd_chunk_constants(constants[chunk.model], chunk.decay != 0);
-    for (int64_t i = chunk.begin + threadIdx.x; i < chunk.begin + chunk.size; i += blockDim.x)
-      optim_math::sgd_step_element(params[i], grads[i], k.momentum ? buffer + i : nullptr, k);
-  }
+  step_chunks(chunks, num_chunks, constants, skip, [&](const SgdStepConstants& k, int64_t i) {
+    optim_math::sgd_step_element(params[i], grads[i], k.momentum ? buffer + i : nullptr, k);
+  });
+}
+
+__global__ void rmsprop_step_kernel(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
+                                    const RmspropStepConstants* __restrict__ constants,
+                                    const uint8_t* __restrict__ skip, float* __restrict__ params,
+                                    const float* __restrict__ grads, float* __restrict__ square_avg,
+                                    float* __restrict__ grad_avg,
+                                    float* __restrict__ momentum_buffer) {
+  step_chunks(chunks, num_chunks, constants, skip, [&](const RmspropStepConstants& k, int64_t i) {
+    optim_math::rmsprop_update_element(params[i], grads[i], square_avg[i],
+                                       k.centered ? grad_avg + i : nullptr,
+                                       k.use_momentum ? momentum_buffer + i : nullptr, k);
+  });
+}
+
+__global__ void adadelta_step_kernel(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
+                                     const AdadeltaStepConstants* __restrict__ constants,
+                                     const uint8_t* __restrict__ skip, float* __restrict__ params,
+                                     const float* __restrict__ grads,
+                                     float* __restrict__ square_avg,
+                                     float* __restrict__ acc_delta) {
+  step_chunks(chunks, num_chunks, constants, skip, [&](const AdadeltaStepConstants& k, int64_t i) {
+    optim_math::adadelta_update_element(params[i], grads[i], square_avg[i], acc_delta[i], k);
+  });
 }
 
 }  // namespace
@@ -84,6 +113,24 @@ cudaError_t sgd_step(const OptimChunk* chunks, int64_t num_chunks,
                      const float* grads, float* momentum_buffer, cudaStream_t stream) {
   sgd_step_kernel<<<grid_for_chunks(num_chunks), kThreads, 0, stream>>>(
       chunks, num_chunks, constants, skip, params, grads, momentum_buffer);
+  return cudaGetLastError();
+}
+
+cudaError_t rmsprop_step(const OptimChunk* chunks, int64_t num_chunks,
+                         const RmspropStepConstants* constants, const uint8_t* skip, float* params,
+                         const float* grads, float* square_avg, float* grad_avg,
+                         float* momentum_buffer, cudaStream_t stream) {
+  rmsprop_step_kernel<<<grid_for_chunks(num_chunks), kThreads, 0, stream>>>(
+      chunks, num_chunks, constants, skip, params, grads, square_avg, grad_avg, momentum_buffer);
+  return cudaGetLastError();
+}
+
+cudaError_t adadelta_step(const OptimChunk* chunks, int64_t num_chunks,
+                          const AdadeltaStepConstants* constants, const uint8_t* skip,
+                          float* params, const float* grads, float* square_avg, float* acc_delta,
+                          cudaStream_t stream) {
+  adadelta_step_kernel<<<grid_for_chunks(num_chunks), kThreads, 0, stream>>>(
+      chunks, num_chunks, constants, skip, params, grads, square_avg, acc_delta);
   return cudaGetLastError();
 }
 

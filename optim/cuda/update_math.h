@@ -2,7 +2,8 @@
 // (optim/cuda/optim_kernels.cu) and the host tests that check it (tests/cuda/test_cuda_optim.cpp):
 // `__host__ __device__` under nvcc, plain inline C++ elsewhere. The formulas are the CPU
 // optimizers' loops (optim/adam.cpp adam_update, optim/sgd.cpp sgd_update and
-// sgd_momentum_update), term for term and in the same order, so any difference between a device
+// sgd_momentum_update, optim/rmsprop.cpp rmsprop_update, optim/adadelta.cpp adadelta_update), term
+// for term and in the same order, so any difference between a device
 // step and a CPU step is rounding (FMA contraction), never a different formula.
 //
 // No project header but optim/step_constants.h (plain structs) and backend/cuda/host_device.h:
@@ -38,9 +39,17 @@ HFTA_HOST_DEVICE inline bool is_nonfinite(float x) {
   return (bits & 0x7f800000u) == 0x7f800000u;
 }
 
-// A chunk of a segment exempt from weight decay updates with weight decay 0 (FusedAdam's
-// update_chunk): no L2 term, no shrink. Both are exact in fp32 (x + 0 * p, p * 1).
-HFTA_HOST_DEVICE inline AdamStepConstants adam_chunk_constants(AdamStepConstants k, bool decay) {
+// A chunk of a segment exempt from weight decay updates with weight decay 0 (each optimizer's
+// update_chunk): SGD, RMSprop and Adadelta set their weight_decay to 0 ...
+template <typename Constants>
+HFTA_HOST_DEVICE inline Constants decay_chunk_constants(Constants k, bool decay) {
+  if (!decay) k.weight_decay = 0.0f;
+  return k;
+}
+
+// ... and Adam/AdamW drop both the L2 term and the shrink. Both are exact in fp32 (x + 0 * p,
+// p * 1).
+HFTA_HOST_DEVICE inline AdamStepConstants decay_chunk_constants(AdamStepConstants k, bool decay) {
   if (!decay) {
     k.l2 = 0.0f;
     k.shrink = 1.0f;
@@ -57,12 +66,6 @@ HFTA_HOST_DEVICE inline void adam_update_element(float& p, float g, float& m, fl
   m = mi;
   v = vi;
   p = p * k.shrink - k.step_size * (mi / (sqrt_rn(vi) * k.inv_bc2_sqrt + k.eps));
-}
-
-// An exempt chunk of SGD: weight decay 0 (FusedSgd's update_chunk).
-HFTA_HOST_DEVICE inline SgdStepConstants sgd_chunk_constants(SgdStepConstants k, bool decay) {
-  if (!decay) k.weight_decay = 0.0f;
-  return k;
 }
 
 // One element of SGD without momentum: p -= lr * (g + wd * p).
@@ -87,6 +90,44 @@ HFTA_HOST_DEVICE inline void sgd_step_element(float& p, float g, float* buf,
     sgd_momentum_update_element(p, g, *buf, k);
   else
     sgd_update_element(p, g, k);
+}
+
+// One element of RMSprop (optim/rmsprop.cpp rmsprop_update): grad_avg is read and written only
+// when k.centered, buf only when k.use_momentum. max(x, 0) as std::max(x, 0.0f) has it: a NaN
+// stays NaN.
+HFTA_HOST_DEVICE inline void rmsprop_update_element(float& p, float g, float& v, float* grad_avg,
+                                                    float* buf, const RmspropStepConstants& k) {
+  const float gi = g + k.weight_decay * p;
+  const float vi = k.alpha * v + k.one_minus_alpha * gi * gi;
+  v = vi;
+  float denom;
+  if (k.centered) {
+    const float ai = k.alpha * *grad_avg + k.one_minus_alpha * gi;
+    *grad_avg = ai;
+    const float centered = vi - ai * ai;
+    denom = sqrt_rn(centered < 0.0f ? 0.0f : centered) + k.eps;
+  } else {
+    denom = sqrt_rn(vi) + k.eps;
+  }
+  if (k.use_momentum) {
+    const float bi = k.momentum * *buf + gi / denom;
+    *buf = bi;
+    p -= k.lr * bi;
+  } else {
+    p -= k.lr * (gi / denom);
+  }
+}
+
+// One element of Adadelta (optim/adadelta.cpp adadelta_update), in PyTorch's order:
+// delta = sqrt(u + eps) / sqrt(v + eps) * g.
+HFTA_HOST_DEVICE inline void adadelta_update_element(float& p, float g, float& v, float& u,
+                                                     const AdadeltaStepConstants& k) {
+  const float gi = g + k.weight_decay * p;
+  const float vi = k.rho * v + k.one_minus_rho * gi * gi;
+  const float delta = sqrt_rn(u + k.eps) / sqrt_rn(vi + k.eps) * gi;
+  v = vi;
+  u = k.rho * u + k.one_minus_rho * delta * delta;
+  p -= k.lr * delta;
 }
 
 }  // namespace hfta::optim_math

@@ -1,7 +1,7 @@
 // The CUDA fused optimizers (optim/cuda/fused_step.h) against the CPU ones (FusedAdam,
-// FusedAdamW, FusedSgd) on the same [B, ...] arena: per-model hyperparameters, segments with and
-// without weight decay, a segment split into chunks, NaN and Inf gradients that skip a model, an
-// LR change midway.
+// FusedAdamW, FusedSgd, FusedRmsprop with every mix of centered and momentum, FusedAdadelta) on
+// the same [B, ...] arena: per-model hyperparameters, segments with and without weight decay, a
+// segment split into chunks, NaN and Inf gradients that skip a model, an LR change midway.
 //
 // Without a GPU (this project's CI): the kernels' arithmetic and chunk table run on the host.
 //   HostMirror*: optim/cuda/update_math.h's element functions, driven over
@@ -23,9 +23,11 @@
 
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/runtime.h"
+#include "optim/adadelta.h"
 #include "optim/adam.h"
 #include "optim/cuda/fused_step.h"
 #include "optim/cuda/update_math.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "test_util.h"
 
@@ -34,11 +36,26 @@ namespace {
 
 using cuda::kernels::OptimChunk;
 
-enum class Kind { kAdam, kAdamW, kSgd };
+enum class Kind { kAdam, kAdamW, kSgd, kRmsprop, kAdadelta };
 
 const char* kind_name(Kind k) {
-  return k == Kind::kAdam ? "Adam" : k == Kind::kAdamW ? "AdamW" : "Sgd";
+  switch (k) {
+    case Kind::kAdam:
+      return "Adam";
+    case Kind::kAdamW:
+      return "AdamW";
+    case Kind::kSgd:
+      return "Sgd";
+    case Kind::kRmsprop:
+      return "Rmsprop";
+    case Kind::kAdadelta:
+      return "Adadelta";
+  }
+  return "?";
 }
+
+const auto kAllKinds =
+    ::testing::Values(Kind::kAdam, Kind::kAdamW, Kind::kSgd, Kind::kRmsprop, Kind::kAdadelta);
 
 struct SegmentSpec {
   int64_t per_model_numel;
@@ -94,6 +111,35 @@ SgdHyper sgd_hyper(int64_t B) {
   return h;
 }
 
+// Models cycle through: plain; momentum; centered; centered with momentum.
+RmspropHyper rmsprop_hyper(int64_t B) {
+  RmspropHyper h;
+  h.lr.clear(), h.alpha.clear(), h.eps.clear(), h.weight_decay.clear(), h.momentum.clear();
+  h.centered.clear();
+  const float momentum[] = {0.0f, 0.9f, 0.0f, 0.5f};
+  for (int64_t b = 0; b < B; ++b) {
+    h.lr.push_back(1e-3f * static_cast<float>(b + 1));
+    h.alpha.push_back(b % 2 == 0 ? 0.99f : 0.9f);
+    h.eps.push_back(b % 2 == 0 ? 1e-8f : 1e-6f);
+    h.weight_decay.push_back(1e-3f * static_cast<float>(b % 3));
+    h.momentum.push_back(momentum[b % 4]);
+    h.centered.push_back(b % 4 >= 2 ? 1 : 0);
+  }
+  return h;
+}
+
+AdadeltaHyper adadelta_hyper(int64_t B) {
+  AdadeltaHyper h;
+  h.lr.clear(), h.rho.clear(), h.eps.clear(), h.weight_decay.clear();
+  for (int64_t b = 0; b < B; ++b) {
+    h.lr.push_back(0.5f * static_cast<float>(b + 1));
+    h.rho.push_back(b % 2 == 0 ? 0.9f : 0.95f);
+    h.eps.push_back(b % 2 == 0 ? 1e-6f : 1e-5f);
+    h.weight_decay.push_back(1e-3f * static_cast<float>(b % 3));
+  }
+  return h;
+}
+
 std::unique_ptr<Optimizer> make_cpu_optimizer(Kind kind, const ParamTable& table) {
   switch (kind) {
     case Kind::kAdam:
@@ -102,6 +148,10 @@ std::unique_ptr<Optimizer> make_cpu_optimizer(Kind kind, const ParamTable& table
       return std::make_unique<FusedAdamW>(table, adam_hyper(table.B, kind));
     case Kind::kSgd:
       return std::make_unique<FusedSgd>(table, sgd_hyper(table.B));
+    case Kind::kRmsprop:
+      return std::make_unique<FusedRmsprop>(table, rmsprop_hyper(table.B));
+    case Kind::kAdadelta:
+      return std::make_unique<FusedAdadelta>(table, adadelta_hyper(table.B));
   }
   return nullptr;
 }
@@ -133,41 +183,128 @@ SgdStepConstants sgd_constants(const Optimizer& cpu, int64_t b, int64_t t) {
   return sgd_step_constants(sgd.hyper(), b, cpu.lr()[static_cast<size_t>(b)], t);
 }
 
+// Every optimizer's B constants for one step; a skipped model's are left value-initialized.
+struct StepConstants {
+  std::vector<AdamStepConstants> adam;
+  std::vector<SgdStepConstants> sgd;
+  std::vector<RmspropStepConstants> rmsprop;
+  std::vector<AdadeltaStepConstants> adadelta;
+};
+
+// As Optimizer::step: each model that is not skipped advances its step count, then gets its
+// constants from the CPU optimizer's hyperparameters and current lr.
+StepConstants step_constants(Kind kind, const Optimizer& cpu, const std::vector<uint8_t>& skip,
+                             std::vector<int64_t>& steps) {
+  const int64_t B = cpu.B();
+  const size_t n = static_cast<size_t>(B);
+  StepConstants k{std::vector<AdamStepConstants>(n), std::vector<SgdStepConstants>(n),
+                  std::vector<RmspropStepConstants>(n), std::vector<AdadeltaStepConstants>(n)};
+  for (int64_t b = 0; b < B; ++b) {
+    const size_t i = static_cast<size_t>(b);
+    if (skip[i]) continue;
+    const int64_t t = ++steps[i];
+    const float lr = cpu.lr()[i];
+    switch (kind) {
+      case Kind::kAdam:
+      case Kind::kAdamW:
+        k.adam[i] = adam_constants(kind, cpu, b, t);
+        break;
+      case Kind::kSgd:
+        k.sgd[i] = sgd_constants(cpu, b, t);
+        break;
+      case Kind::kRmsprop:
+        k.rmsprop[i] =
+            rmsprop_step_constants(dynamic_cast<const FusedRmsprop&>(cpu).hyper(), b, lr);
+        break;
+      case Kind::kAdadelta:
+        k.adadelta[i] =
+            adadelta_step_constants(dynamic_cast<const FusedAdadelta&>(cpu).hyper(), b, lr);
+        break;
+    }
+  }
+  return k;
+}
+
+// The state buffers in the CPU optimizer's order (Optimizer::state_buffer): Adam exp_avg,
+// exp_avg_sq; SGD the momentum buffer; RMSprop square_avg, then the momentum buffer when a model
+// has momentum, then grad_avg when a model is centered; Adadelta square_avg, acc_delta. `state`
+// holds three buffers; the named ones point into it (null where the optimizer has none).
+struct StateBuffers {
+  float *exp_avg = nullptr, *exp_avg_sq = nullptr, *momentum = nullptr, *square_avg = nullptr,
+        *grad_avg = nullptr, *acc_delta = nullptr;
+};
+
+StateBuffers state_buffers(Kind kind, const Optimizer& cpu, float* s0, float* s1, float* s2) {
+  StateBuffers out;
+  switch (kind) {
+    case Kind::kAdam:
+    case Kind::kAdamW:
+      out.exp_avg = s0, out.exp_avg_sq = s1;
+      break;
+    case Kind::kSgd:
+      out.momentum = cpu.num_state_buffers() > 0 ? s0 : nullptr;
+      break;
+    case Kind::kRmsprop: {
+      const auto& h = dynamic_cast<const FusedRmsprop&>(cpu).hyper();
+      float* next[] = {s1, s2};
+      int used = 0;
+      out.square_avg = s0;
+      if (std::any_of(h.momentum.begin(), h.momentum.end(), [](float m) { return m > 0.0f; }))
+        out.momentum = next[used++];
+      if (std::any_of(h.centered.begin(), h.centered.end(), [](uint8_t c) { return c != 0; }))
+        out.grad_avg = next[used++];
+      break;
+    }
+    case Kind::kAdadelta:
+      out.square_avg = s0, out.acc_delta = s1;
+      break;
+  }
+  return out;
+}
+
 // The device step run on the host: flag_nonfinite_kernel, the host's step counts and constants,
-// then adam_step_kernel / sgd_step_kernel's loops over the same chunk table, with the same
-// element functions. Returns the skip flags.
+// then the step kernels' loops over the same chunk table, with the same element functions.
+// Returns the skip flags.
 std::vector<uint8_t> host_mirror_step(Kind kind, const Optimizer& cpu,
                                       const std::vector<OptimChunk>& chunks,
                                       std::vector<int64_t>& steps, float* params,
-                                      const float* grads, float* state0, float* state1) {
+                                      const float* grads, const StateBuffers& st) {
   const int64_t B = cpu.B();
   std::vector<uint8_t> skip(static_cast<size_t>(B), 0);
   for (const OptimChunk& c : chunks)
     for (int64_t i = c.begin; i < c.begin + c.size; ++i)
       if (optim_math::is_nonfinite(grads[i])) skip[static_cast<size_t>(c.model)] = 1;
-  std::vector<AdamStepConstants> adam(static_cast<size_t>(B));
-  std::vector<SgdStepConstants> sgd(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    if (skip[static_cast<size_t>(b)]) continue;
-    const int64_t t = ++steps[static_cast<size_t>(b)];
-    if (kind == Kind::kSgd)
-      sgd[static_cast<size_t>(b)] = sgd_constants(cpu, b, t);
-    else
-      adam[static_cast<size_t>(b)] = adam_constants(kind, cpu, b, t);
-  }
+  const StepConstants k = step_constants(kind, cpu, skip, steps);
+  using optim_math::decay_chunk_constants;
   for (const OptimChunk& c : chunks) {
-    if (skip[static_cast<size_t>(c.model)]) continue;
-    if (kind == Kind::kSgd) {
-      const SgdStepConstants k =
-          optim_math::sgd_chunk_constants(sgd[static_cast<size_t>(c.model)], c.decay != 0);
-      for (int64_t i = c.begin; i < c.begin + c.size; ++i)
-        optim_math::sgd_step_element(params[i], grads[i], k.momentum ? state0 + i : nullptr, k);
-    } else {
-      const AdamStepConstants k =
-          optim_math::adam_chunk_constants(adam[static_cast<size_t>(c.model)], c.decay != 0);
-      for (int64_t i = c.begin; i < c.begin + c.size; ++i)
-        optim_math::adam_update_element(params[i], grads[i], state0[i], state1[i], k);
-    }
+    const size_t m = static_cast<size_t>(c.model);
+    if (skip[m]) continue;
+    const bool decay = c.decay != 0;
+    for (int64_t i = c.begin; i < c.begin + c.size; ++i) switch (kind) {
+        case Kind::kAdam:
+        case Kind::kAdamW:
+          optim_math::adam_update_element(params[i], grads[i], st.exp_avg[i], st.exp_avg_sq[i],
+                                          decay_chunk_constants(k.adam[m], decay));
+          break;
+        case Kind::kSgd: {
+          const SgdStepConstants ks = decay_chunk_constants(k.sgd[m], decay);
+          optim_math::sgd_step_element(params[i], grads[i], ks.momentum ? st.momentum + i : nullptr,
+                                       ks);
+          break;
+        }
+        case Kind::kRmsprop: {
+          const RmspropStepConstants kr = decay_chunk_constants(k.rmsprop[m], decay);
+          optim_math::rmsprop_update_element(params[i], grads[i], st.square_avg[i],
+                                             kr.centered ? st.grad_avg + i : nullptr,
+                                             kr.use_momentum ? st.momentum + i : nullptr, kr);
+          break;
+        }
+        case Kind::kAdadelta:
+          optim_math::adadelta_update_element(params[i], grads[i], st.square_avg[i],
+                                              st.acc_delta[i],
+                                              decay_chunk_constants(k.adadelta[m], decay));
+          break;
+      }
   }
   return skip;
 }
@@ -211,7 +348,10 @@ TEST_P(HostMirror, ElementFunctionsOverTheChunkTableMatchCpuOptimizer) {
   RngStream rng(seed, 1000);
   std::vector<float> cpu_params = test::random_buffer(Shape{table.total_floats}, rng).values;
   std::vector<float> params = cpu_params;
-  test::Buffer state0(Shape{table.total_floats}), state1(Shape{table.total_floats});
+  test::Buffer state0(Shape{table.total_floats}), state1(Shape{table.total_floats}),
+      state2(Shape{table.total_floats});
+  const StateBuffers st = state_buffers(kind, *cpu, state0.data(), state1.data(), state2.data());
+  float* states[] = {state0.data(), state1.data(), state2.data()};
   std::vector<int64_t> steps(static_cast<size_t>(B), 0);
   const std::vector<OptimChunk> chunks = cuda::device_chunk_table(table);
 
@@ -224,17 +364,15 @@ TEST_P(HostMirror, ElementFunctionsOverTheChunkTableMatchCpuOptimizer) {
     }
     const std::vector<float> grads = make_grads(table, step, seed);
     const StepReport& report = cpu->step(cpu_params.data(), grads.data());
-    const std::vector<uint8_t> skip = host_mirror_step(kind, *cpu, chunks, steps, params.data(),
-                                                       grads.data(), state0.data(), state1.data());
+    const std::vector<uint8_t> skip =
+        host_mirror_step(kind, *cpu, chunks, steps, params.data(), grads.data(), st);
     EXPECT_EQ(skip, report.skipped);
     EXPECT_EQ(steps, std::vector<int64_t>(cpu->steps().begin(), cpu->steps().end()));
     const int64_t n = table.total_floats;
     expect_within_ulp(params.data(), cpu_params.data(), n, kMaxUlp, "params");
-    if (cpu->num_state_buffers() >= 1)
-      expect_within_ulp(state0.data(), cpu->state_buffer(0), n, kMaxUlp,
-                        kind == Kind::kSgd ? "momentum buffer" : "exp_avg");
-    if (cpu->num_state_buffers() >= 2)
-      expect_within_ulp(state1.data(), cpu->state_buffer(1), n, kMaxUlp, "exp_avg_sq");
+    for (int i = 0; i < cpu->num_state_buffers(); ++i)
+      expect_within_ulp(states[i], cpu->state_buffer(i), n, kMaxUlp,
+                        fmt::format("state buffer {}", i));
   }
 }
 
@@ -243,10 +381,7 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<Kind, int64_t>>&
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, HostMirror,
-                         ::testing::Combine(::testing::Values(Kind::kAdam, Kind::kAdamW,
-                                                              Kind::kSgd),
-                                            ::testing::Values(1, 2, 3, 8)),
-                         case_name);
+                         ::testing::Combine(kAllKinds, ::testing::Values(1, 2, 3, 8)), case_name);
 
 class ChunkTable : public ::testing::TestWithParam<int64_t> {};
 
@@ -348,9 +483,12 @@ TEST_P(DeviceStep, MatchesCpuOptimizerAndSkipsNonFiniteModels) {
   std::vector<float> cpu_params = test::random_buffer(Shape{table.total_floats}, rng).values;
   const Shape shape{table.total_floats};
   const size_t bytes = cuda::DeviceArena::align_up(cpu_params.size() * sizeof(float));
-  cuda::DeviceArena arena(4 * bytes, "optimizer test");
+  cuda::DeviceArena arena(5 * bytes, "optimizer test");
   const TensorView params = arena.carve(shape), grads = arena.carve(shape),
-                   state0 = arena.carve(shape), state1 = arena.carve(shape);
+                   state0 = arena.carve(shape), state1 = arena.carve(shape),
+                   state2 = arena.carve(shape);
+  const StateBuffers st = state_buffers(kind, *cpu, state0.data, state1.data, state2.data);
+  const TensorView states[] = {state0, state1, state2};
   cuda::copy_to_device(TensorView(cpu_params.data(), shape), params);
   cuda::DeviceOptimizerStep device(table);
   std::vector<int64_t> steps(static_cast<size_t>(B), 0);
@@ -373,28 +511,29 @@ TEST_P(DeviceStep, MatchesCpuOptimizerAndSkipsNonFiniteModels) {
     const std::vector<float> params_before = to_host(params);
     const std::vector<uint8_t> skip = device.find_nonfinite_models(grads.data);
     EXPECT_EQ(skip, report.skipped);
-    std::vector<AdamStepConstants> adam(static_cast<size_t>(B));
-    std::vector<SgdStepConstants> sgd(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) {
-      if (skip[static_cast<size_t>(b)]) continue;
-      const int64_t t = ++steps[static_cast<size_t>(b)];
-      if (kind == Kind::kSgd)
-        sgd[static_cast<size_t>(b)] = sgd_constants(*cpu, b, t);
-      else
-        adam[static_cast<size_t>(b)] = adam_constants(kind, *cpu, b, t);
+    const StepConstants k = step_constants(kind, *cpu, skip, steps);
+    switch (kind) {
+      case Kind::kAdam:
+      case Kind::kAdamW:
+        device.adam_step(k.adam, params.data, grads.data, st.exp_avg, st.exp_avg_sq);
+        break;
+      case Kind::kSgd:
+        device.sgd_step(k.sgd, params.data, grads.data, st.momentum);
+        break;
+      case Kind::kRmsprop:
+        device.rmsprop_step(k.rmsprop, params.data, grads.data, st.square_avg, st.grad_avg,
+                            st.momentum);
+        break;
+      case Kind::kAdadelta:
+        device.adadelta_step(k.adadelta, params.data, grads.data, st.square_avg, st.acc_delta);
+        break;
     }
-    if (kind == Kind::kSgd)
-      device.sgd_step(sgd, params.data, grads.data,
-                      cpu->num_state_buffers() > 0 ? state0.data : nullptr);
-    else
-      device.adam_step(adam, params.data, grads.data, state0.data, state1.data);
     cuda::synchronize();
     const std::vector<float> got = to_host(params);
     expect_close_to_cpu(got, cpu_params.data(), "params");
-    if (cpu->num_state_buffers() >= 1)
-      expect_close_to_cpu(to_host(state0), cpu->state_buffer(0), "state buffer 0");
-    if (cpu->num_state_buffers() >= 2)
-      expect_close_to_cpu(to_host(state1), cpu->state_buffer(1), "state buffer 1");
+    for (int i = 0; i < cpu->num_state_buffers(); ++i)
+      expect_close_to_cpu(to_host(states[i]), cpu->state_buffer(i),
+                          fmt::format("state buffer {}", i));
     // A skipped model's parameters are untouched, bit for bit.
     for (int64_t b = 0; b < B; ++b) {
       if (!skip[static_cast<size_t>(b)]) continue;
@@ -409,10 +548,7 @@ TEST_P(DeviceStep, MatchesCpuOptimizerAndSkipsNonFiniteModels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, DeviceStep,
-                         ::testing::Combine(::testing::Values(Kind::kAdam, Kind::kAdamW,
-                                                              Kind::kSgd),
-                                            ::testing::Values(1, 2, 3, 8)),
-                         case_name);
+                         ::testing::Combine(kAllKinds, ::testing::Values(1, 2, 3, 8)), case_name);
 
 TEST(DeviceStepErrors, HostPointersAndWrongConstantCountsRaise) {
   SKIP_WITHOUT_CUDA_DEVICE();
@@ -433,6 +569,13 @@ TEST(DeviceStepErrors, HostPointersAndWrongConstantCountsRaise) {
   sgd[1].momentum = true;
   test::expect_error_containing_all([&] { device.sgd_step(sgd, p, g, nullptr); },
                                     {"momentum_buffer", "null"});
+  std::vector<RmspropStepConstants> rmsprop(2);
+  rmsprop[0].centered = true;
+  test::expect_error_containing_all([&] { device.rmsprop_step(rmsprop, p, g, m, nullptr, v); },
+                                    {"grad_avg (a model is centered)", "null"});
+  const std::vector<AdadeltaStepConstants> adadelta(2);
+  test::expect_error_containing_all([&] { device.adadelta_step(adadelta, p, g, m, host.data()); },
+                                    {"acc_delta is not device memory"});
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "optim/cuda/fused_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "backend/cuda/runtime.h"
@@ -80,7 +81,9 @@ DeviceOptimizerStep::DeviceOptimizerStep(ParamTable table)
       DeviceArena::align_up(chunk_bytes) + DeviceArena::align_up(B * sizeof(AdamStepConstants)) +
           DeviceArena::align_up(B * sizeof(SgdStepConstants)) +
           DeviceArena::align_up(B * sizeof(RmspropStepConstants)) +
-          DeviceArena::align_up(B * sizeof(AdadeltaStepConstants)) + DeviceArena::align_up(B),
+          DeviceArena::align_up(B * sizeof(AdadeltaStepConstants)) + DeviceArena::align_up(B) +
+          DeviceArena::align_up(chunks_.size() * sizeof(double)) +
+          3 * DeviceArena::align_up(B * sizeof(float)),
       "device optimizer tables");
   const int64_t num_chunks = static_cast<int64_t>(chunks_.size());
   chunks_device_ = memory_.carve<kernels::OptimChunk>(Shape{num_chunks}).data;
@@ -89,6 +92,10 @@ DeviceOptimizerStep::DeviceOptimizerStep(ParamTable table)
   rmsprop_constants_device_ = memory_.carve<RmspropStepConstants>(Shape{table_.B}).data;
   adadelta_constants_device_ = memory_.carve<AdadeltaStepConstants>(Shape{table_.B}).data;
   skip_device_ = memory_.carve<uint8_t>(Shape{table_.B}).data;
+  clip_partials_device_ = memory_.carve<double>(Shape{num_chunks}).data;
+  clip_max_norm_device_ = memory_.carve<float>(Shape{table_.B}).data;
+  clip_norms_device_ = memory_.carve<float>(Shape{table_.B}).data;
+  clip_coefs_device_ = memory_.carve<float>(Shape{table_.B}).data;
   // Synchronous: the table is written once, before any step reads it.
   HFTA_CUDA_CHECK(cudaMemcpy(chunks_device_, chunks_.data(), chunk_bytes, cudaMemcpyHostToDevice));
 }
@@ -168,6 +175,31 @@ void DeviceOptimizerStep::adadelta_step(std::span<const AdadeltaStepConstants> c
                                adadelta_constants_device_, skip_device_, params, grads, square_avg,
                                acc_delta, stream()),
         "adadelta_step kernel launch");
+}
+
+void DeviceOptimizerStep::clip_grad_norm(std::span<const float> max_norm, float* grads,
+                                         std::span<float> norms) {
+  const char* op = "device gradient clipping";
+  const int64_t B = table_.B;
+  HFTA_CHECK(max_norm.size() == 1 || static_cast<int64_t>(max_norm.size()) == B,
+             "{}: --clip has {} values for {} models: give one (shared) or one per model", op,
+             max_norm.size(), B);
+  for (float m : max_norm)
+    HFTA_CHECK(std::isfinite(m) && m > 0.0f, "{}: --clip must be positive, got {}", op, m);
+  HFTA_CHECK(norms.empty() || static_cast<int64_t>(norms.size()) == B,
+             "{}: {} norm slots for {} models", op, norms.size(), B);
+  require_device_pointer(grads, "grads", op);
+  std::vector<float> limits(static_cast<size_t>(B), max_norm[0]);
+  if (max_norm.size() > 1) limits.assign(max_norm.begin(), max_norm.end());
+  upload(std::span<const float>(limits), clip_max_norm_device_);
+  check(kernels::clip_grad_norms(chunks_device_, static_cast<int64_t>(chunks_.size()), B,
+                                 clip_max_norm_device_, grads, clip_partials_device_,
+                                 clip_norms_device_, clip_coefs_device_, stream()),
+        "clip_grad_norms kernel launch");
+  if (norms.empty()) return;
+  HFTA_CUDA_CHECK(cudaMemcpyAsync(norms.data(), clip_norms_device_, norms.size_bytes(),
+                                  cudaMemcpyDeviceToHost, stream()));
+  synchronize();
 }
 
 }  // namespace hfta::cuda

@@ -62,6 +62,12 @@ class DeviceOptimizerStep {
   void adadelta_step(std::span<const AdadeltaStepConstants> constants, float* params,
                      const float* grads, float* square_avg, float* acc_delta);
 
+  // Per-model gradient clipping (optim/clip.h's clip_grad_norm_per_model on device gradients):
+  // max_norm holds 1 (shared) or B positive values; each model's norm before clipping goes to
+  // norms[b] when norms is not empty (B entries: a B-float copy back, waiting for the stream),
+  // else the call returns without waiting.
+  void clip_grad_norm(std::span<const float> max_norm, float* grads, std::span<float> norms = {});
+
   const ParamTable& table() const { return table_; }
   const std::vector<kernels::OptimChunk>& chunks() const { return chunks_; }
 
@@ -75,6 +81,10 @@ class DeviceOptimizerStep {
   RmspropStepConstants* rmsprop_constants_device_ = nullptr;
   AdadeltaStepConstants* adadelta_constants_device_ = nullptr;
   uint8_t* skip_device_ = nullptr;
+  double* clip_partials_device_ = nullptr;  // one per chunk
+  float* clip_max_norm_device_ = nullptr;   // B each
+  float* clip_norms_device_ = nullptr;
+  float* clip_coefs_device_ = nullptr;
 };
 
 }  // namespace hfta::cuda

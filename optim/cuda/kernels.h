@@ -52,4 +52,12 @@ cudaError_t adadelta_step(const OptimChunk* chunks, int64_t num_chunks,
                           float* params, const float* grads, float* square_avg, float* acc_delta,
                           cudaStream_t stream);
 
+// Per-model gradient clipping (optim/cuda/update_math.h's clip_* functions), three launches on
+// the stream: each chunk's sum of squares into partials[c] (num_chunks doubles); each model's
+// norm into norms[b] and its scale factor into coefs[b] from max_norm[b] (B floats each); every
+// gradient of a model whose factor is below 1 scaled by it.
+cudaError_t clip_grad_norms(const OptimChunk* chunks, int64_t num_chunks, int64_t B,
+                            const float* max_norm, float* grads, double* partials, float* norms,
+                            float* coefs, cudaStream_t stream);
+
 }  // namespace hfta::cuda::kernels

@@ -89,7 +89,62 @@ __global__ void adadelta_step_kernel(const OptimChunk* __restrict__ chunks, int6
   });
 }
 
+// One block per chunk: its threads' sums of squares, then the fixed tree.
+__global__ void clip_partials_kernel(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
+                                     const float* __restrict__ grads, double* partials) {
+  __shared__ double partial[kThreads];
+  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    const OptimChunk chunk = chunks[c];
+    partial[threadIdx.x] =
+        optim_math::clip_thread_sum(grads, chunk.begin, chunk.size, threadIdx.x, kThreads);
+    __syncthreads();
+    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+      optim_math::clip_tree_level(partial, threadIdx.x, stride);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[c] = partial[0];
+    __syncthreads();  // partial is refilled for the block's next chunk
+  }
+}
+
+// One thread per model: its chunks' sums in table order, its norm and factor.
+__global__ void clip_norms_kernel(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
+                                  int64_t B, const double* __restrict__ partials,
+                                  const float* __restrict__ max_norm, float* norms, float* coefs) {
+  for_each_index(B, [&](int64_t b) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < num_chunks; ++c)
+      if (chunks[c].model == b) sum += partials[c];
+    norms[b] = optim_math::clip_norm(sum);
+    coefs[b] = optim_math::clip_coefficient(norms[b], max_norm[b]);
+  });
+}
+
+__global__ void clip_scale_kernel(const OptimChunk* __restrict__ chunks, int64_t num_chunks,
+                                  const float* __restrict__ coefs, float* __restrict__ grads) {
+  for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    const OptimChunk chunk = chunks[c];
+    const float coef = coefs[chunk.model];
+    if (coef >= 1.0f) continue;
+    for (int64_t i = chunk.begin + threadIdx.x; i < chunk.begin + chunk.size; i += blockDim.x)
+      grads[i] *= coef;
+  }
+}
+
 }  // namespace
+
+cudaError_t clip_grad_norms(const OptimChunk* chunks, int64_t num_chunks, int64_t B,
+                            const float* max_norm, float* grads, double* partials, float* norms,
+                            float* coefs, cudaStream_t stream) {
+  const unsigned grid = grid_for_chunks(num_chunks);
+  clip_partials_kernel<<<grid, kThreads, 0, stream>>>(chunks, num_chunks, grads, partials);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  clip_norms_kernel<<<grid_for(B), kThreads, 0, stream>>>(chunks, num_chunks, B, partials, max_norm,
+                                                          norms, coefs);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  clip_scale_kernel<<<grid, kThreads, 0, stream>>>(chunks, num_chunks, coefs, grads);
+  return cudaGetLastError();
+}
 
 cudaError_t flag_nonfinite_models(const OptimChunk* chunks, int64_t num_chunks, int64_t B,
                                   const float* grads, uint8_t* flags, cudaStream_t stream) {

@@ -130,4 +130,39 @@ HFTA_HOST_DEVICE inline void adadelta_update_element(float& p, float g, float& v
   p -= k.lr * delta;
 }
 
+// Per-model gradient clipping (optim/clip.h). Each chunk's sum of squares is formed by a block:
+// thread t of `threads` sums the chunk's floats t, t + threads, ... in order, in double, and the
+// block adds the threads' sums in a fixed tree (clip_tree_level, strides threads/2, threads/4, ...,
+// 1); a model's sum of squares is its chunks' sums in chunk-table order. The order differs from
+// the CPU's (a vectorized sum over each segment), so the norms may differ from the CPU's in the
+// last bits; the result does not depend on the device or the run.
+HFTA_HOST_DEVICE inline double clip_thread_sum(const float* grads, int64_t begin, int64_t size,
+                                               int t, int threads) {
+  double sum = 0.0;
+  for (int64_t i = t; i < size; i += threads) {
+    const double g = grads[begin + i];
+    sum += g * g;
+  }
+  return sum;
+}
+
+HFTA_HOST_DEVICE inline void clip_tree_level(double* partial, int t, int stride) {
+  if (t < stride) partial[t] += partial[t + stride];
+}
+
+// Model b's norm from its sum of squares, and the factor its gradients are scaled by: max_norm /
+// (norm + 1e-6) when that is below 1 and the norm is finite, else 1 (left as they are), as
+// clip_grad_norm_models decides.
+HFTA_HOST_DEVICE inline float clip_norm(double sum_of_squares) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<float>(sqrt(sum_of_squares));  // IEEE-rounded in double, as the host's
+#else
+  return static_cast<float>(std::sqrt(sum_of_squares));
+#endif
+}
+HFTA_HOST_DEVICE inline float clip_coefficient(float norm, float max_norm) {
+  const float coef = max_norm / (norm + 1e-6f);
+  return is_nonfinite(norm) || coef >= 1.0f ? 1.0f : coef;
+}
+
 }  // namespace hfta::optim_math

@@ -120,6 +120,7 @@ Value Net::add_node(std::unique_ptr<Node> node, const std::vector<Value>& inputs
   for (Value in : inputs) {
     check_value(in, "add_node");
     info(in).last_consumer = index;
+    ++info(in).consumers;
   }
   HFTA_CHECK(layout != Layout::kChannels || features.rank() >= 1,
              "{}: channel-layout features need a channel axis, got {}", node->describe(),

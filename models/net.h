@@ -115,6 +115,12 @@ class Node {
   virtual void backward(Net& net, int64_t n) = 0;
   // Whether the op can add its input gradient into an existing one (accumulate flag).
   virtual bool accumulates_dx() const { return false; }
+  // In-place execution (Net::finalize): an op whose forward may write its output over its first
+  // input, because its backward gives the same gradient from the output alone (ReLU, ReLU6), and
+  // the ops whose backward never reads their own output, whose output may therefore be
+  // overwritten by such a consumer (the default is the safe answer for both).
+  virtual bool may_overwrite_input() const { return false; }
+  virtual bool backward_reads_output() const { return true; }
   // Multiply-add x2 FLOPs per sample for one model: forward, and backward (parameters and, when
   // with_dx, the input gradient). Memory-bound elementwise nodes count 0.
   virtual double forward_flops() const { return 0.0; }
@@ -426,6 +432,7 @@ class Net {
   void check_value(Value v, const char* what) const;
   // Assigns each activation gradient its offset; returns the arena bytes they need.
   size_t plan_gradient_memory();
+  void plan_in_place();
   void initialize();
   void initialize_model(int64_t b);
 

@@ -85,11 +85,37 @@ size_t Net::plan_gradient_memory() {
   return offset;
 }
 
+// An op that may overwrite its input (ReLU after a BatchNorm, a convolution or an add) writes its
+// output into its input's buffer when nothing else needs the input's values: the op is its only
+// consumer, its producer's backward does not read it, and it is not a loss the caller reads. The
+// activations then take one buffer where they took two, and the op writes where its input was
+// just written (docs/design.md, "In-place activations").
+void Net::plan_in_place() {
+  auto is_loss = [&](size_t id) {
+    auto among = [&](const std::vector<Value>& vs) {
+      return std::any_of(vs.begin(), vs.end(),
+                         [&](Value v) { return v.id == static_cast<int32_t>(id); });
+    };
+    return among(losses_) || among(grad_outputs_);
+  };
+  for (const auto& node : nodes_) {
+    if (!node->may_overwrite_input()) continue;
+    const size_t in = static_cast<size_t>(node->inputs[0].id);
+    const ValueInfo& x = values_[in];
+    if (x.shared || x.integer || x.per_model_input || x.producer < 0 || x.consumers != 1 ||
+        is_loss(in) || nodes_[static_cast<size_t>(x.producer)]->backward_reads_output())
+      continue;
+    ValueInfo& y = values_[static_cast<size_t>(node->output.id)];
+    y.storage = x.storage >= 0 ? x.storage : static_cast<int32_t>(in);
+  }
+}
+
 void Net::finalize() {
   HFTA_CHECK(!finalized_, "finalize() called twice");
   HFTA_CHECK(!nodes_.empty(), "the net has no ops");
   HFTA_CHECK(!losses_.empty() || !grad_outputs_.empty(), "the net has no loss");
   const int64_t B = spec_.B, cap = spec_.capacity;
+  plan_in_place();
 
   // Parameters and gradients: same order, same offsets.
   size_t param_bytes = 0, buffer_bytes = 0, act_bytes = 0;
@@ -103,7 +129,7 @@ void Net::finalize() {
     if (vi.shared) continue;
     const size_t bytes = Arena::align_up(
         static_cast<size_t>(batch_shape({static_cast<int32_t>(id)}, cap).numel()) * sizeof(float));
-    if (!vi.per_model_input) act_bytes += bytes;
+    if (!vi.per_model_input && vi.storage < 0) act_bytes += bytes;
     largest = std::max(largest, bytes);
   }
   for (const Shape& s : saved_shapes_)
@@ -149,7 +175,9 @@ void Net::finalize() {
   for (size_t id = 0; id < values_.size(); ++id) {
     ValueInfo& vi = values_[id];
     if (vi.shared) continue;
-    if (!vi.per_model_input)
+    if (vi.storage >= 0)  // in place: its storage comes first in recording order
+      vi.data = values_[static_cast<size_t>(vi.storage)].data;
+    else if (!vi.per_model_input)
       vi.data = act_arena_.carve(batch_shape({static_cast<int32_t>(id)}, cap)).data;
     if (vi.grad_offset >= 0)
       vi.grad_data = reinterpret_cast<float*>(act_grad_arena_.data() + vi.grad_offset);

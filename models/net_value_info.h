@@ -16,6 +16,8 @@ struct Net::ValueInfo {
   bool integer = false;
   int producer = -1;       // node index; -1 for inputs
   int last_consumer = -1;  // node index of the last node reading it
+  int consumers = 0;       // nodes reading it
+  int32_t storage = -1;    // in place (Net::finalize): the value whose buffer it shares, or -1
   float* data = nullptr;   // capacity rows (inputs: the caller's batch)
   int32_t* index_data = nullptr;
   float* grad_data = nullptr;    // null: no gradient flows into this value

@@ -56,6 +56,7 @@ class Conv2dNode : public Node {
                         .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
   double forward_flops() const override {
     Conv2dParams one = p_;
     one.B = 1;
@@ -105,6 +106,7 @@ class LinearNode : public Node {
                         .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
   double forward_flops() const override { return 2.0 * p_.in_features * p_.out_features; }
   double backward_flops(bool with_dx) const override {
     return forward_flops() * (with_dx ? 2.0 : 1.0);
@@ -158,6 +160,7 @@ class BatchNorm2dNode : public Node {
                              .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
 
  private:
   BatchNorm2dParams rows(int64_t n, bool training) const {
@@ -194,6 +197,9 @@ class ActivationNode : public Node {
                              .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  // Kinds whose backward reads y only (fused_ops/activation.h) may run in place: x's buffer then
+  // holds y, and backward never needs x.
+  bool may_overwrite_input() const override { return p_.backward_reads_output(); }
 
  private:
   ActivationParams p_;
@@ -257,6 +263,7 @@ class Pool2dNode : public Node {
                         .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
   double forward_flops() const override {
     Pool2dParams one = p_;
     one.B = 1;
@@ -291,6 +298,7 @@ class AdaptiveAvgPool2dNode : public Node {
         p, {.dy = net.grad(output), .dx = dx.view, .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
 
  private:
   AdaptiveAvgPool2dParams p_;
@@ -313,6 +321,7 @@ class FlattenNode : public Node {
                          .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
 
  private:
   FlattenParams p_;
@@ -332,6 +341,7 @@ class AddNode : public Node {
     }
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
 };
 
 class DropoutNode : public Node {

@@ -76,6 +76,7 @@ class BatchNorm1dNode : public Node {
                              .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
+  bool backward_reads_output() const override { return false; }
 
  private:
   BatchNorm1dParams rows(int64_t n, bool training) const {

@@ -206,12 +206,6 @@ struct Entry {
   std::vector<std::unique_ptr<Lane>> thread_lanes;
 };
 
-constexpr std::pair<Conv2dStrategy, std::string_view> kStrategyNames[] = {
-    {Conv2dStrategy::kAuto, "auto"},           {Conv2dStrategy::kGrouped, "grouped"},
-    {Conv2dStrategy::kPerModel, "per_model"},  {Conv2dStrategy::kDirect, "direct"},
-    {Conv2dStrategy::kDepthwise, "depthwise"}, {Conv2dStrategy::kIm2col, "im2col"},
-    {Conv2dStrategy::kPointwise, "pointwise"}};
-
 // Runs before main: a name it does not know is reported and left as auto (an exception here
 // would abort every program linked with hfta).
 Conv2dStrategy initial_strategy() {
@@ -617,22 +611,6 @@ Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p) {
   if (uses_im2col(p)) return Conv2dStrategy::kIm2col;
   if (uses_pointwise(p)) return Conv2dStrategy::kPointwise;
   return cached_entry(p)->per_model ? Conv2dStrategy::kPerModel : Conv2dStrategy::kGrouped;
-}
-
-std::string_view conv2d_strategy_name(Conv2dStrategy strategy) {
-  for (const auto& [s, name] : kStrategyNames)
-    if (s == strategy) return name;
-  return "unknown";
-}
-
-Conv2dStrategy parse_conv2d_strategy(std::string_view name) {
-  std::string known;
-  for (const auto& [s, n] : kStrategyNames) {
-    if (n == name) return s;
-    if (!known.empty()) known.push_back('|');
-    known.append(n);
-  }
-  throw Error(fmt::format("conv2d strategy '{}' is not known: use one of {}", name, known));
 }
 
 }  // namespace hfta::cpu

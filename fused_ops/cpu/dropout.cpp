@@ -40,7 +40,7 @@ void draw_mask(RngStream& rng, float p, float scale, int64_t count, const float*
   }
 }
 
-// Model b's draws in the order of its single-model tensor, one model per thread: run(b, rng, at,
+// Model b's draws in the order of its single-model tensor, one model per thread: run(rng, at,
 // count) for each contiguous run of the model's elements (all of them in [B, ...]; in
 // [N, B*C, HW] the C*HW elements of row n, row after row).
 template <typename Run>

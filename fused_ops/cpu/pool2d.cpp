@@ -479,7 +479,7 @@ inline int64_t bin_end(int64_t i, int64_t size, int64_t out) {
 
 // Output as large as the input: every bin is one element, so pooling copies (MobileNetV2's and
 // ResNet-18's global pooling of 1x1 planes on 32x32 images, where the per-plane bin loops cost
-// 10x the copy).
+// many times the copy: docs/benchmarks.md, "Pointwise convolutions as GEMMs").
 bool is_identity(const AdaptiveAvgPool2dParams& p) { return p.out_h == p.H && p.out_w == p.W; }
 
 }  // namespace

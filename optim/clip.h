@@ -15,6 +15,10 @@
 
 namespace hfta {
 
+// Throws hfta::Error unless max_norm holds 1 or B positive finite values and norms holds B
+// entries or none (every clipping of B models checks these, on either device).
+void check_clip_limits(std::span<const float> max_norm, int64_t B, std::span<const float> norms);
+
 // Writes model b's norm before clipping to norms[b] (B entries, or empty). max_norm holds B
 // values (one per model) or 1 (shared); throws hfta::Error for another count, a non-positive or
 // non-finite max_norm, or a gradient that is not [B, ...].

@@ -1,10 +1,10 @@
 #include "optim/cuda/fused_step.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "backend/cuda/runtime.h"
+#include "optim/clip.h"
 
 namespace hfta::cuda {
 
@@ -181,13 +181,7 @@ void DeviceOptimizerStep::clip_grad_norm(std::span<const float> max_norm, float*
                                          std::span<float> norms) {
   const char* op = "device gradient clipping";
   const int64_t B = table_.B;
-  HFTA_CHECK(max_norm.size() == 1 || static_cast<int64_t>(max_norm.size()) == B,
-             "{}: --clip has {} values for {} models: give one (shared) or one per model", op,
-             max_norm.size(), B);
-  for (float m : max_norm)
-    HFTA_CHECK(std::isfinite(m) && m > 0.0f, "{}: --clip must be positive, got {}", op, m);
-  HFTA_CHECK(norms.empty() || static_cast<int64_t>(norms.size()) == B,
-             "{}: {} norm slots for {} models", op, norms.size(), B);
+  check_clip_limits(max_norm, B, norms);
   require_device_pointer(grads, "grads", op);
   std::vector<float> limits(static_cast<size_t>(B), max_norm[0]);
   if (max_norm.size() > 1) limits.assign(max_norm.begin(), max_norm.end());

@@ -8,17 +8,6 @@
 
 namespace hfta {
 
-void check_clip_limits(std::span<const float> max_norm, int64_t B, std::span<const float> norms) {
-  HFTA_CHECK(B >= 1, "gradient clipping needs at least one model, got B = {}", B);
-  HFTA_CHECK(max_norm.size() == 1 || static_cast<int64_t>(max_norm.size()) == B,
-             "--clip has {} values for {} models: give one (shared) or one per model",
-             max_norm.size(), B);
-  for (float m : max_norm)
-    HFTA_CHECK(std::isfinite(m) && m > 0.0f, "--clip must be positive, got {}", m);
-  HFTA_CHECK(norms.empty() || static_cast<int64_t>(norms.size()) == B,
-             "gradient clipping: {} norm slots for {} models", norms.size(), B);
-}
-
 void clip_grad_norm_per_model(std::span<const TensorView> grads, int64_t B,
                               std::span<const float> max_norm, std::span<float> norms) {
   clip_grad_norm_models(grads, B, max_norm, 0, B, norms);

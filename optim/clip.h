@@ -8,16 +8,29 @@
 // the model's gradients as they are (the optimizer then skips that model).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace hfta {
 
 // Throws hfta::Error unless max_norm holds 1 or B positive finite values and norms holds B
-// entries or none (every clipping of B models checks these, on either device).
-void check_clip_limits(std::span<const float> max_norm, int64_t B, std::span<const float> norms);
+// entries or none (every clipping of B models checks these, on either device). Inline: the CUDA
+// library (optim/cuda/fused_step.cpp) calls it without linking this one.
+inline void check_clip_limits(std::span<const float> max_norm, int64_t B,
+                              std::span<const float> norms) {
+  HFTA_CHECK(B >= 1, "gradient clipping needs at least one model, got B = {}", B);
+  HFTA_CHECK(max_norm.size() == 1 || static_cast<int64_t>(max_norm.size()) == B,
+             "--clip has {} values for {} models: give one (shared) or one per model",
+             max_norm.size(), B);
+  for (float m : max_norm)
+    HFTA_CHECK(std::isfinite(m) && m > 0.0f, "--clip must be positive, got {}", m);
+  HFTA_CHECK(norms.empty() || static_cast<int64_t>(norms.size()) == B,
+             "gradient clipping: {} norm slots for {} models", norms.size(), B);
+}
 
 // Writes model b's norm before clipping to norms[b] (B entries, or empty). max_norm holds B
 // values (one per model) or 1 (shared); throws hfta::Error for another count, a non-positive or

@@ -26,6 +26,8 @@ alternating rounds so that a noisy neighbour affects both; each side's time is i
       --lm-steps 2 --rounds 1        # a tiny setting that checks the script runs
   /usr/bin/python3 benchmarks/torch_compare.py --models bert --vocab 50 --lm-streams 1 \
       --lm-steps 1 --rounds 1        # the same for BERT
+  python3 benchmarks/torch_compare.py --device cuda --models mlp,lenet,resnet18 --threads 16
+      # on a GPU machine: both sides on the GPU (hfta under plan fused), HFTA's batch 64
 """
 import argparse
 import os
@@ -57,24 +59,27 @@ def sample_shape(name, npoints):
     return (npoints, 3) if name in POINTNETS else SAMPLE_SHAPES[name]
 
 
-def seconds_per_step(step, warmup, steps):
-    """Runs `step` warmup times, then times `steps` more: seconds per step."""
+def seconds_per_step(step, warmup, steps, sync=lambda: None):
+    """Runs `step` warmup times, then times `steps` more: seconds per step. `sync` waits for a
+    device to finish what the steps queued, before the clock starts and before it stops."""
     for _ in range(warmup):
         step()
+    sync()
     start = time.perf_counter()
     for _ in range(steps):
         step()
+    sync()
     return (time.perf_counter() - start) / steps
 
 
-def torch_step_ms(name, batch, warmup, steps, npoints=1024):
+def torch_step_ms(name, batch, warmup, steps, npoints=1024, device="cpu"):
     torch.manual_seed(1)
     shape = sample_shape(name, npoints)
-    model = torch_models.build(name, shape, 10)
+    model = torch_models.build(name, shape, 10).to(device)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(batch, *shape)
-    y = torch.randint(0, 10, (batch,))
+    x = torch.randn(batch, *shape, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
 
     def step():
         opt.zero_grad(set_to_none=False)
@@ -84,7 +89,8 @@ def torch_step_ms(name, batch, warmup, steps, npoints=1024):
         loss.backward()
         opt.step()
 
-    return seconds_per_step(step, warmup, steps) * 1000.0
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    return seconds_per_step(step, warmup, steps, sync) * 1000.0
 
 
 def dcgan_step_ms(batch, warmup, steps, image):
@@ -111,10 +117,13 @@ def dcgan_step_ms(batch, warmup, steps, image):
     return seconds_per_step(step, warmup, steps) * 1000.0
 
 
-def hfta_step_ms(hfta, name, batch, warmup, steps, threads, image=64, npoints=1024):
+def hfta_step_ms(hfta, name, batch, warmup, steps, threads, image=64, npoints=1024,
+                 device="cpu"):
     extra = ["--image-size", str(image)] if name == "dcgan" else []
     if name in POINTNETS:
         extra = ["--npoints", str(npoints)]
+    if device != "cpu":
+        extra += ["--device", device, "--plan", "fused"]
     out = subprocess.run(
         [hfta, "trial", "--model", name, "--dataset", "synthetic", "--B", "1",
          "--batch-size", str(batch), "--warmup", str(warmup), "--steps", str(steps),
@@ -210,13 +219,23 @@ def main():
     ap.add_argument("--vocab", type=int, default=10000, help="transformer, bert: vocabulary")
     ap.add_argument("--lm-streams", type=int, default=20, help="transformer: token streams")
     ap.add_argument("--lm-steps", type=int, default=10, help="transformer: timed steps")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where both sides train the classifiers (cuda: fp32, TF32 off, cuDNN "
+                         "benchmark on, as HFTA's GPU figures were measured)")
     args = ap.parse_args()
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
-    print(f"PyTorch {torch.__version__}, {args.threads} threads; batch {args.batch_size} "
+    print(f"PyTorch {torch.__version__} on {args.device}, {args.threads} threads; "
+          f"batch {args.batch_size} "
           f"(transformer, bert: {args.lm_streams} streams); "
           f"median of {args.rounds} alternating rounds")
     names = args.models.split(",")
+    if args.device != "cpu" and any(n in ("dcgan", "transformer", "bert") for n in names):
+        sys.exit("--device cuda: dcgan, transformer and bert train on the CPU only so far")
     if any(n not in ("transformer", "bert") for n in names):
         print(f"{'model':<12} {'hfta ms':>9} {'torch ms':>9} {'torch/hfta':>10}")
     for name in names:
@@ -227,12 +246,12 @@ def main():
         ours, theirs = [], []
         for _ in range(args.rounds):
             ours.append(hfta_step_ms(args.hfta, name, args.batch_size, args.warmup, steps,
-                                     args.threads, args.image_size, args.npoints))
+                                     args.threads, args.image_size, args.npoints, args.device))
             if name == "dcgan":
                 theirs.append(dcgan_step_ms(args.batch_size, args.warmup, steps, args.image_size))
             else:
                 theirs.append(torch_step_ms(name, args.batch_size, args.warmup, steps,
-                                            args.npoints))
+                                            args.npoints, args.device))
         o, t = statistics.median(ours), statistics.median(theirs)
         print(f"{name:<12} {o:9.3f} {t:9.3f} {t / o:10.2f}", flush=True)
 

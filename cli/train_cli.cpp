@@ -177,6 +177,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--serial", opts->serial,
                 "Train the models one after another, each alone (the baseline)")
       ->excludes(fused);
+  cmd->add_option("--device", opts->device,
+                  "Where the models train: cpu, or cuda (classifiers under plan fused, in a build "
+                  "with the CUDA backend; docs/cuda.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--plan", opts->plan,
                   "How the fused array runs a step: auto (time the others and pick the fastest), "
                   "fused, chunk:C (C models at a time) or threads (each thread its own models); "

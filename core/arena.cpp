@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/device_memory.h"
 #include "core/parallel.h"
 
 namespace hfta {
@@ -64,8 +65,14 @@ void check_memory_available(size_t bytes, const std::string& what, const std::st
 // one process stream at once than when two processes do: Adam's update of the MLP ran 2.5x
 // slower per model inside a threads plan than in a process of its own, and about the same with
 // huge pages (docs/benchmarks.md).
-Arena::Arena(size_t bytes, std::string name) : capacity_(align_up(bytes)), name_(std::move(name)) {
+Arena::Arena(size_t bytes, std::string name, Device device)
+    : capacity_(align_up(bytes)), name_(std::move(name)), device_(device) {
   if (capacity_ == 0) capacity_ = kAlignment;
+  if (device_ == Device::kCuda) {  // zeroed by the allocation
+    base_ = std::unique_ptr<std::byte, Free>(
+        allocate_device_memory(capacity_, fmt::format("the {} arena", name_)), Free{device_});
+    return;
+  }
   // Small arenas skip reading /proc: a model's big ones were checked together (Net::finalize).
   if (capacity_ >= kCheckedArenaBytes)
     check_memory_available(capacity_, fmt::format("the {} arena", name_),
@@ -85,12 +92,25 @@ Arena::Arena(size_t bytes, std::string name) : capacity_(align_up(bytes)), name_
 // docs/benchmarks.md, 'Measurements behind code choices').
 void Arena::zero() {
   if (!base_) return;
+  if (device_ != Device::kCpu) return zero_memory(device_, base_.get(), capacity_);
   std::byte* base = base_.get();
   for_each_chunk(static_cast<int64_t>(capacity_), [&](int64_t begin, int64_t end) {
     std::memset(base + begin, 0, static_cast<size_t>(end - begin));
   });
 }
 
-void Arena::Free::operator()(std::byte* p) const { std::free(p); }
+void Arena::copy_from(const Arena& other) {
+  HFTA_CHECK(!counting() && !other.counting() && capacity_ == other.capacity_,
+             "copying the {} arena ({} bytes) into the {} arena ({} bytes): they need one size",
+             other.name_, other.capacity_, name_, capacity_);
+  copy_memory(base_.get(), device_, other.base_.get(), other.device_, capacity_);
+}
+
+void Arena::Free::operator()(std::byte* p) const {
+  if (device == Device::kCpu)
+    std::free(p);
+  else
+    free_device_memory(p);
+}
 
 }  // namespace hfta

@@ -44,9 +44,11 @@ class Arena {
  public:
   // A counting arena: carve() returns views with null data and only adds up sizes.
   Arena() = default;
-  // A real arena of `bytes` bytes, zero-filled, 64-byte aligned. Throws OutOfMemory when the
-  // machine does not have them available.
-  explicit Arena(size_t bytes, std::string name = "arena");
+  // A real arena of `bytes` bytes, zero-filled, 64-byte aligned, on `device`: host memory, or
+  // device memory of the CUDA backend (core/device_memory.h), whose views carry Device::kCuda.
+  // Throws OutOfMemory when the machine does not have the host memory available, hfta::Error when
+  // the device does not have its memory.
+  explicit Arena(size_t bytes, std::string name = "arena", Device device = Device::kCpu);
 
   Arena(Arena&&) noexcept = default;
   Arena& operator=(Arena&&) noexcept = default;
@@ -64,14 +66,19 @@ class Arena {
       ptr = reinterpret_cast<T*>(base_.get() + used_);
       used_ += bytes;
     }
-    return View<T>(ptr, shape);
+    return View<T>(ptr, shape, device_);
   }
 
   bool counting() const { return base_ == nullptr; }
+  Device device() const { return device_; }
   size_t used() const { return used_; }
   size_t capacity() const { return capacity_; }
   std::byte* data() const { return base_.get(); }
+  // Zero-fills the arena (on the device: on the calling thread's stream, returning at once).
   void zero();
+  // Copies every byte of `other`, an arena of the same capacity on any device (a host mirror of a
+  // device arena and back); waits for the copy when either is on the host.
+  void copy_from(const Arena& other);
   // Forget every carve; memory stays allocated (for per-step scratch).
   void reset() { used_ = 0; }
 
@@ -85,12 +92,15 @@ class Arena {
 
  private:
   struct Free {
+    Device device;  // value-initialized (kCpu) by unique_ptr; no default member initializer,
+                    // which would keep Free from being default-constructible inside Arena
     void operator()(std::byte* p) const;
   };
   std::unique_ptr<std::byte, Free> base_;
   size_t capacity_ = 0;
   size_t used_ = 0;
   std::string name_ = "counting arena";
+  Device device_ = Device::kCpu;
 };
 
 }  // namespace hfta

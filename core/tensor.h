@@ -84,6 +84,14 @@ struct View {
   View<T> replica(int64_t b) const {
     return View<T>(data + b * shape.numel_from(1), shape.drop_front(), device);
   }
+  // The first new_shape.numel() elements as a tensor of that shape, on the same device: a
+  // buffer sized for the most rows, read for fewer.
+  View<T> leading(Shape new_shape) const {
+    HFTA_CHECK(new_shape.numel() <= shape.numel(),
+               "a view of shape {} ({} elements) cannot hold {} ({})", shape.str(), shape.numel(),
+               new_shape.str(), new_shape.numel());
+    return View<T>(data, new_shape, device);
+  }
   View<T> reshaped(Shape new_shape) const {
     HFTA_CHECK(new_shape.numel() == shape.numel(), "cannot reshape {} ({} elements) to {} ({})",
                shape.str(), shape.numel(), new_shape.str(), new_shape.numel());

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/temp_file.h"
 #include "models/model.h"
@@ -489,7 +490,10 @@ void capture_tensors(const Net& model, const Optimizer* optimizer,
     t.shape = shape;
     // Same size as last time: no reallocation, only the copy.
     t.values.resize(static_cast<size_t>(shape.numel()));
-    if (values) std::copy(first, first + shape.numel(), t.values.data());
+    // From a device net: a copy back that waits for the step before it.
+    if (values)
+      copy_memory(t.values.data(), Device::kCpu, first, model.device(),
+                  t.values.size() * sizeof(float));
   };
   const auto names = param_names(model);
   for (size_t i = 0; i < model.params().size(); ++i)
@@ -536,11 +540,11 @@ void restore_tensors(const Checkpoint& c, Net& model, Optimizer* optimizer) {
     HFTA_CHECK(c.tensors[i].name == live[i].name && c.tensors[i].shape == live[i].shape,
                "checkpoint tensor {} {} does not match the model's {} {}", c.tensors[i].name,
                c.tensors[i].shape.str(), live[i].name, live[i].shape.str());
-  for (size_t i = 0; i < P; ++i)
-    std::copy(c.tensors[i].values.begin(), c.tensors[i].values.end(), model.params()[i].value.data);
-  for (size_t i = 0; i < Q; ++i)
-    std::copy(c.tensors[P + i].values.begin(), c.tensors[P + i].values.end(),
-              model.buffers()[i].value.data);
+  auto restore = [&](const std::vector<float>& values, float* to) {
+    copy_memory(to, model.device(), values.data(), Device::kCpu, values.size() * sizeof(float));
+  };
+  for (size_t i = 0; i < P; ++i) restore(c.tensors[i].values, model.params()[i].value.data);
+  for (size_t i = 0; i < Q; ++i) restore(c.tensors[P + i].values, model.buffers()[i].value.data);
   // Dropout masks depend on the count of training forwards: one per optimizer step.
   model.set_training_forwards(c.step);
   // A refilled slot counts its dropout draws from its origin; older files hold none (all zeros).
@@ -550,9 +554,8 @@ void restore_tensors(const Checkpoint& c, Net& model, Optimizer* optimizer) {
   if (optimizer == nullptr) return;
   for (int s = 0; s < optimizer->num_state_buffers(); ++s)
     for (size_t i = 0; i < P; ++i) {
-      const auto& values = c.tensors[P + Q + P * static_cast<size_t>(s) + i].values;
-      std::copy(values.begin(), values.end(),
-                optimizer->state_buffer(s) + arena_offset(model, model.params()[i]));
+      restore(c.tensors[P + Q + P * static_cast<size_t>(s) + i].values,
+              optimizer->state_buffer(s) + arena_offset(model, model.params()[i]));
     }
   optimizer->set_steps(c.optimizer_steps);
 }

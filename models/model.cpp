@@ -7,6 +7,7 @@
 #include <exception>
 #include <span>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "datasets/shapes.h"
@@ -20,12 +21,17 @@ PlanLayout plan_layout(const ModelSpec& s) {
 }
 
 NetSpec net_spec(const ModelSpec& s, bool state_only) {
+  HFTA_CHECK(s.device == Device::kCpu || !state_only,
+             "on a CUDA device the models run under plan fused (one call per op for all of them), "
+             "got plan {}: use --plan fused",
+             s.plan.str());
   return {.B = s.B,
           .capacity = s.batch_size,
           .seed = s.seed,
           .model_ids = s.model_ids,
           .dropout = s.dropout,
-          .state_only = state_only};
+          .state_only = state_only,
+          .device = s.device};
 }
 }  // namespace
 
@@ -45,6 +51,16 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition, Model
              "{}: per-point labels need [L, C] samples, got {}", name_, spec_.sample_shape.str());
   spec_.model_ids = net_.spec().model_ids;
   fused_ = record(nullptr);
+  if (spec_.device != Device::kCpu) {
+    // Where host minibatches are copied to: the net reads its inputs on its own device.
+    const Shape images{spec_.batch_size * spec_.sample_shape.numel()};
+    const Shape labels{spec_.batch_size * labels_per_sample()};
+    input_arena_ = Arena(Arena::align_up(static_cast<size_t>(images.numel()) * sizeof(float)) +
+                             static_cast<size_t>(labels.numel()) * sizeof(int32_t),
+                         "minibatch", spec_.device);
+    device_images_ = input_arena_.carve(images);
+    device_labels_ = input_arena_.carve<int32_t>(labels);
+  }
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
   step_losses_.reserve(static_cast<size_t>(spec_.B * layout_.steps_per_visit));
   correct_.assign(static_cast<size_t>(spec_.B), 0);
@@ -99,6 +115,21 @@ Model::Runner Model::record(std::unique_ptr<Net> own) const {
 void Model::set_inputs(Runner& r, const TensorView& images, const IndexView& labels) const {
   Net& net = r.net ? *r.net : const_cast<Net&>(net_);
   try {
+    if (images.device != net.device() && !device_images_.empty()) {
+      // A host minibatch for a device net: copied once for all B models.
+      HFTA_CHECK(
+          images.numel() <= device_images_.numel() && labels.numel() <= device_labels_.numel(),
+          "a minibatch of shape {} with labels {}, but the model was built for batches of "
+          "at most {} samples of shape {}",
+          images.shape.str(), labels.shape.str(), spec_.batch_size, spec_.sample_shape.str());
+      const TensorView on_device = device_images_.leading(images.shape);
+      const IndexView labels_on_device = device_labels_.leading(labels.shape);
+      copy_view(images, on_device, "the minibatch's copy to the device");
+      copy_view(labels, labels_on_device, "the labels' copy to the device");
+      net.set_input(r.images, on_device);
+      net.set_input(r.labels, labels_on_device);
+      return;
+    }
     net.set_input(r.images, images);
     net.set_input(r.labels, labels);
   } catch (const Error& e) {
@@ -109,7 +140,8 @@ void Model::set_inputs(Runner& r, const TensorView& images, const IndexView& lab
 void Model::collect(const Runner& r, int64_t first, bool training) {
   const Net& net = r.net ? *r.net : net_;
   const TensorView loss = net.value(r.loss);
-  std::copy(loss.data, loss.data + net.B(), losses_.begin() + first);
+  copy_memory(losses_.data() + first, Device::kCpu, loss.data, loss.device,
+              static_cast<size_t>(net.B()) * sizeof(float));
   // Per-point logits [B, n, L, P] count as B x (n*L) rows of P.
   const int64_t rows = net.rows() * labels_per_sample(), P = spec_.num_classes;
   const TensorView logits = net.value(r.logits);
@@ -118,11 +150,12 @@ void Model::collect(const Runner& r, int64_t first, bool training) {
     // other than fused overwrites one group's with the next's.
     point_logits_.resize(static_cast<size_t>(spec_.B * spec_.batch_size * labels_per_sample() * P));
     point_logit_rows_ = net.rows();
-    std::copy(logits.data, logits.data + logits.numel(), point_logits_.begin() + first * rows * P);
+    copy_memory(point_logits_.data() + first * rows * P, Device::kCpu, logits.data, logits.device,
+                static_cast<size_t>(logits.numel()) * sizeof(float));
   }
   CrossEntropyParams ce{net.B(), rows, P};
-  count_correct(ce, {.logits = TensorView(logits.data, Shape{net.B(), rows, P}),
-                     .labels = IndexView(net.index_value(r.labels).data, Shape{rows}),
+  count_correct(ce, {.logits = logits.reshaped(Shape{net.B(), rows, P}),
+                     .labels = net.index_value(r.labels).reshaped(Shape{rows}),
                      .correct = std::span<int64_t>(correct_).subspan(
                          static_cast<size_t>(first), static_cast<size_t>(net.B()))});
 }
@@ -242,11 +275,13 @@ std::string Model::profile_report() const {
 
 std::vector<float> Model::extract(int64_t b) const {
   HFTA_CHECK(b >= 0 && b < spec_.B, "{}: no model {} in an array of {}", name_, b, spec_.B);
-  std::vector<float> values;
-  values.reserve(static_cast<size_t>(params_per_model()));
+  std::vector<float> values(static_cast<size_t>(params_per_model()));
+  float* to = values.data();
   for (const Param& p : params()) {
-    TensorView slice = p.value.replica(b);
-    values.insert(values.end(), slice.data, slice.data + slice.numel());
+    const TensorView slice = p.value.replica(b);
+    copy_memory(to, Device::kCpu, slice.data, slice.device,
+                static_cast<size_t>(slice.numel()) * sizeof(float));
+    to += slice.numel();
   }
   return values;
 }
@@ -258,8 +293,9 @@ void Model::insert(int64_t b, const std::vector<float>& values) {
              params_per_model());
   const float* src = values.data();
   for (const Param& p : params()) {
-    TensorView slice = p.value.replica(b);
-    std::memcpy(slice.data, src, sizeof(float) * static_cast<size_t>(slice.numel()));
+    const TensorView slice = p.value.replica(b);
+    copy_memory(slice.data, slice.device, src, Device::kCpu,
+                static_cast<size_t>(slice.numel()) * sizeof(float));
     src += slice.numel();
   }
 }

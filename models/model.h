@@ -38,6 +38,10 @@ struct ModelSpec {
   ExecutionPlan plan = {};
   // Threads the plan spreads workers over; 0 = OpenMP's thread count.
   int threads = 0;
+  // Where the models live and run (NetSpec::device). kCuda needs plan fused; host minibatches
+  // given to forward() and train_steps() are copied to the device once per step for all models,
+  // and losses() and correct() are copied back.
+  Device device = Device::kCpu;
 };
 
 // A model definition: records the net from the shared images to per-model logits [num_classes]
@@ -174,6 +178,10 @@ class Model {
   std::vector<int64_t> correct_;
   std::vector<float> point_logits_;  // kSegment: point_logits()
   int64_t point_logit_rows_ = 0;
+  // A device model's copy of the minibatch (batch_size samples and their labels).
+  Arena input_arena_;
+  TensorView device_images_;
+  IndexView device_labels_;
 };
 
 // What make_model knows about an architecture.

@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "fused_ops/add.h"
 #include "models/net_value_info.h"
 
 namespace hfta {
@@ -190,8 +192,16 @@ void Net::set_init(const std::string& name, Init init) {
   fail("set_init: no parameter is named {}", name);
 }
 
+void Net::check_input_device(Device device, const char* what) const {
+  HFTA_CHECK(device == spec_.device,
+             "the {} is in {} memory, but the net runs on the {}: copy it there first", what,
+             device == Device::kCuda ? "CUDA device" : "host",
+             spec_.device == Device::kCuda ? "CUDA device" : "CPU");
+}
+
 void Net::set_input(Value v, const TensorView& batch) {
   check_value(v, "set_input");
+  check_input_device(batch.device, "minibatch");
   ValueInfo& vi = info(v);
   if (vi.per_model_input) {
     const int64_t n = batch.shape.rank() >= 2 ? batch.shape[vi.layout == Layout::kRows ? 1 : 0] : 0;
@@ -222,6 +232,7 @@ void Net::set_input(Value v, const TensorView& batch) {
 
 void Net::set_input(Value v, const IndexView& batch) {
   check_value(v, "set_input");
+  check_input_device(batch.device, "index minibatch");
   ValueInfo& vi = info(v);
   HFTA_CHECK(vi.shared && vi.integer, "set_input: value {} is not an index input", v.id);
   Shape expected{batch.shape.rank() > 0 ? batch.shape[0] : 0};
@@ -238,23 +249,23 @@ void Net::set_input(Value v, const IndexView& batch) {
 
 TensorView Net::value(Value v) const {
   const ValueInfo& vi = info(v);
-  return TensorView(vi.data, batch_shape(v, n_));
+  return TensorView(vi.data, batch_shape(v, n_), spec_.device);
 }
 
 IndexView Net::index_value(Value v) const {
   const ValueInfo& vi = info(v);
-  return IndexView(vi.index_data, batch_shape(v, n_));
+  return IndexView(vi.index_data, batch_shape(v, n_), spec_.device);
 }
 
 TensorView Net::grad(Value v) const {
   const ValueInfo& vi = info(v);
   if (vi.grad_data == nullptr) return {};
-  return TensorView(vi.grad_data, batch_shape(v, n_));
+  return TensorView(vi.grad_data, batch_shape(v, n_), spec_.device);
 }
 
 IndexView Net::saved_index(int i) const {
   const TensorView& t = saved_[static_cast<size_t>(i)];
-  return IndexView(reinterpret_cast<int32_t*>(t.data), t.shape);
+  return IndexView(reinterpret_cast<int32_t*>(t.data), t.shape, t.device);
 }
 
 InputGrad Net::input_grad(const Node& node, int i) {
@@ -269,7 +280,7 @@ InputGrad Net::input_grad(const Node& node, int i) {
   HFTA_CHECK(pending_scratch_ < 0, "{}: two inputs need accumulation through one scratch buffer",
              node.describe());
   pending_scratch_ = node.inputs[static_cast<size_t>(i)].id;
-  return {TensorView(scratch_.data, target.shape), false};
+  return {scratch_.leading(target.shape), false};
 }
 
 void Net::forward(bool training) {
@@ -311,7 +322,8 @@ void Net::forward(bool training) {
 
 void Net::zero_grad() {
   if (!spec_.external_state) return grad_arena_.zero();
-  for (const Param& p : params_) std::fill(p.grad.data, p.grad.data + p.grad.numel(), 0.0f);
+  for (const Param& p : params_)
+    zero_memory(p.grad.device, p.grad.data, static_cast<size_t>(p.grad.numel()) * sizeof(float));
 }
 
 void Net::backward() {
@@ -320,7 +332,7 @@ void Net::backward() {
   for (ValueInfo& vi : values_) vi.grad_written = false;
   for (Value l : losses_) {
     ValueInfo& vi = info(l);
-    std::fill(vi.grad_data, vi.grad_data + spec_.B, 1.0f);
+    fill_view(TensorView(vi.grad_data, Shape{spec_.B}, spec_.device), 1.0f);
     vi.grad_written = true;
   }
   for (Value o : grad_outputs_) info(o).grad_written = true;
@@ -334,7 +346,11 @@ void Net::backward() {
     } catch (const Error& e) {
       fail("{} (backward): {}", node.describe(), e.what());
     }
-    if (pending_scratch_ >= 0) {
+    if (pending_scratch_ >= 0 && spec_.device != Device::kCpu) {
+      const TensorView target = grad(Value{pending_scratch_});
+      add_backward({.dy = scratch_.leading(target.shape), .dx = target, .accumulate_dx = true});
+      pending_scratch_ = -1;
+    } else if (pending_scratch_ >= 0) {
       TensorView target = grad(Value{pending_scratch_});
       const int64_t count = target.numel();
       float* dst = target.data;

@@ -150,6 +150,10 @@ struct NetSpec {
   // No state of its own: parameters, gradients and buffers are slices of another net's,
   // attached by bind_state() before each run (execution plans, models/plan.h).
   bool external_state = false;
+  // Where the arenas live and the ops run: kCuda puts every parameter, gradient, buffer and
+  // activation in CUDA device memory (initial values drawn on the host, then copied), and the
+  // inputs must be there too (docs/cuda.md).
+  Device device = Device::kCpu;
 };
 
 class Net {
@@ -162,6 +166,7 @@ class Net {
   int64_t B() const { return spec_.B; }
   int64_t capacity() const { return spec_.capacity; }
   const NetSpec& spec() const { return spec_; }
+  Device device() const { return spec_.device; }
 
   // ---- Recording -------------------------------------------------------------------------
   // The shared minibatch: float samples of shape `sample` or int32 indices (labels).
@@ -433,8 +438,15 @@ class Net {
   // Assigns each activation gradient its offset; returns the arena bytes they need.
   size_t plan_gradient_memory();
   void plan_in_place();
+  void check_input_device(Device device, const char* what) const;
+  // Host views of the parameters and buffers (in recording order): the tensors themselves on the
+  // CPU; on a device, the same layout in host copies of the two arenas (read from the device when
+  // `read`), which write_host_state() copies back.
+  struct HostState;
+  HostState host_state(bool read) const;
+  void write_host_state(const HostState& state);
   void initialize();
-  void initialize_model(int64_t b);
+  void initialize_model(int64_t b, const HostState& state);
 
   NetSpec spec_;
   std::vector<std::string> scope_;

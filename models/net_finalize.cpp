@@ -142,20 +142,23 @@ void Net::finalize() {
   if (spec_.external_state) param_bytes = buffer_bytes = 0;
   if (spec_.state_only) act_bytes = 0;
   const size_t act_grad_bytes = spec_.state_only ? 0 : grad_bytes;
-  // All five at once, before any is zeroed: one message with the whole need and its parts.
-  check_memory_available(
-      2 * param_bytes + buffer_bytes + act_bytes + act_grad_bytes,
-      fmt::format("the arenas of {} model{} (activations {} MiB, activation gradients {} MiB, "
-                  "parameters and their gradients {} MiB)",
-                  B, B == 1 ? "" : "s", act_bytes >> 20, act_grad_bytes >> 20,
-                  (2 * param_bytes + buffer_bytes) >> 20),
-      "train fewer models at once (--B), use a smaller --batch-size, or a plan that holds fewer "
-      "models' activations at a time (--plan chunk:C or threads:1)");
-  param_arena_ = Arena(std::max<size_t>(param_bytes, 64), "parameters");
-  grad_arena_ = Arena(std::max<size_t>(param_bytes, 64), "gradients");
-  buffer_arena_ = Arena(std::max<size_t>(buffer_bytes, 64), "buffers");
-  act_arena_ = Arena(std::max<size_t>(act_bytes, 64), "activations");
-  act_grad_arena_ = Arena(std::max<size_t>(act_grad_bytes, 64), "activation gradients");
+  // All five at once, before any is zeroed: one message with the whole need and its parts. (A
+  // device's memory is checked by its allocation, which says what the device has free.)
+  if (spec_.device == Device::kCpu)
+    check_memory_available(
+        2 * param_bytes + buffer_bytes + act_bytes + act_grad_bytes,
+        fmt::format("the arenas of {} model{} (activations {} MiB, activation gradients {} MiB, "
+                    "parameters and their gradients {} MiB)",
+                    B, B == 1 ? "" : "s", act_bytes >> 20, act_grad_bytes >> 20,
+                    (2 * param_bytes + buffer_bytes) >> 20),
+        "train fewer models at once (--B), use a smaller --batch-size, or a plan that holds fewer "
+        "models' activations at a time (--plan chunk:C or threads:1)");
+  const Device device = spec_.device;
+  param_arena_ = Arena(std::max<size_t>(param_bytes, 64), "parameters", device);
+  grad_arena_ = Arena(std::max<size_t>(param_bytes, 64), "gradients", device);
+  buffer_arena_ = Arena(std::max<size_t>(buffer_bytes, 64), "buffers", device);
+  act_arena_ = Arena(std::max<size_t>(act_bytes, 64), "activations", device);
+  act_grad_arena_ = Arena(std::max<size_t>(act_grad_bytes, 64), "activation gradients", device);
   if (!spec_.external_state) {
     for (size_t i = 0; i < params_.size(); ++i) {
       const Shape s = with_models(B, param_shapes_[i]);
@@ -202,8 +205,10 @@ void Net::bind_state(const Net& owner, int64_t first) {
              owner.spec_.B);
   HFTA_CHECK(owner.params_.size() == params_.size() && owner.buffers_.size() == buffers_.size(),
              "bind_state(): the owner was recorded from other model code");
+  HFTA_CHECK(owner.spec_.device == spec_.device, "bind_state(): the owner is on another device");
   auto slice = [&](const TensorView& whole, const Shape& per_model) {
-    return TensorView(whole.data + first * per_model.numel(), with_models(spec_.B, per_model));
+    return TensorView(whole.data + first * per_model.numel(), with_models(spec_.B, per_model),
+                      whole.device);
   };
   for (size_t i = 0; i < params_.size(); ++i) {
     HFTA_CHECK(
@@ -222,18 +227,56 @@ void Net::bind_state(const Net& owner, int64_t first) {
   }
 }
 
-// Models side by side, one per thread: each draws from its own stream into its own slices, so the
-// values do not depend on the threads (a ResNet-18's 11M normal draws took a second per model).
-void Net::initialize() {
-  parallel_for(spec_.B, [&](int64_t b) { initialize_model(b); });
+namespace {
+// `v` (carved from `arena`) at the same offset of `copy`.
+TensorView at_same_offset(const TensorView& v, const Arena& arena, const Arena& copy) {
+  const std::ptrdiff_t offset = reinterpret_cast<const std::byte*>(v.data) - arena.data();
+  return TensorView(reinterpret_cast<float*>(copy.data() + offset), v.shape, copy.device());
+}
+}  // namespace
+
+Net::HostState Net::host_state(bool read) const {
+  HostState s;
+  const bool on_host = spec_.device == Device::kCpu;
+  if (!on_host) {
+    s.params = Arena(param_arena_.capacity(), "parameters (host copy)");
+    s.buffers = Arena(buffer_arena_.capacity(), "buffers (host copy)");
+    if (read) {
+      s.params.copy_from(param_arena_);
+      s.buffers.copy_from(buffer_arena_);
+    }
+  }
+  for (const Param& p : params_)
+    s.param_values.push_back(on_host ? p.value : at_same_offset(p.value, param_arena_, s.params));
+  for (const ModelBuffer& b : buffers_)
+    s.buffer_values.push_back(on_host ? b.value
+                                      : at_same_offset(b.value, buffer_arena_, s.buffers));
+  return s;
 }
 
-void Net::initialize_model(int64_t b) {
+void Net::write_host_state(const HostState& state) {
+  if (spec_.device == Device::kCpu) return;  // written in place
+  param_arena_.copy_from(state.params);
+  buffer_arena_.copy_from(state.buffers);
+}
+
+// Models side by side, one per thread: each draws from its own stream into its own slices, so the
+// values do not depend on the threads (a ResNet-18's 11M normal draws took a second per model).
+// A device net draws on the host too, into host copies of its arenas: the same values on every
+// device.
+void Net::initialize() {
+  const HostState state = host_state(/*read=*/false);
+  parallel_for(spec_.B, [&](int64_t b) { initialize_model(b, state); });
+  write_host_state(state);
+}
+
+void Net::initialize_model(int64_t b, const HostState& state) {
   // Model b's stream walks the parameters in recording order, its slice of each in memory order.
   {
     RngStream rng = RngStream::for_model(spec_.seed, spec_.model_ids[b], kRngInit);
-    for (const Param& p : params_) {
-      TensorView slice = p.value.replica(b);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Param& p = params_[i];
+      TensorView slice = state.param_values[i].replica(b);
       switch (p.init.rule) {
         case InitRule::kUniformFanIn: {
           const float bound = 1.0f / std::sqrt(static_cast<float>(p.fan_in));
@@ -264,9 +307,9 @@ void Net::initialize_model(int64_t b) {
       }
     }
   }
-  for (const ModelBuffer& buf : buffers_) {
-    TensorView slice = buf.value.replica(b);
-    std::fill(slice.data, slice.data + slice.numel(), buf.initial);
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    TensorView slice = state.buffer_values[i].replica(b);
+    std::fill(slice.data, slice.data + slice.numel(), buffers_[i].initial);
   }
 }
 

@@ -1,9 +1,10 @@
 // What a Net knows of each value it records (models/net.h): shared by the files of Net's
-// implementation, net.cpp (recording, forward, backward) and net_finalize.cpp (memory planning,
-// binding, initialization).
+// implementation, net.cpp (recording, forward, backward), net_finalize.cpp (memory planning,
+// binding, initialization) and slots.cpp (re-initializing one model).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "models/net.h"
 
@@ -26,6 +27,11 @@ struct Net::ValueInfo {
   bool per_model_input = false;  // model_input(): data is the caller's, in the per-model layout
   bool input_needs_grad = false;
   bool grad_written = false;  // during backward: some consumer wrote the gradient
+};
+
+struct Net::HostState {
+  Arena params, buffers;  // host copies of a device net's arenas; counting arenas for a host net
+  std::vector<TensorView> param_values, buffer_values;
 };
 
 }  // namespace hfta

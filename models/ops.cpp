@@ -274,7 +274,7 @@ class Pool2dNode : public Node {
  private:
   Pool2dSaved saved(Net& net, const Pool2dParams& p) const {
     if (argmax_ < 0) return {};
-    return {IndexView(net.saved_index(argmax_).data, p.argmax_shape())};
+    return {net.saved_index(argmax_).leading(p.argmax_shape())};
   }
   Pool2dParams p_;
   int argmax_;
@@ -373,7 +373,7 @@ class DropoutNode : public Node {
     return DropoutParams::model_major(net.B(), n * f.numel(), p_, training);
   }
   DropoutSaved saved(Net& net) const {
-    return {TensorView(net.saved(mask_).data, net.value(inputs[0]).shape)};
+    return {net.saved(mask_).leading(net.value(inputs[0]).shape)};
   }
   float p_;
   int mask_;
@@ -403,7 +403,7 @@ class CrossEntropyNode : public Node {
 
  private:
   CrossEntropySaved saved(Net& net, const CrossEntropyParams& p) const {
-    return {TensorView(net.saved(probs_).data, p.logits_shape())};
+    return {net.saved(probs_).leading(p.logits_shape())};
   }
   int64_t classes_;
   int probs_;

@@ -91,9 +91,7 @@ class BceNode : public Node {
   bool accumulates_dx() const override { return true; }
 
  private:
-  TensorView targets(Net& net, int64_t n) const {
-    return TensorView(net.saved(targets_).data, Shape{n});
-  }
+  TensorView targets(Net& net, int64_t n) const { return net.saved(targets_).leading(Shape{n}); }
   float target_;
   int targets_, mean_sigmoid_;
 };

@@ -180,7 +180,7 @@ class MaxOverPointsNode : public Node {
     return p;
   }
   MaxOverPointsSaved saved(Net& net, const MaxOverPointsParams& p) const {
-    return {IndexView(net.saved_index(argmax_).data, p.argmax_shape())};
+    return {net.saved_index(argmax_).leading(p.argmax_shape())};
   }
   MaxOverPointsParams p_;
   int argmax_;
@@ -276,10 +276,10 @@ class PointCrossEntropyNode : public Node {
 
  private:
   IndexView labels(Net& net, const CrossEntropyParams& p) const {
-    return IndexView(net.index_value(inputs[1]).data, p.labels_shape());
+    return net.index_value(inputs[1]).leading(p.labels_shape());
   }
   CrossEntropySaved saved(Net& net, const CrossEntropyParams& p) const {
-    return {TensorView(net.saved(probs_).data, p.logits_shape())};
+    return {net.saved(probs_).leading(p.logits_shape())};
   }
   int64_t L_, classes_;
   int probs_;

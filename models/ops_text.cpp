@@ -122,8 +122,8 @@ class AttentionNode : public Node {
 
  private:
   AttentionSaved saved(Net& net, const AttentionParams& p) const {
-    return {TensorView(net.saved(probs_).data, p.probs_shape()),
-            mask_ >= 0 ? TensorView(net.saved(mask_).data, p.probs_shape()) : TensorView()};
+    return {net.saved(probs_).leading(p.probs_shape()),
+            mask_ >= 0 ? net.saved(mask_).leading(p.probs_shape()) : TensorView()};
   }
   std::string name_;
   AttentionParams p_, last_;
@@ -171,8 +171,7 @@ class LayerNormNode : public Node {
     return p;
   }
   LayerNormSaved saved(Net& net, const LayerNormParams& p) const {
-    return {TensorView(net.saved(mean_).data, p.saved_shape()),
-            TensorView(net.saved(rstd_).data, p.saved_shape())};
+    return {net.saved(mean_).leading(p.saved_shape()), net.saved(rstd_).leading(p.saved_shape())};
   }
   std::string name_;
   LayerNormParams p_;
@@ -208,7 +207,7 @@ class TokenCrossEntropyNode : public Node {
     return p;
   }
   CrossEntropySaved saved(Net& net, const CrossEntropyParams& p) const {
-    return {TensorView(net.saved(probs_).data, p.logits_shape())};
+    return {net.saved(probs_).leading(p.logits_shape())};
   }
   CrossEntropyParams p_;
   int64_t T_;

@@ -5,15 +5,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/device_memory.h"
 #include "core/error.h"
+#include "models/net_value_info.h"
 #include "optim/slots.h"
 
 namespace hfta {
 
 namespace {
 void copy_slice(const TensorView& src, int64_t from, const TensorView& dst, int64_t to) {
-  const TensorView s = src.replica(from), d = dst.replica(to);
-  std::memcpy(d.data, s.data, sizeof(float) * static_cast<size_t>(s.numel()));
+  copy_view(src.replica(from), dst.replica(to), "copy_model()");
 }
 }  // namespace
 
@@ -31,10 +32,13 @@ void Net::reinit_model(int64_t b, int64_t model_id) {
              spec_.B - 1);
   spec_.model_ids[static_cast<size_t>(b)] = model_id;
   forward_origins_[static_cast<size_t>(b)] = training_forwards_;
-  initialize_model(b);
+  // A device net's other models stay as they are: the host copy is read first.
+  const HostState state = host_state(/*read=*/true);
+  initialize_model(b, state);
+  write_host_state(state);
   for (const Param& p : params_) {
-    TensorView g = p.grad.replica(b);
-    std::fill(g.data, g.data + g.numel(), 0.0f);
+    const TensorView g = p.grad.replica(b);
+    zero_memory(g.device, g.data, static_cast<size_t>(g.numel()) * sizeof(float));
   }
 }
 

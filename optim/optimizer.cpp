@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 
+#include "core/device_memory.h"
 #include "core/parallel.h"
 
 namespace hfta {
@@ -49,12 +50,14 @@ ParamTable ParamTable::from_views(const float* arena_base, int64_t total_floats,
   ParamTable table;
   table.B = params[0].shape[0];
   table.total_floats = total_floats;
+  table.device = params[0].device;
   for (size_t i = 0; i < params.size(); ++i) {
     const TensorView& p = params[i];
     HFTA_CHECK(p.data != nullptr, "parameter {} has no memory: carve it from a real arena", i);
     HFTA_CHECK(p.shape.rank() >= 1 && p.shape[0] == table.B,
                "parameter {} has shape {} but parameter 0 has B={}: every parameter is [B, ...]", i,
                p.shape.str(), table.B);
+    HFTA_CHECK(p.device == table.device, "parameter {} is on another device than parameter 0", i);
     HFTA_CHECK(p.data >= arena_base && p.data + p.numel() <= arena_base + total_floats,
                "parameter {} (shape {}) lies outside the parameter arena of {} floats", i,
                p.shape.str(), total_floats);
@@ -68,8 +71,10 @@ ParamTable ParamTable::from_views(const float* arena_base, int64_t total_floats,
 ParamTable ParamTable::from_arena(const Arena& arena, std::span<const TensorView> params,
                                   std::span<const uint8_t> decay) {
   HFTA_CHECK(!arena.counting(), "the parameter arena is a counting arena with no memory");
-  return from_views(reinterpret_cast<const float*>(arena.data()),
-                    static_cast<int64_t>(arena.used() / sizeof(float)), params, decay);
+  ParamTable table = from_views(reinterpret_cast<const float*>(arena.data()),
+                                static_cast<int64_t>(arena.used() / sizeof(float)), params, decay);
+  HFTA_CHECK(table.device == arena.device(), "the parameters are not on their arena's device");
+  return table;
 }
 
 static void check_lr(std::span<const float> lr) {
@@ -93,12 +98,13 @@ Optimizer::Optimizer(ParamTable table) : table_(std::move(table)) {
   chunks_of_model_.resize(static_cast<size_t>(B));
   for (size_t i = 0; i < chunks_.size(); ++i)
     chunks_of_model_[static_cast<size_t>(chunks_[i].b)].push_back(static_cast<int64_t>(i));
+  if (table_.device != Device::kCpu) device_step_ = make_device_step(table_);
 }
 
 void Optimizer::add_state_buffers(int count) {
   for (int i = 0; i < count; ++i)
     state_.emplace_back(static_cast<size_t>(table_.total_floats) * sizeof(float),
-                        fmt::format("{} state", name()));
+                        fmt::format("{} state", name()), table_.device);
 }
 
 // Exponent bits all ones: Inf or NaN. Integer tests, so the loop vectorizes under strict FP.
@@ -122,13 +128,9 @@ void Optimizer::find_nonfinite_models(const float* grads) {
 const StepReport& Optimizer::step(float* params, const float* grads) {
   HFTA_CHECK(params != nullptr && grads != nullptr, "{} step needs parameters and gradients",
              name());
+  if (device_step_) return step_on_device(params, grads);
   find_nonfinite_models(grads);
-  for (int64_t b = 0; b < B(); ++b) {
-    if (report_.skipped[b])
-      ++skips_[b];
-    else
-      ++steps_[b];
-  }
+  count_steps();
   if (report_.num_skipped == B()) return report_;
   for (int64_t b = 0; b < B(); ++b)
     if (!report_.skipped[b]) begin_model_step(b);
@@ -138,7 +140,19 @@ const StepReport& Optimizer::step(float* params, const float* grads) {
   return report_;
 }
 
+void Optimizer::count_steps() {
+  for (int64_t b = 0; b < B(); ++b) {
+    if (report_.skipped[b])
+      ++skips_[b];
+    else
+      ++steps_[b];
+  }
+}
+
 const StepReport& Optimizer::step(const Arena& params, const Arena& grads) {
+  HFTA_CHECK(params.device() == table_.device && grads.device() == table_.device,
+             "{} step: the parameter and gradient arenas must be on the parameter table's device",
+             name());
   const size_t bytes = static_cast<size_t>(table_.total_floats) * sizeof(float);
   HFTA_CHECK(params.capacity() >= bytes && grads.capacity() >= bytes,
              "{} step: the parameter arena ({} bytes) and gradient arena ({} bytes) must each "
@@ -154,6 +168,7 @@ void Optimizer::step_models(float* params, const float* grads, int64_t first, in
   HFTA_CHECK(first >= 0 && count >= 1 && first + count <= B(),
              "{} step of models [{}, {}): the array has models 0..{}", name(), first, first + count,
              B() - 1);
+  HFTA_CHECK(!device_step_, "{}: a device array steps all its models at once (step())", name());
   // Only models [first, first + count) are read or written, here and in update_chunk, so
   // workers with disjoint blocks never touch the same element.
   for (int64_t b = first; b < first + count; ++b) {
@@ -182,7 +197,8 @@ void Optimizer::reset_model(int64_t b) {
   steps_[b] = 0;
   for (int i = 0; i < num_state_buffers(); ++i)
     for (const auto& s : table_.segments)
-      std::fill_n(state_buffer(i) + s.offset + b * s.per_model_numel, s.per_model_numel, 0.0f);
+      zero_memory(table_.device, state_buffer(i) + s.offset + b * s.per_model_numel,
+                  static_cast<size_t>(s.per_model_numel) * sizeof(float));
 }
 
 void Optimizer::set_steps(std::span<const int64_t> steps) {
@@ -240,8 +256,9 @@ std::unique_ptr<Optimizer> Optimizer::compact(ParamTable table,
     for (int k = 0; k < num_state_buffers(); ++k)
       for (size_t s = 0; s < table_.segments.size(); ++s) {
         const ParamSegment &src = table_.segments[s], &dst = out->table_.segments[s];
-        std::copy_n(state_buffer(k) + src.offset + from * src.per_model_numel, src.per_model_numel,
-                    out->state_buffer(k) + dst.offset + to * dst.per_model_numel);
+        copy_memory(out->state_buffer(k) + dst.offset + to * dst.per_model_numel,
+                    out->table_.device, state_buffer(k) + src.offset + from * src.per_model_numel,
+                    table_.device, static_cast<size_t>(src.per_model_numel) * sizeof(float));
       }
   }
   return out;

@@ -30,6 +30,10 @@
 
 namespace hfta {
 
+namespace cuda {
+class DeviceOptimizerStep;  // optim/cuda/fused_step.h, in a build with the CUDA backend
+}
+
 struct ParamSegment {
   int64_t offset = 0;           // in floats from the arena base
   int64_t per_model_numel = 0;  // n: the segment holds [B, n]
@@ -40,6 +44,9 @@ struct ParamTable {
   int64_t B = 1;
   std::vector<ParamSegment> segments;
   int64_t total_floats = 0;  // size of the parameter arena (and of each mirrored arena)
+  // Where the arenas live: an optimizer over a kCuda table keeps its state in device memory and
+  // steps with the CUDA backend's kernels (optim/cuda/fused_step.h).
+  Device device = Device::kCpu;
 
   int64_t per_model_numel() const;
   // Throws hfta::Error unless B >= 1 and the segments are non-empty, disjoint and inside the arena.
@@ -51,7 +58,8 @@ struct ParamTable {
   static ParamTable from_views(const float* arena_base, int64_t total_floats,
                                std::span<const TensorView> params,
                                std::span<const uint8_t> decay = {});
-  // Same, for an arena: every float carved so far belongs to the table's address range.
+  // Same, for an arena: every float carved so far belongs to the table's address range, and the
+  // table is on the arena's device.
   static ParamTable from_arena(const Arena& arena, std::span<const TensorView> params,
                                std::span<const uint8_t> decay = {});
 };
@@ -106,8 +114,9 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One step over the whole arenas (each holds table().total_floats floats). The report stays
-  // valid until the next step.
+  // One step over the whole arenas (each holds table().total_floats floats, on the table's
+  // device). The report stays valid until the next step. On a device: the NaN/Inf flags are
+  // copied back (B bytes, waiting for the stream), then one kernel updates every chunk.
   const StepReport& step(float* params, const float* grads);
   const StepReport& step(const Arena& params, const Arena& grads);
 
@@ -115,7 +124,7 @@ class Optimizer {
   // worker calls step_models for its block right after that block's backward, while its gradients
   // are still in cache, and the caller then calls finish_model_steps once. Blocks must be disjoint
   // and cover every model once per step; calls for disjoint blocks may run on different threads at
-  // the same time. Each model updates exactly as in step().
+  // the same time. Each model updates exactly as in step(). Host arenas only.
   void step_models(float* params, const float* grads, int64_t first, int64_t count);
   const StepReport& finish_model_steps();
   // Whether model b's last step (step() or step_models()) was skipped for NaN/Inf gradients; a
@@ -167,6 +176,9 @@ class Optimizer {
 
   // Derived constructors set lr_ (B checked values) and add their state buffers.
   explicit Optimizer(ParamTable table);
+  // A device table's step after begin_model_step has run for every updating model: one launch
+  // of the optimizer's kernel over the chunk table (optim/device_update.cpp). The base raises.
+  virtual void device_update(cuda::DeviceOptimizerStep& device, float* params, const float* grads);
   void add_state_buffers(int count);
   // Called once per step and updated model, after its step count advanced: compute the constants
   // of model b that update_chunk reads (bias corrections, first-step flags, ...).
@@ -195,6 +207,16 @@ class Optimizer {
 
  private:
   void find_nonfinite_models(const float* grads);
+  const StepReport& step_on_device(float* params, const float* grads);
+  // Counts each model's step or skip from report_.skipped.
+  void count_steps();
+
+  struct DeviceStepDeleter {
+    void operator()(cuda::DeviceOptimizerStep* p) const;
+  };
+  using DeviceStepPtr = std::unique_ptr<cuda::DeviceOptimizerStep, DeviceStepDeleter>;
+  static DeviceStepPtr make_device_step(const ParamTable& table);
+  DeviceStepPtr device_step_;  // kCuda tables
 
   std::vector<Chunk> chunks_;
   std::vector<std::vector<int64_t>> chunks_of_model_;  // indices into chunks_, per model

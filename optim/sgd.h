@@ -45,6 +45,7 @@ class FusedSgd : public Optimizer {
  private:
   void begin_model_step(int64_t b) override;
   void update_chunk(const Chunk& c, float* params, const float* grads) override;
+  void device_update(cuda::DeviceOptimizerStep& device, float* params, const float* grads) override;
   float set_slot_hyper(int64_t b, const SlotHyper& h) override;
   std::unique_ptr<Optimizer> with_models(ParamTable table,
                                          std::span<const int64_t> keep) const override;

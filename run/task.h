@@ -78,7 +78,8 @@ inline constexpr std::string_view kModelSpecificFlags[] = {
     "--nhead",          "--bptt",
     "--clip",           "--lr-gamma",
     "--lr-step-size",   "--vocab",
-    "--lr-d",           "--image-size"};
+    "--lr-d",           "--image-size",
+    "--device"};
 
 // `hfta tune`'s data, loaded once per search, and the arrays of trials it trains on it.
 class SearchData {

@@ -52,7 +52,9 @@ struct TrainOptions {
   // threads:C, the last three optionally /K.
   std::string plan = "auto";
   int64_t memory_budget_bytes = 0;  // --memory-budget: the most arena bytes auto may pick; 0 = any
-  bool progress = true;             // progress bar when stdout is a terminal
+  // --device: cpu, or cuda (classifiers, plan fused; docs/cuda.md).
+  std::string device = "cpu";
+  bool progress = true;  // progress bar when stdout is a terminal
   std::string out = "runs/train";
   // Save <out>/checkpoint.bin (serial: checkpoint-model<b>.bin) after every epoch and on Ctrl-C.
   bool checkpoint = true;

@@ -29,6 +29,9 @@ struct TrialOptions {
   bool deterministic = false;  // --deterministic (core/determinism.h)
   // How the array runs its steps (models/plan.h); auto times the plans (cached per machine).
   std::string plan = "auto";
+  // --device: cpu, or cuda (classifiers under plan fused; the timed steps end when the device has
+  // finished them).
+  std::string device = "cpu";
   int64_t image_size = 0;  // dcgan: the image side (0 = 64)
   int64_t npoints = 0;     // points per cloud of point-cloud data (--npoints); 0 = the model's
   // Language models (--model transformer): --dataset text (--text-files) or synthetic-text

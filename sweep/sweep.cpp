@@ -16,6 +16,7 @@
 
 #include "backend/cpu/peak.h"
 #include "backend/cpu/runtime.h"
+#include "core/device_memory.h"
 #include "models/plan.h"
 #include "run/data.h"
 #include "run/plan_choice.h"
@@ -186,6 +187,9 @@ void sweep_command(const SweepFlags& flags) {
     print_summary(o.out_dir);
     return;
   }
+  const Device device = parse_device(flags.trial.device);
+  HFTA_CHECK(device_available(device), "--device {}: {}", flags.trial.device,
+             describe_device(device));
   // Before any trial starts: a measured sgemm choice is then cached, and every trial process
   // (serial, concurrent, fused) reads the same one.
   prepare_runtime(0, false);

@@ -79,6 +79,7 @@ std::vector<std::string> trial_arguments(const TrialOptions& o, bool wait_for_go
                std::to_string(o.warmup_steps), "--steps", std::to_string(o.steps), "--seed",
                std::to_string(o.seed), "--threads", std::to_string(o.threads), "--plan", o.plan});
   if (o.deterministic) args.push_back("--deterministic");
+  if (o.device != TrialOptions{}.device) args.insert(args.end(), {"--device", o.device});
   if (o.image_size > 0) args.insert(args.end(), {"--image-size", std::to_string(o.image_size)});
   if (!o.text_files.empty()) args.insert(args.end(), {"--text-files", o.text_files});
   if (o.vocab != TrialOptions{}.vocab)

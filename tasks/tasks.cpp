@@ -37,7 +37,11 @@ TrainResult run_train(const TrainOptions& options) {
 }
 
 TrialResult run_trial(const TrialOptions& options) {
-  return task_for_model(options.model).trial(options);
+  const Task& task = task_for_model(options.model);
+  HFTA_CHECK(options.device == "cpu" || task.reads_flag(options.model, "--device"),
+             "--device {}: --model {} ({}) trains on the CPU only so far", options.device,
+             options.model, task.kind());
+  return task.trial(options);
 }
 
 }  // namespace hfta

@@ -6,13 +6,11 @@
 
 namespace hfta::cuda {
 
-DeviceArena::DeviceArena(size_t bytes, std::string name)
-    : capacity_(align_up(bytes)), name_(std::move(name)) {
-  HFTA_CHECK(device_available(), "{} cannot be allocated: no CUDA device ({})", name_,
+std::byte* device_allocate(size_t bytes, const std::string& what) {
+  HFTA_CHECK(device_available(), "{} cannot be allocated: no CUDA device ({})", what,
              device_status());
-  if (capacity_ == 0) capacity_ = kAlignment;  // a real arena is never the counting one
   void* ptr = nullptr;
-  const cudaError_t status = cudaMalloc(&ptr, capacity_);
+  const cudaError_t status = cudaMalloc(&ptr, bytes == 0 ? 1 : bytes);
   if (status != cudaSuccess) {
     cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
@@ -20,16 +18,38 @@ DeviceArena::DeviceArena(size_t bytes, std::string name)
     fail(
         "{} of {} bytes could not be allocated on the device ({}: {} bytes free of {}): "
         "make the array smaller (fewer models B or a smaller batch)",
-        name_, capacity_, cudaGetErrorName(status), free_bytes, total_bytes);
+        what, bytes, cudaGetErrorName(status), free_bytes, total_bytes);
   }
-  base_ = static_cast<std::byte*>(ptr);
-  // Synchronous, before the arena is used from any stream.
-  HFTA_CUDA_CHECK(cudaMemset(base_, 0, capacity_));
+  // Synchronous, before the memory is used from any stream.
+  const cudaError_t zeroed = cudaMemset(ptr, 0, bytes);
+  if (zeroed != cudaSuccess) {
+    cudaFree(ptr);
+    check(zeroed, "cudaMemset(ptr, 0, bytes)");
+  }
+  return static_cast<std::byte*>(ptr);
 }
 
-DeviceArena::~DeviceArena() {
-  if (base_) cudaFree(base_);
+void device_free(std::byte* p) noexcept {
+  if (p) cudaFree(p);
 }
+
+void device_zero(void* p, size_t bytes) {
+  if (p && bytes > 0) HFTA_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
+}
+
+void device_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  HFTA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream()));
+  synchronize();
+}
+
+DeviceArena::DeviceArena(size_t bytes, std::string name)
+    : capacity_(align_up(bytes)), name_(std::move(name)) {
+  if (capacity_ == 0) capacity_ = kAlignment;  // a real arena is never the counting one
+  base_ = device_allocate(capacity_, name_);
+}
+
+DeviceArena::~DeviceArena() { device_free(base_); }
 
 DeviceArena::DeviceArena(DeviceArena&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
@@ -39,7 +59,7 @@ DeviceArena::DeviceArena(DeviceArena&& other) noexcept
 
 DeviceArena& DeviceArena::operator=(DeviceArena&& other) noexcept {
   if (this != &other) {
-    if (base_) cudaFree(base_);
+    device_free(base_);
     base_ = std::exchange(other.base_, nullptr);
     capacity_ = std::exchange(other.capacity_, 0);
     used_ = std::exchange(other.used_, 0);
@@ -48,9 +68,7 @@ DeviceArena& DeviceArena::operator=(DeviceArena&& other) noexcept {
   return *this;
 }
 
-void DeviceArena::zero() {
-  if (base_) HFTA_CUDA_CHECK(cudaMemsetAsync(base_, 0, capacity_, stream()));
-}
+void DeviceArena::zero() { device_zero(base_, capacity_); }
 
 PinnedHostBuffer::PinnedHostBuffer(size_t bytes) : bytes_(bytes) {
   void* ptr = nullptr;

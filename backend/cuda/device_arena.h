@@ -13,6 +13,19 @@
 
 namespace hfta::cuda {
 
+// Raw device memory, for core/device_memory.h (the arenas of nets and optimizers on kCuda) and
+// DeviceArena. device_allocate returns `bytes` zero-filled bytes (synchronously, before any stream
+// uses them) and raises hfta::Error naming `what`, the size and the device's free memory when
+// they cannot be had, or when there is no device.
+std::byte* device_allocate(size_t bytes, const std::string& what);
+void device_free(std::byte* p) noexcept;
+// Zero-fills `bytes` bytes of device memory on the calling thread's stream; returns at once.
+void device_zero(void* p, size_t bytes);
+// Copies `bytes` bytes between any two of host and device memory (unified addressing tells which
+// is which) on the calling thread's stream, and waits for the copy: host memory may be read or
+// reused at once.
+void device_copy(void* dst, const void* src, size_t bytes);
+
 class DeviceArena {
  public:
   // A counting arena: carve() returns views with null data and only adds up sizes.

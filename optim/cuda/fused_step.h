@@ -4,8 +4,9 @@
 // of chunks (optim/cuda/kernels.h), each chunk at most Optimizer::kChunkFloats floats of one
 // model's slice of one segment, as on the CPU.
 //
-// NOT WIRED YET: models have no device arenas, so the CPU optimizers and the training loop do
-// not call this; nothing here has run on a GPU (docs/cuda.md). A step, mirroring Optimizer::step:
+// Optimizer::step calls this for a parameter table on the device (optim/device_update.cpp), so a
+// device model trains through the CPU optimizers' interface; nothing here has run on a GPU yet
+// (docs/cuda.md). A step, mirroring Optimizer::step:
 //
 //   DeviceOptimizerStep device(table);                      // once: uploads the chunk table
 //   std::vector<uint8_t> skipped = device.find_nonfinite_models(grads);   // waits for B bytes

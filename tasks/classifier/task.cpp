@@ -53,7 +53,7 @@ class ClassifierTask final : public Task {
 
   bool reads_flag(const std::string& model, std::string_view flag) const override {
     if (flag == "--dropout" || flag == "--no-decay-norm-bias" || flag == "--synthetic-size" ||
-        flag == "--synthetic-test-size")
+        flag == "--synthetic-test-size" || flag == "--device")
       return true;
     if (flag == "--npoints") return model_info(model).default_sample_shape.rank() == 2;
     if (flag == "--feature-transform") return has_feature_transform(model);

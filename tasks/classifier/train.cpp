@@ -11,6 +11,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/csv.h"
 #include "io/interrupt.h"
@@ -43,6 +44,7 @@ TrainResult run_train_classifier(const TrainOptions& options) {
   const int64_t B = array_size(o.hyper);
   const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
   prepare_runtime(o.threads, o.deterministic);
+  const Device device = checked_device(o.device, o.plan);
   const ModelInfo& info = model_info(o.model);
   Shape sample_shape = info.default_sample_shape;
   if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds
@@ -50,6 +52,7 @@ TrainResult run_train_classifier(const TrainOptions& options) {
                         o.synthetic_train_size, o.synthetic_test_size, o.seed,
                         info.task == ModelTask::kSegment);
   ModelConfig config = model_config(o.model, data, o.dropout, o.no_decay_norm_bias);
+  config.device = device;
   // Builds one model now, so that data the architecture cannot take fails before training.
   make_model(config.name, config.spec({0}, o.batch_size, o.seed));
   config.plan = ExecutionPlan::parse(o.plan);
@@ -73,6 +76,8 @@ TrainResult run_train_classifier(const TrainOptions& options) {
           .announce =
               [&] {
                 fmt::print("{}\n", cpu::describe_runtime());
+                if (config.device != Device::kCpu)
+                  fmt::print("{}\n", describe_device(config.device));
                 fmt::print(
                     "training {} {} model{} ({}) on {}: {} train / {} test samples, batch {}, {} "
                     "epoch{}{}\n",

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/checkpoint_writer.h"
 #include "io/csv.h"
@@ -41,7 +42,8 @@ ModelSpec ModelConfig::spec(const std::vector<int64_t>& ids, int64_t batch_size,
           .sample_shape = sample_shape,
           .num_classes = num_classes,
           .dropout = dropout,
-          .plan = plan};
+          .plan = plan,
+          .device = device};
 }
 
 ModelConfig model_config(const std::string& name, const Data& data, std::optional<float> dropout,
@@ -53,16 +55,33 @@ ModelConfig model_config(const std::string& name, const Data& data, std::optiona
           .no_decay_norm_bias = no_decay_norm_bias};
 }
 
+Device checked_device(const std::string& name, const std::string& plan) {
+  const Device device = parse_device(name);
+  if (device == Device::kCpu) return device;
+  HFTA_CHECK(plan == "auto" || plan == "fused",
+             "--device {} runs plan fused (one call per op for all models), got --plan {}: use "
+             "--plan fused or leave --plan out",
+             name, plan);
+  HFTA_CHECK(device_available(device), "--device {}: {}", name, describe_device(device));
+  return device;
+}
+
 ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,
                       int64_t batch_size, uint64_t seed, std::string_view optimizer,
                       const HyperValues& all_values) {
   ModelArray a;
   a.ids = ids;
   ModelConfig resolved = config;
-  resolved.plan =
-      resolve_plan(config.plan, config, ids, batch_size, seed, optimizer, config.plan_memory_budget,
-                   [](const std::string& line) { fmt::print(stderr, "{}\n", line); })
-          .plan;
+  auto log = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+  if (config.device != Device::kCpu && config.plan.kind == ExecutionPlan::Kind::kAuto) {
+    // The other plans split the models over CPU threads; a device runs them in one call per op.
+    resolved.plan = ExecutionPlan::fused();
+    log("plan auto on a CUDA device: fused (the one plan a device array runs)");
+  } else {
+    resolved.plan = resolve_plan(config.plan, config, ids, batch_size, seed, optimizer,
+                                 config.plan_memory_budget, log)
+                        .plan;
+  }
   a.model = make_model(config.name, resolved.spec(ids, batch_size, seed));
   a.optimizer =
       make_optimizer(optimizer, *a.model, pick_models(all_values, ids), config.no_decay_norm_bias);

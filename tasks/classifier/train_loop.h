@@ -36,6 +36,8 @@ struct ModelConfig {
   // within plan_memory_budget bytes of arenas (0 = no limit).
   ExecutionPlan plan = {};
   int64_t plan_memory_budget = 0;
+  // --device: where the models live and run (ModelSpec::device); a device runs plan fused only.
+  Device device = Device::kCpu;
   // Added to every model id of spec(): the RNG stream of model `id` is (seed, first_model_id + id),
   // or (seed, model_streams[id]) where model_streams is given (`hfta tune`'s trial ids).
   int64_t first_model_id = 0;
@@ -43,6 +45,10 @@ struct ModelConfig {
   // The spec of an array of models `ids`.
   ModelSpec spec(const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed) const;
 };
+// --device `name` with --plan `plan`, checked before any data is read: a device runs plan fused
+// (auto resolves to it there) and must be available. Throws hfta::Error saying which is not so.
+Device checked_device(const std::string& name, const std::string& plan);
+
 // The architecture `name` on `data` (its sample shape and classes). Throws hfta::Error naming an
 // unknown model.
 ModelConfig model_config(const std::string& name, const Data& data,

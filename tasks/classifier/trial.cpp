@@ -2,6 +2,7 @@
 // train_loop.h (the step `hfta train` runs) with Adam.
 #include <fmt/format.h>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "run/data.h"
 #include "run/plan_choice.h"
@@ -23,6 +24,7 @@ class ClassifierTrialArray final : public TrialArray {
 
   double steps(int64_t n) override {
     train_steps(array_, loader_, batch_, n);
+    synchronize(array_.model->spec().device);  // the timed steps end when the device is done
     return static_cast<double>(n * batch_size_);
   }
   void reset_profile() override { array_.model->reset_profile(); }
@@ -48,6 +50,7 @@ class ClassifierTrialArray final : public TrialArray {
 TrialResult run_trial_classifier(const TrialOptions& o) {
   check_trial_options(o);
   prepare_runtime(o.threads, o.deterministic);
+  const Device device = checked_device(o.device, o.plan);
   // Learning rates log-uniform in [1e-4, 1e-2]; Adam's defaults for the rest.
   const HyperValues h = resolve_hyper("adam", {{"lr", trial_learning_rates(o, -4.0f, -2.0f)}}, o.B);
 
@@ -64,6 +67,7 @@ TrialResult run_trial_classifier(const TrialOptions& o) {
                 o.batch_size, o.seed, info.task == ModelTask::kSegment);
   ModelConfig config = model_config(o.model, data);
   config.plan = ExecutionPlan::parse(o.plan);
+  config.device = device;
   return run_timed_trial(o, [&](const std::vector<int64_t>& ids) {
     return std::make_unique<ClassifierTrialArray>(
         make_array(config, ids, o.batch_size, o.seed, "adam", h), data.train, o.batch_size, o.seed);

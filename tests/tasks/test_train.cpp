@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/csv.h"
 #include "models/model.h"
@@ -162,7 +163,10 @@ TEST(TrainCliErrors, BadFlagsNameTheProblem) {
            {"--iters-per-epoch -1", "--iters-per-epoch: -1 is less than 0"},
            {"--seed -1", "--seed: -1 is less than 0"},
            {"--seed 1.5", "--seed: '1.5' is not an integer"},
-           {"--synthetic-size ''", "--synthetic-size: '' is not an integer"}}) {
+           {"--synthetic-size ''", "--synthetic-size: '' is not an integer"},
+           {"--device gpu", "--device: gpu not in {cpu,cuda}"},
+           {"--device cuda --plan chunk:2", "--device cuda runs plan fused"},
+           {"--model transformer --device cuda", "--device: --model transformer"}}) {
     expect_hfta_error("train " + c.args + out, c.message);
   }
   TempDir missing("missing");
@@ -170,6 +174,16 @@ TEST(TrainCliErrors, BadFlagsNameTheProblem) {
       "train --dataset fashion-mnist --data-dir /nonexistent/dir --no-progress --out " +
           missing.str(),
       "/nonexistent/dir");
+}
+
+// Without a CUDA device (or without the backend in this build), --device cuda says why before
+// any data is read.
+TEST(TrainCliErrors, DeviceCudaWithoutADeviceSaysWhy) {
+  if (device_available(Device::kCuda)) GTEST_SKIP() << "a CUDA device is here";
+  TempDir tmp("no_device");
+  expect_hfta_error(
+      "train --model lenet --dataset synthetic --device cuda --no-progress --out " + tmp.str(),
+      "--device cuda: CUDA: ");
 }
 
 TEST(TrainCliErrors, ExtractAndEvalFlagsNameTheProblem) {

@@ -1,0 +1,63 @@
+#!/bin/bash
+# The GPU machine's one command (docs/cuda.md): builds the project with the CUDA backend from the
+# Debian packages carried in .device/ (../shared/device/README.md: fetch-debs.sh fills it here),
+# runs every CUDA test and the device training tests, then times MLP, LeNet and ResNet-18 arrays
+# on the GPU (`hfta sweep --device cuda`, HFTA's shapes) and PyTorch's B = 1 beside ours on the
+# same GPU. Everything lands in $OUT (the device tool brings that folder back):
+#   tests.txt     one line per test executable: its exit status and gtest's summary
+#   <test>.txt    each test executable's output
+#   sweep/        the sweeps' throughput.csv and logs;  torch_compare.txt  PyTorch against hfta
+#   cpu16.txt     with CPU_SWEEP=1: ResNet-18 and LeNet on the host's cores, fused B=16 vs serial
+# Steps are bounded by `timeout`, so a hang costs minutes, not the whole lease. STAGES picks
+# what runs (default "build tests sweep torch"); SWEEP_B the array sizes.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu_check}
+BUILD=${BUILD:-/tmp/build}
+STAGES=${STAGES:-build tests sweep torch}
+SWEEP_B=${SWEEP_B:-1,2,4,8,16,32}
+mkdir -p "$OUT"
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+
+if has build; then
+  BUILD=$BUILD timeout 420 bash .device/build-on-device.sh -DHFTA_CUDA=ON > "$OUT/build.log" 2>&1
+  echo "build: exit $?" | tee -a "$OUT/tests.txt"
+fi
+L=${P:-/opt/deb}/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$L:$L/openblas-openmp:${LD_LIBRARY_PATH:-}
+[ -x "$BUILD/hfta" ] || { echo "no $BUILD/hfta: the build failed (build.log)"; exit 1; }
+"$BUILD/hfta" --version > "$OUT/version.txt" 2>&1
+
+if has tests; then
+  for t in "$BUILD"/test_cuda_* "$BUILD/test_device_memory" "$BUILD/test_device_dispatch"; do
+    name=$(basename "$t")
+    timeout 300 "$t" > "$OUT/$name.txt" 2>&1
+    status=$?
+    echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$name.txt" | tr '\n' ' ')" \
+      | tee -a "$OUT/tests.txt"
+  done
+fi
+
+if has sweep; then
+  for m in mlp lenet resnet18; do
+    batch=64; [ "$m" = resnet18 ] && batch=32
+    timeout 240 "$BUILD/hfta" sweep --device cuda --model "$m" --batch-size "$batch" \
+      --B "$SWEEP_B" --modes serial,fused --repeats 1 --warmup 5 --steps 30 --no-plot \
+      --out "$OUT/sweep" > "$OUT/sweep_$m.txt" 2>&1
+    echo "sweep $m: exit $?" | tee -a "$OUT/tests.txt"
+  done
+fi
+
+if has torch; then
+  timeout 240 python3 benchmarks/torch_compare.py --hfta "$BUILD/hfta" --device cuda \
+    --models mlp,lenet,resnet18 --threads "$(nproc)" --rounds 3 > "$OUT/torch_compare.txt" 2>&1
+  echo "torch_compare: exit $?" | tee -a "$OUT/tests.txt"
+fi
+
+if [ "${CPU_SWEEP:-0}" = 1 ]; then
+  for m in resnet18 lenet; do
+    timeout 300 "$BUILD/hfta" sweep --model "$m" --threads "$(nproc)" --modes serial,fused \
+      --B 1,16 --repeats 1 --steps 10 --no-plot --out "$OUT/cpu16" >> "$OUT/cpu16.txt" 2>&1
+    echo "cpu sweep $m: exit $?" | tee -a "$OUT/tests.txt"
+  done
+fi

@@ -1,0 +1,191 @@
+// Whole models on a CUDA device (skipped without one): the classifiers whose every op has a CUDA
+// kernel (MLP, LeNet, ResNet-18) as fused arrays in device memory, trained by the optimizers'
+// device step, against the same arrays on the CPU and PyTorch's golden losses; fused against
+// serial on the device; checkpoints' tensors copied back and restored; `hfta train --device cuda`
+// against `--device cpu` through the command line.
+//
+// Tolerances: cuBLAS and the CPU's GEMMs sum in other orders, and nvcc contracts products into
+// FMAs, so a device model is the CPU model to rounding, not bit for bit (docs/cuda.md). Three
+// steps at the golden file's learning rates keep the trajectories within 1e-4 relative, the
+// bound the CPU models hold against PyTorch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/device_memory.h"
+#include "io/checkpoint.h"
+#include "io/csv.h"
+#include "models/model.h"
+#include "models/torch_golden.h"
+#include "test_files.h"
+
+namespace hfta {
+namespace {
+
+using test::fixed_batch;
+using test::kBatch;
+using test::kClasses;
+using test::kRtol;
+using test::kSeed;
+using test::kSteps;
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda)
+
+std::unique_ptr<Model> array_on(Device device, const std::string& name,
+                                const std::vector<int64_t>& ids) {
+  return make_model(name, {.B = static_cast<int64_t>(ids.size()),
+                           .batch_size = kBatch,
+                           .seed = kSeed,
+                           .model_ids = ids,
+                           .sample_shape = model_info(name).default_sample_shape,
+                           .num_classes = kClasses,
+                           .dropout = 0.0f,
+                           .device = device});
+}
+
+// Runs kSteps training steps on the golden batches, then an evaluation forward: each model's
+// losses, step by step ([kSteps + 1][B]).
+std::vector<std::vector<float>> train(Model& model, Optimizer& opt) {
+  const Shape sample = model.sample_shape();
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  std::vector<std::vector<float>> losses;
+  for (int step = 0; step <= kSteps; ++step) {
+    fixed_batch(step, sample, x, y);
+    Shape shape{kBatch};
+    for (int64_t d : sample) shape.push_back(d);
+    const bool training = step < kSteps;
+    model.forward(TensorView(x.data(), shape), IndexView(y.data(), Shape{kBatch}), training);
+    losses.push_back(model.losses());
+    if (!training) break;
+    model.backward();
+    opt.step(model.param_arena(), model.grad_arena());
+  }
+  return losses;
+}
+
+bool close(double a, double b, double rtol) { return std::fabs(a - b) <= rtol * std::fabs(b); }
+
+class CudaModel : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(CudaModel, TrainsAsOnTheCpuAndAsPyTorch) {
+  SKIP_WITHOUT_DEVICE();
+  const auto& [name, optimizer] = GetParam();
+  const auto golden = test::read_golden();
+  const float lr = golden.lr.at({name, optimizer});
+  for (const std::vector<int64_t>& ids : {std::vector<int64_t>{0}, std::vector<int64_t>{0, 1, 2}}) {
+    SCOPED_TRACE(fmt::format("{} {} B={}", name, optimizer, ids.size()));
+    auto cpu = array_on(Device::kCpu, name, ids);
+    auto gpu = array_on(Device::kCuda, name, ids);
+    EXPECT_EQ(gpu->param_arena().device(), Device::kCuda);
+    // The same initial weights: drawn on the host for both.
+    for (size_t b = 0; b < ids.size(); ++b)
+      ASSERT_EQ(gpu->extract(static_cast<int64_t>(b)), cpu->extract(static_cast<int64_t>(b)));
+    auto cpu_opt = test::make_optimizer(optimizer, *cpu, lr);
+    auto gpu_opt = test::make_optimizer(optimizer, *gpu, lr);
+    const auto want = train(*cpu, *cpu_opt), got = train(*gpu, *gpu_opt);
+    for (size_t step = 0; step < want.size(); ++step)
+      for (size_t b = 0; b < ids.size(); ++b)
+        EXPECT_TRUE(close(got[step][b], want[step][b], kRtol))
+            << "step " << step << " model " << b << ": device " << got[step][b] << ", CPU "
+            << want[step][b];
+    for (int step = 1; step <= kSteps + 1; ++step) {
+      const std::string phase = step <= kSteps ? "train" : "eval";
+      const double torch = golden.loss.at({name, optimizer, phase, step});
+      EXPECT_TRUE(close(got[static_cast<size_t>(step - 1)][0], torch, kRtol))
+          << phase << " step " << step << ": device " << got[static_cast<size_t>(step - 1)][0]
+          << ", PyTorch " << torch;
+    }
+    EXPECT_EQ(gpu->correct(), cpu->correct()) << "the last forward's correct counts";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaModel,
+                         ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18"),
+                                            ::testing::Values("adam", "adadelta")));
+
+// Model b of a device array of 3 trains as model b alone on the device (the same ids, so the same
+// initial weights).
+TEST(CudaModelArrays, FusedEqualsSerialOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  for (const std::string name : {"mlp", "lenet", "resnet18"}) {
+    SCOPED_TRACE(name);
+    auto fused = array_on(Device::kCuda, name, {0, 1, 2});
+    auto opt = test::make_optimizer("adam", *fused, 1e-4f);
+    const auto together = train(*fused, *opt);
+    for (int64_t b = 0; b < 3; ++b) {
+      auto alone = array_on(Device::kCuda, name, {b});
+      auto alone_opt = test::make_optimizer("adam", *alone, 1e-4f);
+      const auto by_itself = train(*alone, *alone_opt);
+      for (size_t step = 0; step < by_itself.size(); ++step)
+        EXPECT_TRUE(close(together[step][static_cast<size_t>(b)], by_itself[step][0], 1e-5))
+            << "model " << b << " step " << step << ": in the array "
+            << together[step][static_cast<size_t>(b)] << ", alone " << by_itself[step][0];
+      const std::vector<float> a = fused->extract(b), s = alone->extract(0);
+      float worst = 0.0f, largest = 0.0f;
+      for (size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, std::fabs(a[i] - s[i]));
+        largest = std::max(largest, std::fabs(s[i]));
+      }
+      EXPECT_LE(worst, 1e-5f * largest) << "model " << b << "'s parameters after the steps";
+    }
+  }
+}
+
+// A device array's checkpoint tensors are its values copied to the host; restored into a fresh
+// device array (and into a CPU array), they give the same parameters, buffers and optimizer
+// state bit for bit.
+TEST(CudaModelArrays, CheckpointTensorsRoundTrip) {
+  SKIP_WITHOUT_DEVICE();
+  auto gpu = array_on(Device::kCuda, "resnet18", {0, 1});
+  auto opt = test::make_optimizer("adam", *gpu, 1e-4f);
+  train(*gpu, *opt);
+  Checkpoint c;
+  c.model = gpu->name();
+  c.B = gpu->B();
+  c.step = kSteps;
+  c.optimizer_steps = std::vector<int64_t>(opt->steps().begin(), opt->steps().end());
+  c.tensors = capture_tensors(*gpu, opt.get());
+  for (const Device device : {Device::kCuda, Device::kCpu}) {
+    SCOPED_TRACE(device_flag_name(device));
+    auto fresh = array_on(device, "resnet18", {5, 6});  // other initial weights
+    auto fresh_opt = test::make_optimizer("adam", *fresh, 1e-4f);
+    restore_tensors(c, *fresh, fresh_opt.get());
+    const std::vector<CheckpointTensor> again = capture_tensors(*fresh, fresh_opt.get());
+    ASSERT_EQ(again.size(), c.tensors.size());
+    for (size_t i = 0; i < again.size(); ++i)
+      EXPECT_EQ(again[i].values, c.tensors[i].values) << c.tensors[i].name;
+  }
+}
+
+// `hfta train --device cuda` gives every model the loss curve `--device cpu --plan fused` gives.
+TEST(CudaTrainCli, DeviceRunMatchesTheCpuRun) {
+  SKIP_WITHOUT_DEVICE();
+  for (const std::string model : {"mlp", "lenet", "resnet18"}) {
+    SCOPED_TRACE(model);
+    const std::string common = "train --model " + model +
+                               " --dataset synthetic --lr 0.0003,0.001,0.0001 --epochs 1 "
+                               "--iters-per-epoch 5 --batch-size 16 --seed 3 --no-progress --out ";
+    test::TempDir cpu_dir("cuda_cli_cpu_" + model), gpu_dir("cuda_cli_gpu_" + model);
+    const test::CommandResult cpu = test::run_hfta(common + cpu_dir.str() + " --plan fused");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.output();
+    const test::CommandResult gpu = test::run_hfta(common + gpu_dir.str() + " --device cuda");
+    ASSERT_EQ(gpu.exit_code, 0) << gpu.output();
+    EXPECT_NE(gpu.output().find("CUDA: "), std::string::npos) << gpu.output();
+    const CsvTable want = read_csv(cpu_dir.str() + "/metrics.csv");
+    const CsvTable got = read_csv(gpu_dir.str() + "/metrics.csv");
+    ASSERT_EQ(got.rows.size(), want.rows.size());
+    const size_t loss = want.column("loss");
+    for (size_t r = 0; r < want.rows.size(); ++r)
+      EXPECT_TRUE(close(got.number(r, loss), want.number(r, loss), kRtol))
+          << "row " << r << ": device " << got.rows[r][loss] << ", CPU " << want.rows[r][loss];
+  }
+}
+
+}  // namespace
+}  // namespace hfta

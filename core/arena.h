@@ -42,8 +42,9 @@ void check_memory_available(size_t bytes, const std::string& what, const std::st
 
 class Arena {
  public:
-  // A counting arena: carve() returns views with null data and only adds up sizes.
+  // A counting arena: carve() returns views with null data (on `device`) and only adds up sizes.
   Arena() = default;
+  explicit Arena(Device device) : device_(device) {}
   // A real arena of `bytes` bytes, zero-filled, 64-byte aligned, on `device`: host memory, or
   // device memory of the CUDA backend (core/device_memory.h), whose views carry Device::kCuda.
   // Throws OutOfMemory when the machine does not have the host memory available, hfta::Error when

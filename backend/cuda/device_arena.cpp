@@ -43,33 +43,6 @@ void device_copy(void* dst, const void* src, size_t bytes) {
   synchronize();
 }
 
-DeviceArena::DeviceArena(size_t bytes, std::string name)
-    : capacity_(align_up(bytes)), name_(std::move(name)) {
-  if (capacity_ == 0) capacity_ = kAlignment;  // a real arena is never the counting one
-  base_ = device_allocate(capacity_, name_);
-}
-
-DeviceArena::~DeviceArena() { device_free(base_); }
-
-DeviceArena::DeviceArena(DeviceArena&& other) noexcept
-    : base_(std::exchange(other.base_, nullptr)),
-      capacity_(std::exchange(other.capacity_, 0)),
-      used_(std::exchange(other.used_, 0)),
-      name_(std::move(other.name_)) {}
-
-DeviceArena& DeviceArena::operator=(DeviceArena&& other) noexcept {
-  if (this != &other) {
-    device_free(base_);
-    base_ = std::exchange(other.base_, nullptr);
-    capacity_ = std::exchange(other.capacity_, 0);
-    used_ = std::exchange(other.used_, 0);
-    name_ = std::move(other.name_);
-  }
-  return *this;
-}
-
-void DeviceArena::zero() { device_zero(base_, capacity_); }
-
 PinnedHostBuffer::PinnedHostBuffer(size_t bytes) : bytes_(bytes) {
   void* ptr = nullptr;
   HFTA_CUDA_CHECK(cudaMallocHost(&ptr, bytes_ == 0 ? 1 : bytes_));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/arena.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -26,54 +27,18 @@ void device_zero(void* p, size_t bytes);
 // reused at once.
 void device_copy(void* dst, const void* src, size_t bytes);
 
-class DeviceArena {
+// Device memory owned as core/arena.h's Arena owns host memory, because it is one: an Arena on
+// Device::kCuda (one cudaMalloc per arena, zero-filled, sized at setup and carved into views that
+// carry Device::kCuda, so a training step never allocates). The name the CUDA code and its tests
+// use for arenas that only ever hold device memory.
+class DeviceArena : public Arena {
  public:
-  // A counting arena: carve() returns views with null data and only adds up sizes.
-  DeviceArena() = default;
+  // A counting arena: carve() returns device views with null data and only adds up sizes.
+  DeviceArena() : Arena(Device::kCuda) {}
   // A real arena of `bytes` bytes of device memory, zero-filled. Throws hfta::Error when there is
   // no device or it does not have the memory.
-  explicit DeviceArena(size_t bytes, std::string name = "device arena");
-  ~DeviceArena();
-
-  DeviceArena(DeviceArena&& other) noexcept;
-  DeviceArena& operator=(DeviceArena&& other) noexcept;
-  DeviceArena(const DeviceArena&) = delete;
-  DeviceArena& operator=(const DeviceArena&) = delete;
-
-  // The next shape.numel() elements, kAlignment-aligned, as a view on the device.
-  template <typename T = float>
-  View<T> carve(const Shape& shape) {
-    const size_t bytes = align_up(static_cast<size_t>(shape.numel()) * sizeof(T));
-    T* ptr = nullptr;
-    if (!counting()) {
-      HFTA_CHECK(used_ + bytes <= capacity_,
-                 "{} is full: {} bytes used of {}, {} more requested for a tensor of shape {}",
-                 name_, used_, capacity_, bytes, shape.str());
-      ptr = reinterpret_cast<T*>(base_ + used_);
-    }
-    used_ += bytes;
-    return View<T>(ptr, shape, Device::kCuda);
-  }
-
-  bool counting() const { return base_ == nullptr; }
-  size_t used() const { return used_; }
-  size_t capacity() const { return capacity_; }
-  // Zero-fills the whole arena (on the calling thread's stream; returns without waiting).
-  void zero();
-  // Forget every carve; memory stays allocated (for per-step scratch).
-  void reset() { used_ = 0; }
-
-  // cudaMalloc's own alignment, so every view starts where a coalesced load can.
-  static constexpr size_t kAlignment = 256;
-  static size_t align_up(size_t bytes) {
-    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  }
-
- private:
-  std::byte* base_ = nullptr;
-  size_t capacity_ = 0;
-  size_t used_ = 0;
-  std::string name_ = "device arena";
+  explicit DeviceArena(size_t bytes, std::string name = "device arena")
+      : Arena(bytes, std::move(name), Device::kCuda) {}
 };
 
 // Page-locked host memory (cudaMallocHost): the device copies it by DMA, without a bounce

@@ -53,4 +53,11 @@ void scale_channels_forward(const ScaleChannelsParams& p, const ScaleChannelsFor
 void scale_channels_backward(const ScaleChannelsParams& p, const ScaleChannelsBackwardArgs& a);
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/scale_channels.cpp; defined only in a build with
+// -DHFTA_CUDA=ON): the CPU op's bits. Runs on the calling thread's stream and returns at once.
+namespace cuda {
+void scale_channels_forward(const ScaleChannelsParams& p, const ScaleChannelsForwardArgs& a);
+void scale_channels_backward(const ScaleChannelsParams& p, const ScaleChannelsBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

@@ -79,6 +79,11 @@ void dropout_draw_mask(const DropoutParams& p, std::span<RngStream> streams, flo
   });
 }
 
+// No FMA contraction: dx += mask * dy rounds the product first, as the reference and the CUDA
+// kernel do (with contraction, GCC fused it wherever the ISA has FMA, so the accumulated
+// gradient's last bit depended on the machine).
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
   const TensorView &dy = a.dy, &dx = a.dx;
   const DropoutSaved& saved = a.saved;
@@ -110,5 +115,6 @@ void dropout_backward(const DropoutParams& p, const DropoutBackwardArgs& a) {
     // NOLINTEND(bugprone-branch-clone)
   });
 }
+#pragma GCC pop_options
 
 }  // namespace hfta::cpu

@@ -3,10 +3,8 @@
 // (tests/cuda/test_cuda_dropout.cpp):
 // `__host__ __device__` under nvcc, plain inline C++ elsewhere. The mask holds 1/(1-p) or 0 (drawn
 // on the host, cpu::dropout_draw_mask), so these are the CPU op's (fused_ops/cpu/dropout.cpp)
-// products, rounded once each: the product is written __fmul_rn on the device so that nvcc does
-// not contract it with the accumulating add into an fma, which the CPU (no contraction in ISO
-// C++) does not do. No project header but backend/cuda/host_device.h (nvcc compiles this in
-// C++17).
+// products, rounded once each (rounded_product: never contracted with the accumulating add). No
+// project header but backend/cuda/host_device.h (nvcc compiles this in C++17).
 #pragma once
 
 #include <cstdint>
@@ -15,26 +13,17 @@
 
 namespace hfta::dropout_math {
 
-// a * b rounded to float, never fused with a following add.
-HFTA_HOST_DEVICE inline float product(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
 // y[i] = x[i] * mask[i]; y may be x.
 HFTA_HOST_DEVICE inline void dropout_forward_at(const float* x, const float* mask, float* y,
                                                 int64_t i) {
-  y[i] = product(x[i], mask[i]);
+  y[i] = rounded_product(x[i], mask[i]);
 }
 
 // dx[i] = mask[i] * dy[i], or dx[i] += mask[i] * dy[i] (accumulate); dx may be dy unless
 // accumulating.
 HFTA_HOST_DEVICE inline void dropout_backward_at(const float* mask, const float* dy, float* dx,
                                                  bool accumulate, int64_t i) {
-  const float g = product(mask[i], dy[i]);
+  const float g = rounded_product(mask[i], dy[i]);
   dx[i] = accumulate ? dx[i] + g : g;
 }
 

@@ -22,13 +22,24 @@ cudaError_t fill_bias(const float* bias, float* y, int64_t B, int64_t rows, int6
 cudaError_t bias_grad(const float* dy, float* dbias, int64_t B, int64_t rows, int64_t fo,
                       cudaStream_t stream);
 
-// ReLU over n elements (fused_ops/cuda/activation_kernels.cu):
-//   relu_forward:   y = x < 0 ? 0 : x                    (NaN stays NaN; y may be x)
-//   relu_backward:  dx = (accumulate ? dx : 0) + dy * (y > 0 ? 1 : 0)   (dx may be dy unless
-//                   accumulating)
-cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t stream);
-cudaError_t relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool accumulate,
-                          cudaStream_t stream);
+// Elementwise activations over n elements (fused_ops/cuda/activation_kernels.cu; `kind` is an
+// activation_math::Kind, `slope` LeakyReLU's negative slope, the arithmetic activation_math.h's):
+//   activation_forward:   y = f(x)                         (y may be x)
+//   activation_backward:  dx = f'(v) dy, or dx += f'(v) dy, v the output or the input as the
+//                         kind's backward reads (dx may be dy unless accumulating)
+cudaError_t activation_forward(int kind, float slope, const float* x, float* y, int64_t n,
+                               cudaStream_t stream);
+cudaError_t activation_backward(int kind, float slope, const float* v, const float* dy, float* dx,
+                                int64_t n, bool accumulate, cudaStream_t stream);
+
+// Channel scaling over [rows, hw] (fused_ops/cuda/scale_channels_kernels.cu; the arithmetic is
+// scale_channels_math.h's): y = x * s[row]; dx = dy * s[row] (written or added; skipped when dx
+// is null) and ds[row] = sum of dy * x over the row (written or added; skipped when ds is null).
+cudaError_t scale_channels_forward(const float* x, const float* s, float* y, int64_t rows,
+                                   int64_t hw, cudaStream_t stream);
+cudaError_t scale_channels_backward(const float* x, const float* s, const float* dy, float* dx,
+                                    float* ds, int64_t rows, int64_t hw, bool accumulate_dx,
+                                    bool accumulate_ds, cudaStream_t stream);
 
 // Dropout over n elements with a mask of 1/(1-p) or 0 per element
 // (fused_ops/cuda/dropout_kernels.cu; the arithmetic is dropout_math.h's):

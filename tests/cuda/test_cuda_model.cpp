@@ -1,8 +1,8 @@
 // Whole models on a CUDA device (skipped without one): the classifiers whose every op has a CUDA
-// kernel (MLP, LeNet, ResNet-18) as fused arrays in device memory, trained by the optimizers'
-// device step, against the same arrays on the CPU and PyTorch's golden losses; fused against
-// serial on the device; checkpoints' tensors copied back and restored; `hfta train --device cuda`
-// against `--device cpu` through the command line.
+// kernel (MLP, LeNet, ResNet-18, MobileNetV2, MobileNetV3 small and large) as fused arrays in
+// device memory, trained by the optimizers' device step, against the same arrays on the CPU and
+// PyTorch's golden losses; fused against serial on the device; checkpoints' tensors copied back and
+// restored; `hfta train --device cuda` against `--device cpu` through the command line.
 //
 // Tolerances: cuBLAS and the CPU's GEMMs sum in other orders, and nvcc contracts products into
 // FMAs, so a device model is the CPU model to rounding, not bit for bit (docs/cuda.md). Three
@@ -106,14 +106,16 @@ TEST_P(CudaModel, TrainsAsOnTheCpuAndAsPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaModel,
-                         ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18"),
+                         ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18",
+                                                              "mobilenetv2", "mobilenetv3_small",
+                                                              "mobilenetv3_large"),
                                             ::testing::Values("adam", "adadelta")));
 
 // Model b of a device array of 3 trains as model b alone on the device (the same ids, so the same
 // initial weights).
 TEST(CudaModelArrays, FusedEqualsSerialOnTheDevice) {
   SKIP_WITHOUT_DEVICE();
-  for (const std::string name : {"mlp", "lenet", "resnet18"}) {
+  for (const std::string name : {"mlp", "lenet", "resnet18", "mobilenetv2", "mobilenetv3_small"}) {
     SCOPED_TRACE(name);
     auto fused = array_on(Device::kCuda, name, {0, 1, 2});
     auto opt = test::make_optimizer("adam", *fused, 1e-4f);

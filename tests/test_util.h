@@ -199,6 +199,20 @@ inline bool same_bits_or_nan(const std::vector<float>& a, const std::vector<floa
   return true;
 }
 
+// Fails the test at each of the first 5 elements whose bits differ (any NaN equals any NaN),
+// naming `what`, the index and both values: for outputs promised bit for bit.
+inline void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                             const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < want.size() && reported < 5; ++i) {
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;
+    if (std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i])) continue;
+    ++reported;
+    ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", expected " << want[i];
+  }
+}
+
 inline const std::vector<int64_t>& model_counts() {
   static const std::vector<int64_t> counts = {1, 2, 3, 8};
   return counts;

@@ -58,11 +58,6 @@ std::vector<ActivationCase> cases() {
   return out;
 }
 
-bool same_bits(float a, float b) {
-  return (std::isnan(a) && std::isnan(b)) ||
-         std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
-}
-
 struct Tensors {
   Buffer x, dy, dx_start;
 };
@@ -107,16 +102,6 @@ void cpu_reference(const ActivationCase& c, Tensors& t, Buffer& y, Buffer& dx) {
                             .accumulate_dx = c.accumulate});
 }
 
-void expect_same(const Buffer& got, const Buffer& want, const char* what) {
-  int reported = 0;
-  for (size_t i = 0; i < want.values.size() && reported < 5; ++i)
-    if (!same_bits(got.values[i], want.values[i])) {
-      ++reported;
-      ADD_FAILURE() << what << "[" << i << "] = " << got.values[i] << ", the CPU op gives "
-                    << want.values[i];
-    }
-}
-
 class ActivationHostMirror : public ::testing::TestWithParam<ActivationCase> {};
 
 TEST_P(ActivationHostMirror, EqualsTheCpuOp) {
@@ -134,8 +119,8 @@ TEST_P(ActivationHostMirror, EqualsTheCpuOp) {
   for (int64_t i = 0; i < c.numel; ++i)
     activation_math::activation_backward_at(c.kernel_kind, c.p.negative_slope, v,
                                             t.dy.values.data(), dx.values.data(), c.accumulate, i);
-  expect_same(y, y_want, "y");
-  expect_same(dx, dx_want, "dx");
+  test::expect_same_bits(y.values, y_want.values, "y");
+  test::expect_same_bits(dx.values, dx_want.values, "dx");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationHostMirror, ::testing::ValuesIn(cases()),
@@ -165,8 +150,8 @@ TEST_P(CudaActivation, EqualsTheCpuOp) {
   Buffer y(shape), dx(shape);
   cuda::copy_to_host(y_dev, y.view());
   cuda::copy_to_host(dx_dev, dx.view());
-  expect_same(y, y_want, "y");
-  expect_same(dx, dx_want, "dx");
+  test::expect_same_bits(y.values, y_want.values, "y");
+  test::expect_same_bits(dx.values, dx_want.values, "dx");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaActivation, ::testing::ValuesIn(cases()),

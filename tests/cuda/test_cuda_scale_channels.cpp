@@ -50,11 +50,6 @@ std::vector<ScaleCase> cases() {
   return out;
 }
 
-bool same_bits(float a, float b) {
-  return (std::isnan(a) && std::isnan(b)) ||
-         std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
-}
-
 struct Tensors {
   Buffer x, s, dy, dx_start, ds_start;
 };
@@ -86,16 +81,6 @@ Outputs cpu_op(const ScaleCase& c, Tensors& t) {
   return o;
 }
 
-void expect_same(const Buffer& got, const Buffer& want, const char* what) {
-  int reported = 0;
-  for (size_t i = 0; i < want.values.size() && reported < 5; ++i)
-    if (!same_bits(got.values[i], want.values[i])) {
-      ++reported;
-      ADD_FAILURE() << what << "[" << i << "] = " << got.values[i] << ", the CPU op gives "
-                    << want.values[i];
-    }
-}
-
 class ScaleChannelsHostMirror : public ::testing::TestWithParam<ScaleCase> {};
 
 TEST_P(ScaleChannelsHostMirror, EqualsTheCpuOp) {
@@ -117,9 +102,9 @@ TEST_P(ScaleChannelsHostMirror, EqualsTheCpuOp) {
     for (int64_t e = 0; e < n; ++e)
       scale_channels_math::dx_at(t.dy.values.data(), t.s.values.data(), got.dx.values.data(),
                                  c.p.HW, c.accumulate, e);
-  expect_same(got.y, want.y, "y");
-  expect_same(got.dx, want.dx, "dx");
-  expect_same(got.ds, want.ds, "ds");
+  test::expect_same_bits(got.y.values, want.y.values, "y");
+  test::expect_same_bits(got.dx.values, want.dx.values, "dx");
+  test::expect_same_bits(got.ds.values, want.ds.values, "ds");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ScaleChannelsHostMirror, ::testing::ValuesIn(cases()),
@@ -157,9 +142,9 @@ TEST_P(CudaScaleChannels, EqualsTheCpuOp) {
   cuda::copy_to_host(y, got.y.view());
   cuda::copy_to_host(dx, got.dx.view());
   cuda::copy_to_host(ds, got.ds.view());
-  expect_same(got.y, want.y, "y");
-  expect_same(got.dx, want.dx, "dx");
-  expect_same(got.ds, want.ds, "ds");
+  test::expect_same_bits(got.y.values, want.y.values, "y");
+  test::expect_same_bits(got.dx.values, want.dx.values, "dx");
+  test::expect_same_bits(got.ds.values, want.ds.values, "ds");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaScaleChannels, ::testing::ValuesIn(cases()),

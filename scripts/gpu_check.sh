@@ -7,13 +7,15 @@
 #   tests.txt     one line per test executable: its exit status and gtest's summary
 #   <test>.txt    each test executable's output
 #   sweep/        the sweeps' throughput.csv and logs;  torch_compare.txt  PyTorch against hfta
+#   conv_backends.txt  LeNet and ResNet-18 arrays of 32 with the convolutions on hfta's GEMMs and
+#                 on cuDNN (HFTA_CUDA_CONV), for docs/benchmarks.md's choice of library
 #   cpu16.txt     with CPU_SWEEP=1: ResNet-18 and LeNet on the host's cores, fused B=16 vs serial
 # Steps are bounded by `timeout`, so a hang costs minutes, not the whole lease. STAGES picks
 # what runs (default "build tests sweep torch"); SWEEP_B the array sizes.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 BUILD=${BUILD:-/tmp/build}
-STAGES=${STAGES:-build tests sweep torch}
+STAGES=${STAGES:-build tests convs sweep torch}
 SWEEP_B=${SWEEP_B:-1,2,4,8,16,32}
 mkdir -p "$OUT"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -25,6 +27,10 @@ if has build; then
 fi
 L=${P:-/opt/deb}/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$L:$L/openblas-openmp:${LD_LIBRARY_PATH:-}
+# cuDNN (loaded at run time, backend/cuda/cudnn.h): PyTorch's wheel carries one when the image
+# has no system copy.
+CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0] + '/lib')" 2>/dev/null)
+[ -n "$CUDNN_DIR" ] && export LD_LIBRARY_PATH=$CUDNN_DIR:$LD_LIBRARY_PATH
 [ -x "$BUILD/hfta" ] || { echo "no $BUILD/hfta: the build failed (build.log)"; exit 1; }
 "$BUILD/hfta" --version > "$OUT/version.txt" 2>&1
 
@@ -35,6 +41,19 @@ if has tests; then
     status=$?
     echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$name.txt" | tr '\n' ' ')" \
       | tee -a "$OUT/tests.txt"
+  done
+fi
+
+if has convs; then
+  for backend in gemm cudnn; do
+    for m in lenet resnet18; do
+      batch=64; [ "$m" = resnet18 ] && batch=32
+      echo "HFTA_CUDA_CONV=$backend $m B=32:" >> "$OUT/conv_backends.txt"
+      HFTA_CUDA_CONV=$backend timeout 180 "$BUILD/hfta" trial --model "$m" --device cuda \
+        --plan fused --B 32 --batch-size "$batch" --warmup 5 --steps 30 \
+        >> "$OUT/conv_backends.txt" 2>&1
+      echo "conv backend $backend $m: exit $?" | tee -a "$OUT/tests.txt"
+    done
   done
 fi
 

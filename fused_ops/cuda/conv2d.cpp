@@ -1,14 +1,21 @@
-// CUDA fused conv2d (the contract is fused_ops/conv2d.h): the plan of conv2d_gemms.h run with the
+// CUDA fused conv2d (the contract is fused_ops/conv2d.h): on cuDNN where it is loadable and can
+// express the problem (conv2d_cudnn.h; HFTA_CUDA_CONV=gemm|cudnn forces either), else the plan of
+// conv2d_gemms.h run with the
 // kernels of conv2d_kernels.cu (im2col, a gathering col2im, the bias fill and bias gradient) and
 // cublasSgemmStridedBatched, columns in the calling thread's device scratch
 // (backend/cuda/scratch.h). fp32 throughout, no TF32 (backend/cuda/runtime.cpp).
 #include "fused_ops/conv2d.h"
 
+#include <cstdlib>
 #include <limits>
+#include <optional>
+#include <string_view>
 
 #include "backend/cuda/cublas.h"
+#include "backend/cuda/cudnn.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/scratch.h"
+#include "fused_ops/cuda/conv2d_cudnn.h"
 #include "fused_ops/cuda/conv2d_gemms.h"
 #include "fused_ops/cuda/kernels.h"
 
@@ -56,11 +63,51 @@ struct DeviceExec {
 
 }  // namespace
 
+CudaConvBackend cuda_conv_backend_from_env() {
+  const char* env = std::getenv("HFTA_CUDA_CONV");
+  const std::string_view v = env != nullptr ? env : "";
+  if (v.empty() || v == "auto") return CudaConvBackend::kAuto;
+  if (v == "gemm") return CudaConvBackend::kGemm;
+  if (v == "cudnn") return CudaConvBackend::kCudnn;
+  fail("HFTA_CUDA_CONV={}: choose auto (the default), gemm or cudnn", v);
+}
+
+bool conv2d_uses_cudnn(const Conv2dParams& p, CudaConvBackend backend, bool cudnn_loaded) {
+  if (backend == CudaConvBackend::kGemm) return false;
+  const bool expressible = cudnn_conv_shapes(p).has_value();
+  if (backend == CudaConvBackend::kAuto) return expressible && cudnn_loaded;
+  HFTA_CHECK(expressible,
+             "HFTA_CUDA_CONV=cudnn: cuDNN cannot run this convolution ({}): unset HFTA_CUDA_CONV "
+             "to run such layers on hfta's GEMM path",
+             p.shared_input && p.groups > 1 ? "a shared input with groups > 1"
+                                            : "a size beyond cuDNN's 32-bit ints");
+  HFTA_CHECK(cudnn_loaded, "HFTA_CUDA_CONV=cudnn: {}", cudnn_status());
+  return true;
+}
+
+namespace {
+// The backend for `p`; cuDNN's library is loaded only when the choice may fall on it. Under auto,
+// a problem for which cuDNN has no usable algorithm runs on the GEMM path.
+bool use_cudnn(const Conv2dParams& p) {
+  const CudaConvBackend backend = cuda_conv_backend_from_env();
+  if (backend == CudaConvBackend::kGemm) return false;
+  const std::optional<CudnnConvShapes> shapes = cudnn_conv_shapes(p);
+  if (!conv2d_uses_cudnn(p, backend, shapes && cudnn_available())) return false;
+  if (cudnn_conv2d_has_algorithms(p, *shapes)) return true;
+  HFTA_CHECK(backend != CudaConvBackend::kCudnn,
+             "HFTA_CUDA_CONV=cudnn: cuDNN offers no deterministic, direct-sum fp32 algorithm for "
+             "this convolution: unset HFTA_CUDA_CONV");
+  return false;
+}
+}  // namespace
+
 void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
+  if (use_cudnn(p)) return cudnn_conv2d_forward(p, *cudnn_conv_shapes(p), a);
   conv2d_forward_plan(p, a, kConv2dScratchCapFloats, DeviceExec{});
 }
 
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
+  if (use_cudnn(p)) return cudnn_conv2d_backward(p, *cudnn_conv_shapes(p), a);
   conv2d_backward_plan(p, a, kConv2dScratchCapFloats, DeviceExec{});
 }
 

@@ -13,15 +13,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cudnn.h"
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/runtime.h"
 #include "conv_test_util.h"
 #include "fused_ops/conv2d.h"
+#include "fused_ops/cuda/conv2d_cudnn.h"
 #include "fused_ops/cuda/conv2d_gemms.h"
 #include "fused_ops/cuda/conv2d_math.h"
 #include "test_util.h"
@@ -247,6 +253,10 @@ void run_host_plan(const Conv2dCudaCase& c, int64_t cap_floats) {
   expect_matches_reference(c, got, reference(c, start));
 }
 
+// The op through the dispatching conv2d_forward / conv2d_backward with every tensor in device
+// memory, against the reference.
+void run_on_device(const Conv2dCudaCase& c);
+
 class CudaConv2d : public ::testing::TestWithParam<Conv2dCudaCase> {};
 
 // No device needed: the op's whole plan on the host, with the op's scratch cap.
@@ -261,9 +271,48 @@ TEST_P(CudaConv2d, HostPlanInSmallChunksMatchesReference) {
   run_host_plan(GetParam(), 2 * g.col_rows() * g.positions());
 }
 
+// HFTA_CUDA_CONV set to `value` (unset for null) while it lives, then restored.
+class ScopedConvBackend {
+ public:
+  explicit ScopedConvBackend(const char* value) {
+    if (const char* old = std::getenv("HFTA_CUDA_CONV")) old_ = old;
+    if (value != nullptr)
+      setenv("HFTA_CUDA_CONV", value, 1);
+    else
+      unsetenv("HFTA_CUDA_CONV");
+  }
+  ~ScopedConvBackend() {
+    if (old_)
+      setenv("HFTA_CUDA_CONV", old_->c_str(), 1);
+    else
+      unsetenv("HFTA_CUDA_CONV");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+// Every backend the op can pick: hfta's GEMMs and, where it is loadable and can express the
+// problem, cuDNN.
 TEST_P(CudaConv2d, MatchesReference) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const Conv2dCudaCase& c = GetParam();
+  for (const char* backend : {"gemm", "cudnn"}) {
+    SCOPED_TRACE(fmt::format("HFTA_CUDA_CONV={}", backend));
+    if (std::string(backend) == "cudnn" &&
+        (!cuda::cudnn_available() || !cuda::cudnn_conv_shapes(c.p) ||
+         !cuda::cudnn_conv2d_has_algorithms(c.p, *cuda::cudnn_conv_shapes(c.p)))) {
+      std::printf("%s: cuDNN not run (%s)\n", c.name.c_str(),
+                  cuda::cudnn_available() ? "not expressible or no usable algorithm"
+                                          : cuda::cudnn_status().c_str());
+      continue;
+    }
+    const ScopedConvBackend scoped(backend);
+    run_on_device(c);
+  }
+}
+
+void run_on_device(const Conv2dCudaCase& c) {
   const uint64_t seed = test::case_seed(c.name);
   HFTA_CASE_TRACE(seed);
   RngStream rng(seed, 0);
@@ -374,6 +423,102 @@ TEST(CudaConv2dDevice, RaisesWithoutADeviceAndForMixedDevices) {
                             .dy = dy});
       },
       "no CUDA device");
+}
+
+// No device needed: the fused problem as one cuDNN convolution. Per-model inputs are a grouped
+// convolution with B*groups groups whose group j = b*groups + g reads and writes exactly model b's
+// group g's channels; a shared input with one group is one convolution of B*C_out outputs; a
+// shared input with groups > 1 is refused (cuDNN would interleave the models' outputs).
+TEST(CudnnConvShapes, TheFusedLayoutIsOneGroupedConvolution) {
+  const Conv2dParams p{.B = 3,
+                       .N = 5,
+                       .in_channels = 4,
+                       .out_channels = 6,
+                       .H = 9,
+                       .W = 7,
+                       .kernel_h = 3,
+                       .kernel_w = 2,
+                       .stride_h = 2,
+                       .stride_w = 1,
+                       .pad_h = 1,
+                       .pad_w = 0,
+                       .dilation_h = 1,
+                       .dilation_w = 2,
+                       .groups = 2};
+  const auto s = cuda::cudnn_conv_shapes(p);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->x, (std::array<int, 4>{5, 12, 9, 7}));
+  EXPECT_EQ(s->w, (std::array<int, 4>{18, 2, 3, 2}));
+  EXPECT_EQ(s->y,
+            (std::array<int, 4>{5, 18, static_cast<int>(p.out_h()), static_cast<int>(p.out_w())}));
+  EXPECT_EQ(s->bias, (std::array<int, 4>{1, 18, 1, 1}));
+  EXPECT_EQ(s->groups, 6);
+  EXPECT_EQ((std::array<int, 6>{s->pad_h, s->pad_w, s->stride_h, s->stride_w, s->dilation_h,
+                                s->dilation_w}),
+            (std::array<int, 6>{1, 0, 2, 1, 1, 2}));
+  // cuDNN's group j takes input channels [j*C_in/groups, ...) and output channels
+  // [j*C_out/groups, ...): model b's group g in the fused layout.
+  const int64_t cig = p.in_channels / p.groups, cog = p.out_channels / p.groups;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const int64_t j = b * p.groups + g;
+      EXPECT_EQ(j * (s->x[1] / s->groups), b * p.in_channels + g * cig);
+      EXPECT_EQ(j * (s->y[1] / s->groups), b * p.out_channels + g * cog);
+      EXPECT_EQ(j * (s->w[0] / s->groups), b * p.out_channels + g * cog) << "weight rows";
+    }
+
+  Conv2dParams shared = p;
+  shared.groups = 1;
+  shared.shared_input = true;
+  const auto t = cuda::cudnn_conv_shapes(shared);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->x, (std::array<int, 4>{5, 4, 9, 7}));
+  EXPECT_EQ(t->w, (std::array<int, 4>{18, 4, 3, 2}));
+  EXPECT_EQ(t->groups, 1);
+
+  shared.groups = 2;
+  EXPECT_FALSE(cuda::cudnn_conv_shapes(shared).has_value());
+  Conv2dParams huge = p;
+  huge.N = int64_t{1} << 31;
+  EXPECT_FALSE(cuda::cudnn_conv_shapes(huge).has_value());
+}
+
+// No device needed: which backend runs, by HFTA_CUDA_CONV, whether cuDNN loads and whether it can
+// express the problem.
+TEST(CudnnConvShapes, BackendChoice) {
+  const Conv2dParams p{.B = 2, .N = 1, .in_channels = 2, .out_channels = 2, .H = 4, .W = 4};
+  Conv2dParams shared_grouped = p;
+  shared_grouped.shared_input = true;
+  shared_grouped.groups = 2;
+  using cuda::CudaConvBackend;
+  EXPECT_TRUE(cuda::conv2d_uses_cudnn(p, CudaConvBackend::kAuto, true));
+  EXPECT_FALSE(cuda::conv2d_uses_cudnn(p, CudaConvBackend::kAuto, false));
+  EXPECT_FALSE(cuda::conv2d_uses_cudnn(shared_grouped, CudaConvBackend::kAuto, true));
+  EXPECT_FALSE(cuda::conv2d_uses_cudnn(p, CudaConvBackend::kGemm, true));
+  EXPECT_TRUE(cuda::conv2d_uses_cudnn(p, CudaConvBackend::kCudnn, true));
+  test::expect_error_containing(
+      [&] { cuda::conv2d_uses_cudnn(shared_grouped, CudaConvBackend::kCudnn, true); },
+      "a shared input with groups > 1");
+  test::expect_error_containing([&] { cuda::conv2d_uses_cudnn(p, CudaConvBackend::kCudnn, false); },
+                                "HFTA_CUDA_CONV=cudnn");
+  {
+    const ScopedConvBackend unset(nullptr);
+    EXPECT_EQ(cuda::cuda_conv_backend_from_env(), CudaConvBackend::kAuto);
+  }
+  {
+    const ScopedConvBackend gemm("gemm");
+    EXPECT_EQ(cuda::cuda_conv_backend_from_env(), CudaConvBackend::kGemm);
+  }
+  {
+    const ScopedConvBackend bad("fast");
+    test::expect_error_containing([] { cuda::cuda_conv_backend_from_env(); },
+                                  "HFTA_CUDA_CONV=fast: choose auto (the default), gemm or cudnn");
+  }
+  if (!cuda::device_available()) {
+    EXPECT_FALSE(cuda::cudnn_available());
+    EXPECT_NE(cuda::cudnn_status().find("no CUDA device"), std::string::npos)
+        << cuda::cudnn_status();
+  }
 }
 
 }  // namespace

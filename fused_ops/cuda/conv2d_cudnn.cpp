@@ -1,0 +1,239 @@
+// The fused conv2d on cuDNN (fused_ops/cuda/conv2d_cudnn_shapes.h says how the B models map onto
+// one grouped convolution; fused_ops/cuda/conv2d.cpp decides when it runs). fp32 without TF32
+// (CUDNN_FMA_MATH, algorithms using tensor-op math skipped), deterministic direct-sum algorithms
+// only (no FFT, no Winograd, no atomics), the workspace in the thread's device scratch (at most
+// kCudnnWorkspaceCapBytes). Each direction's algorithm is the best-ranked such candidate of
+// cuDNN's heuristics, looked up once per problem and thread.
+#include "fused_ops/cuda/conv2d_cudnn.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "backend/cuda/cudnn.h"
+#include "backend/cuda/runtime.h"
+#include "backend/cuda/scratch.h"
+#include "core/error.h"
+#include "fused_ops/conv2d.h"
+
+namespace hfta::cuda {
+
+#if HFTA_HAS_CUDNN_HEADERS
+
+namespace {
+
+constexpr size_t kCudnnWorkspaceCapBytes = size_t{256} << 20;
+
+// The descriptors of one call; destroyed with it (creating them is host work of a few
+// microseconds, small beside a launch).
+class Descriptors {
+ public:
+  explicit Descriptors(const CudnnConvShapes& s) : lib_(cudnn()) {
+    try {
+      make(s);
+    } catch (...) {
+      release();  // a half-made set: the destructor of an unfinished object does not run
+      throw;
+    }
+  }
+  ~Descriptors() { release(); }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+ private:
+  void make(const CudnnConvShapes& s) {
+    check(lib_.create_tensor(&x), "cudnnCreateTensorDescriptor");
+    check(lib_.create_tensor(&y), "cudnnCreateTensorDescriptor");
+    check(lib_.create_tensor(&bias), "cudnnCreateTensorDescriptor");
+    check(lib_.create_filter(&w), "cudnnCreateFilterDescriptor");
+    check(lib_.create_conv(&conv), "cudnnCreateConvolutionDescriptor");
+    auto tensor = [&](cudnnTensorDescriptor_t d, const std::array<int, 4>& dims) {
+      check(lib_.set_tensor_4d(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims[0], dims[1], dims[2],
+                               dims[3]),
+            "cudnnSetTensor4dDescriptor");
+    };
+    tensor(x, s.x);
+    tensor(y, s.y);
+    tensor(bias, s.bias);
+    check(
+        lib_.set_filter_4d(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.w[0], s.w[1], s.w[2], s.w[3]),
+        "cudnnSetFilter4dDescriptor");
+    check(lib_.set_conv_2d(conv, s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dilation_h,
+                           s.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          "cudnnSetConvolution2dDescriptor");
+    check(lib_.set_group_count(conv, s.groups), "cudnnSetConvolutionGroupCount");
+    check(lib_.set_math_type(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+  }
+  void release() {
+    if (x) lib_.destroy_tensor(x);
+    if (y) lib_.destroy_tensor(y);
+    if (bias) lib_.destroy_tensor(bias);
+    if (w) lib_.destroy_filter(w);
+    if (conv) lib_.destroy_conv(conv);
+  }
+
+  const Cudnn& lib_;
+};
+
+// The algorithms whose sums are a direct convolution's, in some order: the error bound of an fp32
+// sum (what the tests hold every backend to). FFT and Winograd transform the operands and round
+// differently; the backward passes' ALGO_0 (and the filter's ALGO_3) add with atomics, in an
+// order that changes from run to run.
+bool accurate(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+}
+bool accurate(cudnnConvolutionBwdDataAlgo_t a) { return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1; }
+bool accurate(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+}
+
+// A candidate cuDNN ranked that ran its heuristics, is deterministic and accurate, does plain
+// fp32 math and fits the workspace cap.
+template <typename Perf>
+bool usable(const Perf& perf) {
+  return perf.status == CUDNN_STATUS_SUCCESS && perf.determinism == CUDNN_DETERMINISTIC &&
+         accurate(perf.algo) &&
+         (perf.mathType == CUDNN_FMA_MATH || perf.mathType == CUDNN_DEFAULT_MATH) &&
+         perf.memory <= kCudnnWorkspaceCapBytes;
+}
+
+struct Algorithms {
+  cudnnConvolutionFwdAlgo_t forward{};
+  cudnnConvolutionBwdDataAlgo_t backward_data{};
+  cudnnConvolutionBwdFilterAlgo_t backward_filter{};
+  size_t forward_bytes = 0, backward_data_bytes = 0, backward_filter_bytes = 0;
+};
+
+// The best-ranked usable candidate, or nullopt.
+template <typename Perf, typename Query>
+std::optional<Perf> pick(const char* query_name, Query query) {
+  Perf perfs[16];
+  int returned = 0;
+  check(query(16, &returned, perfs), query_name);
+  for (int k = 0; k < returned; ++k)
+    if (usable(perfs[k])) return perfs[k];
+  return std::nullopt;
+}
+
+// Looked up once per problem and thread (cuDNN's heuristics cost tens of microseconds); nullopt
+// when some direction has no usable algorithm.
+const std::optional<Algorithms>& algorithms(const Conv2dParams& p, const Descriptors& d) {
+  thread_local std::map<Conv2dParams, std::optional<Algorithms>> cache;
+  if (auto it = cache.find(p); it != cache.end()) return it->second;
+  const Cudnn& lib = cudnn();
+  cudnnHandle_t h = cudnn_handle();
+  const auto forward = pick<cudnnConvolutionFwdAlgoPerf_t>(
+      "cudnnGetConvolutionForwardAlgorithm_v7",
+      [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
+        return lib.forward_algorithms(h, d.x, d.w, d.conv, d.y, n, got, out);
+      });
+  const auto backward_data = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
+      "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+      [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
+        return lib.backward_data_algorithms(h, d.w, d.y, d.conv, d.x, n, got, out);
+      });
+  const auto backward_filter = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+      [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
+        return lib.backward_filter_algorithms(h, d.x, d.y, d.conv, d.w, n, got, out);
+      });
+  if (!forward || !backward_data || !backward_filter)
+    return cache.emplace(p, std::nullopt).first->second;
+  Algorithms a;
+  a.forward = forward->algo;
+  a.backward_data = backward_data->algo;
+  a.backward_filter = backward_filter->algo;
+  check(lib.forward_workspace(h, d.x, d.w, d.conv, d.y, a.forward, &a.forward_bytes),
+        "cudnnGetConvolutionForwardWorkspaceSize");
+  check(lib.backward_data_workspace(h, d.w, d.y, d.conv, d.x, a.backward_data,
+                                    &a.backward_data_bytes),
+        "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  check(lib.backward_filter_workspace(h, d.x, d.y, d.conv, d.w, a.backward_filter,
+                                      &a.backward_filter_bytes),
+        "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  return cache.emplace(p, a).first->second;
+}
+
+const Algorithms& required_algorithms(const Conv2dParams& p, const Descriptors& d) {
+  const std::optional<Algorithms>& a = algorithms(p, d);
+  HFTA_CHECK(a.has_value(),
+             "cuDNN offers no deterministic, direct-sum fp32 algorithm within {} MiB of workspace "
+             "for the convolution of {} models ({} -> {} channels, kernel {}x{}): run it with "
+             "HFTA_CUDA_CONV=gemm",
+             kCudnnWorkspaceCapBytes >> 20, p.B, p.in_channels, p.out_channels, p.kernel_h,
+             p.kernel_w);
+  return *a;
+}
+
+// `bytes` of the thread's device scratch (cuDNN's workspace), or null for none.
+void* workspace(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  return device_scratch(static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float)));
+}
+
+}  // namespace
+
+bool cudnn_conv2d_has_algorithms(const Conv2dParams& p, const CudnnConvShapes& s) {
+  const Descriptors d(s);
+  return algorithms(p, d).has_value();
+}
+
+void cudnn_conv2d_forward(const Conv2dParams& p, const CudnnConvShapes& s,
+                          const Conv2dForwardArgs& a) {
+  const Cudnn& lib = cudnn();
+  const Descriptors d(s);
+  const Algorithms& algo = required_algorithms(p, d);
+  const float one = 1.0f, zero = 0.0f;
+  check(lib.forward(cudnn_handle(), &one, d.x, a.x.data, d.w, a.weight.data, d.conv, algo.forward,
+                    workspace(algo.forward_bytes), algo.forward_bytes, &zero, d.y, a.y.data),
+        "cudnnConvolutionForward");
+  if (!a.bias.empty())
+    check(lib.add_tensor(cudnn_handle(), &one, d.bias, a.bias.data, &one, d.y, a.y.data),
+          "cudnnAddTensor (the bias)");
+}
+
+void cudnn_conv2d_backward(const Conv2dParams& p, const CudnnConvShapes& s,
+                           const Conv2dBackwardArgs& a) {
+  const Cudnn& lib = cudnn();
+  const Descriptors d(s);
+  const Algorithms& algo = required_algorithms(p, d);
+  const float one = 1.0f, zero = 0.0f;
+  // dweight and dbias accumulate (beta 1), dx is written or added (fused_ops/conv2d.h).
+  if (!a.dbias.empty())
+    check(lib.backward_bias(cudnn_handle(), &one, d.y, a.dy.data, &one, d.bias, a.dbias.data),
+          "cudnnConvolutionBackwardBias");
+  if (!a.dweight.empty())
+    check(lib.backward_filter(cudnn_handle(), &one, d.x, a.x.data, d.y, a.dy.data, d.conv,
+                              algo.backward_filter, workspace(algo.backward_filter_bytes),
+                              algo.backward_filter_bytes, &one, d.w, a.dweight.data),
+          "cudnnConvolutionBackwardFilter");
+  if (!a.dx.empty())
+    check(
+        lib.backward_data(cudnn_handle(), &one, d.w, a.weight.data, d.y, a.dy.data, d.conv,
+                          algo.backward_data, workspace(algo.backward_data_bytes),
+                          algo.backward_data_bytes, a.accumulate_dx ? &one : &zero, d.x, a.dx.data),
+        "cudnnConvolutionBackwardData");
+}
+
+#else
+
+bool cudnn_conv2d_has_algorithms(const Conv2dParams&, const CudnnConvShapes&) { return false; }
+
+void cudnn_conv2d_forward(const Conv2dParams&, const CudnnConvShapes&, const Conv2dForwardArgs&) {
+  fail("{}", cudnn_status());
+}
+void cudnn_conv2d_backward(const Conv2dParams&, const CudnnConvShapes&, const Conv2dBackwardArgs&) {
+  fail("{}", cudnn_status());
+}
+
+#endif
+
+}  // namespace hfta::cuda

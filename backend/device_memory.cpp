@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #if HFTA_WITH_CUDA
 #include "backend/cuda/device_arena.h"

@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <string>
-#include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -53,14 +52,6 @@ void copy_view(const View<T>& from, const View<T>& to, std::string_view what = "
              from.shape.str(), to.shape.str());
   copy_memory(to.data, to.device, from.data, from.device,
               static_cast<size_t>(from.numel()) * sizeof(T));
-}
-
-// `t`'s values, copied into host memory from whichever device holds them.
-template <typename T>
-std::vector<T> to_host_vector(const View<T>& t) {
-  std::vector<T> out(static_cast<size_t>(t.numel()));
-  copy_memory(out.data(), Device::kCpu, t.data, t.device, out.size() * sizeof(T));
-  return out;
 }
 
 // Sets every element of `t` to `value`; on the device through a host copy of the values (for

@@ -10,7 +10,6 @@
 
 #include "core/device_memory.h"
 #include "core/error.h"
-#include "core/parallel.h"
 #include "fused_ops/add.h"
 #include "models/net_value_info.h"
 
@@ -346,19 +345,9 @@ void Net::backward() {
     } catch (const Error& e) {
       fail("{} (backward): {}", node.describe(), e.what());
     }
-    if (pending_scratch_ >= 0 && spec_.device != Device::kCpu) {
+    if (pending_scratch_ >= 0) {  // the scratch gradient added in: the add op's backward
       const TensorView target = grad(Value{pending_scratch_});
       add_backward({.dy = scratch_.leading(target.shape), .dx = target, .accumulate_dx = true});
-      pending_scratch_ = -1;
-    } else if (pending_scratch_ >= 0) {
-      TensorView target = grad(Value{pending_scratch_});
-      const int64_t count = target.numel();
-      float* dst = target.data;
-      const float* src = scratch_.data;
-      for_each_chunk(count, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-        for (int64_t k = begin; k < end; ++k) dst[k] += src[k];
-      });
       pending_scratch_ = -1;
     }
     if (profile_)

@@ -87,15 +87,13 @@ size_t bytes_of(const TensorView& t) { return static_cast<size_t>(t.numel()) * s
 }  // namespace
 
 void copy_to_device(const TensorView& host, const TensorView& device) {
-  copy_to_device_async(host, device);
-  synchronize();
+  check_copy(host, device, "copy_to_device");
+  device_copy(device.data, host.data, bytes_of(device));
 }
 
 void copy_to_host(const TensorView& device, const TensorView& host) {
   check_copy(host, device, "copy_to_host");
-  HFTA_CUDA_CHECK(
-      cudaMemcpyAsync(host.data, device.data, bytes_of(host), cudaMemcpyDeviceToHost, stream()));
-  synchronize();
+  device_copy(host.data, device.data, bytes_of(host));
 }
 
 void copy_to_device_async(const TensorView& pinned_host, const TensorView& device) {

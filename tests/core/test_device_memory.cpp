@@ -34,7 +34,9 @@ TEST(DeviceMemory, HostCopiesFillsAndZeroes) {
   EXPECT_EQ(b, (std::vector<float>{7.0f, 7.0f, 7.0f, 4.5f})) << "only the view's elements";
   zero_memory(Device::kCpu, b.data() + 1, 2 * sizeof(float));
   EXPECT_EQ(b, (std::vector<float>{7.0f, 0.0f, 0.0f, 4.5f}));
-  EXPECT_EQ(to_host_vector(TensorView(a.data() + 1, Shape{2})), (std::vector<float>{2.0f, -3.0f}));
+  std::vector<float> middle(2);
+  copy_view(TensorView(a.data() + 1, Shape{2}), TensorView(middle.data(), Shape{2}));
+  EXPECT_EQ(middle, (std::vector<float>{2.0f, -3.0f}));
 }
 
 TEST(DeviceMemory, CopiesOfOtherShapesOrMissingTensorsAreRefused) {

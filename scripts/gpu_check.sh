@@ -39,7 +39,16 @@ if has tests; then
     name=$(basename "$t")
     timeout 300 "$t" > "$OUT/$name.txt" 2>&1
     status=$?
-    echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$name.txt" | tr '\n' ' ')" \
+    echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/$name.txt" | tr '\n' ' ')" \
+      | tee -a "$OUT/tests.txt"
+  done
+  # The op harness's GPU cases (tests/op_harness.h: the CPU cases' shapes, fused(B) against B
+  # reference runs, garbage-filled outputs, fused == serial bit for bit on the device).
+  for t in linear activation add batchnorm2d conv2d conv2d_im2col conv2d_pointwise \
+           cross_entropy dropout flatten pool2d scale_channels; do
+    timeout 300 "$BUILD/test_$t" --gtest_filter='OnCuda*' > "$OUT/harness_$t.txt" 2>&1
+    status=$?
+    echo "harness $t: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/harness_$t.txt" | tr '\n' ' ')" \
       | tee -a "$OUT/tests.txt"
   done
 fi

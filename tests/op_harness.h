@@ -15,6 +15,12 @@
 //   4. deterministic mode (core/determinism.h): fast(B) on the case's threads gives every model
 //      the bits of fast(B = 1) on one thread, for every output, saved tensor, state and gradient
 //      but a shared input's gradient (a sum over the models).
+// A case with device = kCuda runs the fast path on the GPU: every tensor, garbage included, is
+// copied into a device arena of its own, the op runs there and everything is copied back before
+// the same checks (check 4: fast(B) on the device against fast(1) on the device). Such a case is
+// skipped where the device is absent (a build without CUDA, a machine without a GPU).
+// device_cases() turns a file's CPU case list into its device cases. An adapter reaches tensor
+// memory only through the ops and copy_values (never std::memcpy): the views may be the device's.
 // An adapter may also define tolerance(one_params, single_views, spec) -> {atol, rtol}: the
 // tolerance of one compared tensor from model b's reference run (its inputs, outputs and saved
 // statistics), for errors that scale with the data (normalization's rstd); else spec's.
@@ -26,12 +32,15 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "backend/cpu/runtime.h"
+#include "core/arena.h"
 #include "core/determinism.h"
+#include "core/device_memory.h"
 #include "core/parallel.h"
 #include "fused_ops/conv2d.h"
 #include "sanitizer.h"
@@ -101,9 +110,16 @@ struct OpCase {
   cpu::Conv2dStrategy strategy = cpu::Conv2dStrategy::kAuto;
   cpu::ModelParallelism parallelism = cpu::ModelParallelism::kAuto;
   bool accumulate_dx = false;
-  bool no_dx = false;  // no input gradient wanted (a first layer)
-  bool fd = false;     // also check the reference against finite differences
+  bool no_dx = false;            // no input gradient wanted (a first layer)
+  bool fd = false;               // also check the reference against finite differences
+  Device device = Device::kCpu;  // where the fast path runs (the reference: always the host)
 };
+
+// `from` copied into `to` (same shape) on whatever devices they are: for adapters that prepare
+// an in-place run by copying one tensor over another.
+inline void copy_values(const TensorView& from, const TensorView& to) {
+  copy_view(from, to, "op harness copy");
+}
 
 template <typename P>
 void PrintTo(const OpCase<P>& c, std::ostream* os) {
@@ -200,6 +216,47 @@ inline Views views_of(std::map<std::string, HBuf>& bufs) {
   return v;
 }
 
+// The dispatching fast path over `bufs` on `device`: on the host in place; elsewhere through one
+// device arena per tensor, filled from the host buffer (garbage included) and copied back after
+// the op, so the checks read the device's results from the same host buffers.
+template <typename Op>
+void run_fast(const typename Op::Params& p, std::map<std::string, HBuf>& bufs,
+              const RunContext& ctx, Device device) {
+  if (device == Device::kCpu) {
+    Op::run(p, views_of(bufs), ctx);
+    return;
+  }
+  std::vector<Arena> arenas;
+  arenas.reserve(bufs.size());
+  Views on_device;
+  for (auto& [name, b] : bufs) {
+    Arena counting(device);
+    if (b.spec.is_index)
+      counting.carve<int32_t>(b.spec.shape);
+    else
+      counting.carve<float>(b.spec.shape);
+    Arena& arena = arenas.emplace_back(std::max<size_t>(counting.used(), 64), name, device);
+    if (b.spec.is_index) {
+      const IndexView d = arena.carve<int32_t>(b.spec.shape);
+      if (b.numel() > 0) copy_view(IndexView(b.i.data(), b.spec.shape), d, name);
+      on_device.i[name] = d;
+    } else {
+      const TensorView d = arena.carve<float>(b.spec.shape);
+      if (b.numel() > 0) copy_view(TensorView(b.f.data(), b.spec.shape), d, name);
+      on_device.f[name] = d;
+    }
+  }
+  Op::run(p, on_device, ctx);
+  synchronize(device);
+  for (auto& [name, b] : bufs) {
+    if (b.numel() == 0) continue;
+    if (b.spec.is_index)
+      copy_view(on_device.i.at(name), IndexView(b.i.data(), b.spec.shape), name);
+    else
+      copy_view(on_device.f.at(name), TensorView(b.f.data(), b.spec.shape), name);
+  }
+}
+
 // Restores the thread count, GEMM backend and conv strategy a case changed.
 struct Settings {
   int threads = num_threads();
@@ -276,10 +333,9 @@ void check_deterministic(const OpCase<typename Op::Params>& c, const typename Op
   SCOPED_TRACE("deterministic mode: fast(B) against fast(1) on one thread");
   set_deterministic(true);
   std::map<std::string, detail::HBuf> fused = start;
-  {
-    Views v = detail::views_of(fused);
-    Op::run(fused_p, v, RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed});
-  }
+  detail::run_fast<Op>(fused_p, fused,
+                       RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed},
+                       c.device);
   cpu::set_num_threads(1);
   for (int64_t b = 0; b < c.B; ++b) {
     SCOPED_TRACE(fmt::format("model b={}", b));
@@ -293,10 +349,10 @@ void check_deterministic(const OpCase<typename Op::Params>& c, const typename Op
         detail::copy_slice(from.f, buf.f, fused_specs[k], one_specs[k], c.B, b, true);
       one.emplace(one_specs[k].name, std::move(buf));
     }
-    Views v = detail::views_of(one);
-    Op::run(
-        one_p, v,
-        RunContext{.ref = false, .first_model = b, .accumulate_dx = c.accumulate_dx, .seed = seed});
+    detail::run_fast<Op>(
+        one_p, one,
+        RunContext{.ref = false, .first_model = b, .accumulate_dx = c.accumulate_dx, .seed = seed},
+        c.device);
     for (size_t k = 0; k < one_specs.size(); ++k) {
       const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
       if (fs.role == Role::kInput || fs.layout == Layout::kShared) continue;
@@ -327,15 +383,19 @@ void check_deterministic(const OpCase<typename Op::Params>& c, const typename Op
 template <typename Op>
 void run_case(const OpCase<typename Op::Params>& c) {
   using detail::HBuf;
+  if (!device_available(c.device))
+    GTEST_SKIP() << "no " << device_flag_name(c.device) << " device: " << describe_device(c.device);
   const uint64_t seed = case_seed(c.name);
   HFTA_CASE_TRACE(seed);
   typename Op::Params fused_p = c.p, one_p = c.p;
   fused_p.B = c.B;
   one_p.B = 1;
-  SCOPED_TRACE(fmt::format("B={} threads={} gemm={} strategy={} accumulate_dx={} no_dx={} {}", c.B,
-                           c.threads, c.gemm == cpu::GemmBackend::kOneDnn ? "onednn" : "openblas",
-                           static_cast<int>(c.strategy), c.accumulate_dx, c.no_dx,
-                           Op::describe(fused_p)));
+  SCOPED_TRACE(
+      fmt::format("B={} threads={} gemm={} strategy={} accumulate_dx={} no_dx={} "
+                  "device={} {}",
+                  c.B, c.threads, c.gemm == cpu::GemmBackend::kOneDnn ? "onednn" : "openblas",
+                  static_cast<int>(c.strategy), c.accumulate_dx, c.no_dx,
+                  device_flag_name(c.device), Op::describe(fused_p)));
   detail::Settings restore;
   cpu::set_num_threads(c.threads);
   cpu::set_gemm_backend(c.gemm);
@@ -359,10 +419,9 @@ void run_case(const OpCase<typename Op::Params>& c) {
     start.emplace(s.name, b);
     fused.emplace(s.name, std::move(b));
   }
-  {
-    Views v = detail::views_of(fused);
-    Op::run(fused_p, v, RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed});
-  }
+  detail::run_fast<Op>(fused_p, fused,
+                       RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed},
+                       c.device);
 
   // Model by model through the reference, each from its slice of the same starting values.
   std::map<std::string, std::vector<double>> shared_grad_sum;  // kShared input gradients
@@ -457,6 +516,30 @@ void run_case(const OpCase<typename Op::Params>& c) {
   // Not under sanitizers: the release suite runs it, and it doubles the op tests' time.
   if (!test::kSanitized)
     check_deterministic<Op>(c, fused_p, one_p, fused_specs, one_specs, start, seed);
+}
+
+// The cases of a CPU list again, on `device` (those `keep` accepts, when given: the op kinds that
+// have a kernel there). Cases that differ only in CPU settings (threads, GEMM library, conv
+// strategy, model parallelism) run once, under the first one's name; finite differences check the
+// reference, so the CPU cases already did.
+template <typename Op>
+std::vector<OpCase<typename Op::Params>> device_cases(
+    const std::vector<OpCase<typename Op::Params>>& cases, Device device,
+    const std::function<bool(const OpCase<typename Op::Params>&)>& keep = {}) {
+  std::vector<OpCase<typename Op::Params>> out;
+  std::set<std::string> seen;
+  for (OpCase<typename Op::Params> c : cases) {
+    if (keep && !keep(c)) continue;
+    typename Op::Params p = c.p;
+    p.B = c.B;
+    const std::string key = fmt::format("{} B={} accumulate_dx={} no_dx={}", Op::describe(p), c.B,
+                                        c.accumulate_dx, c.no_dx);
+    if (!seen.insert(key).second) continue;
+    c.device = device;
+    c.fd = false;
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace hfta::test

@@ -2,7 +2,6 @@
 // reference on each model alone, every kind (ReLU6, Hardswish, Hardsigmoid included), in both
 // activation layouts, in place and not, dx written or accumulated; reference gradients equal finite
 // differences; NaN propagates; bad shapes and slopes raise hfta::Error.
-#include <cstring>
 #include <limits>
 
 #include "fused_ops/activation.h"
@@ -134,15 +133,14 @@ struct ActivationOp {
     }
     // In place: y over a copy of x where backward reads y (x then is gone: backward gets only
     // y); dx over a copy of dy. The copies leave x and dy intact for the reference.
-    const auto bytes = static_cast<size_t>(x.numel()) * sizeof(float);
     const bool from_y = p.backward_reads_output();
     if (from_y) {
-      std::memcpy(y.data, x.data, bytes);
+      test::copy_values(x, y);
       activation_forward(p, {.x = y, .y = y});
     } else {
       activation_forward(p, {.x = x, .y = y});
     }
-    std::memcpy(dx.data, dy.data, bytes);
+    test::copy_values(dy, dx);
     activation_backward(
         p, {.x = from_y ? TensorView() : x, .y = from_y ? y : TensorView(), .dy = dx, .dx = dx});
   }
@@ -199,6 +197,25 @@ std::vector<OpCase<ActP>> activation_cases() {
 class ActivationHarness : public ::testing::TestWithParam<OpCase<ActP>> {};
 TEST_P(ActivationHarness, FusedEqualsSerial) { test::run_case<ActivationOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationHarness, ::testing::ValuesIn(activation_cases()),
+                         test::CaseName());
+// The kinds fused_ops/cuda/activation.cpp has kernels for (GELU, tanh and sigmoid raise there).
+bool has_cuda_kernel(const OpCase<ActP>& c) {
+  switch (c.p.act.kind) {
+    case ActivationKind::kRelu:
+    case ActivationKind::kLeakyRelu:
+    case ActivationKind::kRelu6:
+    case ActivationKind::kHardswish:
+    case ActivationKind::kHardsigmoid:
+      return true;
+    default:
+      return false;
+  }
+}
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, ActivationHarness,
+                         ::testing::ValuesIn(test::device_cases<ActivationOp>(activation_cases(),
+                                                                              Device::kCuda,
+                                                                              has_cuda_kernel)),
                          test::CaseName());
 
 // Inputs in [-5, 5] plus exact zeros and values right at the kinks.

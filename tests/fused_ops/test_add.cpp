@@ -120,6 +120,10 @@ std::vector<test::OpCase<AddP>> add_cases() {
 class AddHarness : public ::testing::TestWithParam<test::OpCase<AddP>> {};
 TEST_P(AddHarness, FusedEqualsSerial) { test::run_case<AddOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, AddHarness, ::testing::ValuesIn(add_cases()), test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, AddHarness,
+                         ::testing::ValuesIn(test::device_cases<AddOp>(add_cases(), Device::kCuda)),
+                         test::CaseName());
 
 TEST(Add, BadShapesAreErrors) {
   Buffer a(Shape{2, 3}), b(Shape{3, 2}), y(Shape{2, 3});

@@ -238,6 +238,11 @@ class BatchNorm2dHarness : public ::testing::TestWithParam<OpCase<BnParams>> {};
 TEST_P(BatchNorm2dHarness, FusedEqualsSerial) { test::run_case<BatchNorm2dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, BatchNorm2dHarness, ::testing::ValuesIn(batchnorm_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, BatchNorm2dHarness,
+                         ::testing::ValuesIn(test::device_cases<BatchNorm2dOp>(batchnorm_cases(),
+                                                                               Device::kCuda)),
+                         test::CaseName());
 
 // Skipped gradients stay untouched and do not change the others.
 TEST(BatchNorm2d, EmptyGradientsAreSkipped) {

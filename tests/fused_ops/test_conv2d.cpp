@@ -163,6 +163,11 @@ class Conv2dHarness : public ::testing::TestWithParam<OpCase<Conv2dParams>> {};
 TEST_P(Conv2dHarness, FusedEqualsSerial) { test::run_case<Conv2dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Geometry, Conv2dHarness, ::testing::ValuesIn(geometry_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCudaGeometry, Conv2dHarness,
+                         ::testing::ValuesIn(test::device_cases<Conv2dOp>(geometry_cases(),
+                                                                          Device::kCuda)),
+                         test::CaseName());
 INSTANTIATE_TEST_SUITE_P(Parallelism, Conv2dHarness, ::testing::ValuesIn(parallelism_cases()),
                          test::CaseName());
 INSTANTIATE_TEST_SUITE_P(Direct, Conv2dHarness, ::testing::ValuesIn(direct_cases()),

@@ -58,6 +58,11 @@ class Conv2dIm2colHarness : public ::testing::TestWithParam<OpCase<Conv2dParams>
 TEST_P(Conv2dIm2colHarness, FusedEqualsSerial) { test::run_case<Conv2dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Im2col, Conv2dIm2colHarness, ::testing::ValuesIn(im2col_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCudaIm2col, Conv2dIm2colHarness,
+                         ::testing::ValuesIn(test::device_cases<Conv2dOp>(im2col_cases(),
+                                                                          Device::kCuda)),
+                         test::CaseName());
 
 // The GEMM path is chosen exactly where it applies, whatever B, and only when not forced
 // elsewhere.

@@ -57,6 +57,11 @@ class Conv2dPointwiseHarness : public ::testing::TestWithParam<OpCase<Conv2dPara
 TEST_P(Conv2dPointwiseHarness, FusedEqualsSerial) { test::run_case<Conv2dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Pointwise, Conv2dPointwiseHarness, ::testing::ValuesIn(pointwise_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCudaPointwise, Conv2dPointwiseHarness,
+                         ::testing::ValuesIn(test::device_cases<Conv2dOp>(pointwise_cases(),
+                                                                          Device::kCuda)),
+                         test::CaseName());
 
 // The per-image GEMMs are chosen exactly where they apply, whatever B, after the small-plane
 // GEMMs (im2col), and only when not forced elsewhere.

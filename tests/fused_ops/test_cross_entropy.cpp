@@ -3,7 +3,6 @@
 // reference gradients equal finite differences; a NaN in one model leaves the others untouched;
 // bad labels and shapes raise hfta::Error.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -112,9 +111,10 @@ struct CrossEntropyOp {
     std::vector<int64_t> correct(static_cast<size_t>(p.B), -1);
     (ctx.ref ? ref::count_correct : count_correct)(
         p, {.logits = v("logits"), .labels = v.index("labels"), .correct = correct});
-    for (int64_t b = 0; b < p.B; ++b) v("correct").data[b] = static_cast<float>(correct[b]);
+    std::vector<float> correct_values(correct.begin(), correct.end());
+    test::copy_values(TensorView(correct_values.data(), v("correct").shape), v("correct"));
     const bool in_place = q.in_place && !ctx.ref;
-    if (in_place) std::memcpy(dlogits.data, probs.data, sizeof(float) * probs.numel());
+    if (in_place) test::copy_values(probs, dlogits);
     (ctx.ref ? ref::cross_entropy_backward : cross_entropy_backward)(
         p, {.saved = {in_place ? dlogits : probs},
             .labels = v.index("labels"),
@@ -209,6 +209,11 @@ class CrossEntropyHarness : public ::testing::TestWithParam<OpCase<CeP>> {};
 TEST_P(CrossEntropyHarness, FusedEqualsSerial) { test::run_case<CrossEntropyOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, CrossEntropyHarness, ::testing::ValuesIn(cross_entropy_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(
+    OnCuda, CrossEntropyHarness,
+    ::testing::ValuesIn(test::device_cases<CrossEntropyOp>(cross_entropy_cases(), Device::kCuda)),
+    test::CaseName());
 
 // Forward, backward and count_correct on whole buffers (the NaN test below).
 struct CeResult {

@@ -3,7 +3,6 @@
 // drop rate is p within a binomial bound and the keep scale is 4/3 at p = 0.25 by hand; eval mode
 // and p == 0 are the identity; the gradient is mask * dy; bad parameters raise hfta::Error.
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "fused_ops/dropout.h"
@@ -90,11 +89,11 @@ struct DropoutOp {
     auto backward = ctx.ref ? ref::dropout_backward : dropout_backward;
     forward(p, {.x = v("x_prev"), .streams = streams, .saved = {mask}, .y = y});
     const bool in_place = q.in_place && !ctx.ref;
-    if (in_place) std::memcpy(y.data, x.data, static_cast<size_t>(x.numel()) * sizeof(float));
+    if (in_place) test::copy_values(x, y);
     forward(p, {.x = in_place ? y : x, .streams = streams, .saved = {mask}, .y = y});
     if (ctx.forward_only) return;
     if (in_place && !ctx.accumulate_dx) {
-      std::memcpy(dx.data, dy.data, static_cast<size_t>(dy.numel()) * sizeof(float));
+      test::copy_values(dy, dx);
       backward(p, {.saved = {mask}, .dy = dx, .dx = dx});
     } else {
       backward(p, {.saved = {mask}, .dy = dy, .dx = dx, .accumulate_dx = ctx.accumulate_dx});
@@ -145,6 +144,11 @@ std::vector<OpCase<DropP>> dropout_cases() {
 class DropoutHarness : public ::testing::TestWithParam<OpCase<DropP>> {};
 TEST_P(DropoutHarness, FusedEqualsSerial) { test::run_case<DropoutOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, DropoutHarness, ::testing::ValuesIn(dropout_cases()),
+                         test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, DropoutHarness,
+                         ::testing::ValuesIn(test::device_cases<DropoutOp>(dropout_cases(),
+                                                                           Device::kCuda)),
                          test::CaseName());
 
 // dx = mask * dy exactly, written and accumulated (start + mask * dy, rounded once as an FMA or

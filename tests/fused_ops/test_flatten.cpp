@@ -89,6 +89,11 @@ class FlattenHarness : public ::testing::TestWithParam<OpCase<FlattenParams>> {}
 TEST_P(FlattenHarness, FusedEqualsSerial) { test::run_case<FlattenOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, FlattenHarness, ::testing::ValuesIn(flatten_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, FlattenHarness,
+                         ::testing::ValuesIn(test::device_cases<FlattenOp>(flatten_cases(),
+                                                                           Device::kCuda)),
+                         test::CaseName());
 
 // Round trips: backward(forward(x)) == x and forward(backward(dy)) == dy, bit for bit.
 TEST(Flatten, RoundTripsAreExact) {

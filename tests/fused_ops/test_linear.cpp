@@ -128,6 +128,11 @@ class LinearHarness : public ::testing::TestWithParam<OpCase<LinearParams>> {};
 TEST_P(LinearHarness, FusedEqualsSerial) { test::run_case<LinearOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, LinearHarness, ::testing::ValuesIn(linear_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, LinearHarness,
+                         ::testing::ValuesIn(test::device_cases<LinearOp>(linear_cases(),
+                                                                          Device::kCuda)),
+                         test::CaseName());
 
 TEST(Linear, ReferenceGradientsMatchFiniteDifferences) {
   for (bool shared : {false, true}) {

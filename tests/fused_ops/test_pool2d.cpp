@@ -230,6 +230,11 @@ std::vector<OpCase<PoolP>> pool_cases() {
 class Pool2dHarness : public ::testing::TestWithParam<OpCase<PoolP>> {};
 TEST_P(Pool2dHarness, FusedEqualsSerial) { test::run_case<Pool2dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, Pool2dHarness, ::testing::ValuesIn(pool_cases()), test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, Pool2dHarness,
+                         ::testing::ValuesIn(test::device_cases<Pool2dOp>(pool_cases(),
+                                                                          Device::kCuda)),
+                         test::CaseName());
 
 struct AdaptiveOp {
   using Params = AdaptiveAvgPool2dParams;
@@ -313,6 +318,11 @@ class AdaptiveAvgPool2dHarness : public ::testing::TestWithParam<OpCase<Adaptive
 };
 TEST_P(AdaptiveAvgPool2dHarness, FusedEqualsSerial) { test::run_case<AdaptiveOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, AdaptiveAvgPool2dHarness, ::testing::ValuesIn(adaptive_cases()),
+                         test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, AdaptiveAvgPool2dHarness,
+                         ::testing::ValuesIn(test::device_cases<AdaptiveOp>(adaptive_cases(),
+                                                                            Device::kCuda)),
                          test::CaseName());
 
 // ---- hand-computed cases, errors ----

@@ -100,6 +100,11 @@ class ScaleChannelsHarness : public ::testing::TestWithParam<OpCase<ScaleChannel
 TEST_P(ScaleChannelsHarness, FusedEqualsSerial) { test::run_case<ScaleChannelsOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, ScaleChannelsHarness, ::testing::ValuesIn(scale_channels_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(
+    OnCuda, ScaleChannelsHarness,
+    ::testing::ValuesIn(test::device_cases<ScaleChannelsOp>(scale_channels_cases(), Device::kCuda)),
+    test::CaseName());
 
 // The array's model b gives, bit for bit, what model b alone gives, ds included, also with dx
 // written in place over dy and with only one of the two gradients wanted.

@@ -1,5 +1,6 @@
 // CUDA fused conv2d (the contract is fused_ops/conv2d.h): on cuDNN where it is loadable and can
-// express the problem (conv2d_cudnn.h; HFTA_CUDA_CONV=gemm|cudnn forces either), else the plan of
+// express the problem (conv2d_cudnn.h; HFTA_CUDA_CONV=gemm|cudnn forces either, and
+// HFTA_CUDA_CONV=implicit runs hfta's implicit-GEMM kernels, conv2d_implicit.h), else the plan of
 // conv2d_gemms.h run with the
 // kernels of conv2d_kernels.cu (im2col, a gathering col2im, the bias fill and bias gradient) and
 // cublasSgemmStridedBatched, columns in the calling thread's device scratch
@@ -17,6 +18,7 @@
 #include "backend/cuda/scratch.h"
 #include "fused_ops/cuda/conv2d_cudnn.h"
 #include "fused_ops/cuda/conv2d_gemms.h"
+#include "fused_ops/cuda/conv2d_implicit.h"
 #include "fused_ops/cuda/kernels.h"
 
 namespace hfta::cuda {
@@ -69,11 +71,12 @@ CudaConvBackend cuda_conv_backend_from_env() {
   if (v.empty() || v == "auto") return CudaConvBackend::kAuto;
   if (v == "gemm") return CudaConvBackend::kGemm;
   if (v == "cudnn") return CudaConvBackend::kCudnn;
-  fail("HFTA_CUDA_CONV={}: choose auto (the default), gemm or cudnn", v);
+  if (v == "implicit") return CudaConvBackend::kImplicit;
+  fail("HFTA_CUDA_CONV={}: choose auto (the default), gemm, cudnn or implicit", v);
 }
 
 bool conv2d_uses_cudnn(const Conv2dParams& p, CudaConvBackend backend, bool cudnn_loaded) {
-  if (backend == CudaConvBackend::kGemm) return false;
+  if (backend == CudaConvBackend::kGemm || backend == CudaConvBackend::kImplicit) return false;
   const bool expressible = cudnn_conv_shapes(p).has_value();
   if (backend == CudaConvBackend::kAuto) return expressible && cudnn_loaded;
   HFTA_CHECK(expressible,
@@ -102,11 +105,15 @@ bool use_cudnn(const Conv2dParams& p) {
 }  // namespace
 
 void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
+  if (cuda_conv_backend_from_env() == CudaConvBackend::kImplicit)
+    return implicit_conv2d_forward(p, a);
   if (use_cudnn(p)) return cudnn_conv2d_forward(p, *cudnn_conv_shapes(p), a);
   conv2d_forward_plan(p, a, kConv2dScratchCapFloats, DeviceExec{});
 }
 
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
+  if (cuda_conv_backend_from_env() == CudaConvBackend::kImplicit)
+    return implicit_conv2d_backward(p, a);
   if (use_cudnn(p)) return cudnn_conv2d_backward(p, *cudnn_conv_shapes(p), a);
   conv2d_backward_plan(p, a, kConv2dScratchCapFloats, DeviceExec{});
 }

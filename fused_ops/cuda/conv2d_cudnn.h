@@ -19,13 +19,13 @@ void cudnn_conv2d_forward(const Conv2dParams& p, const CudnnConvShapes& s,
 void cudnn_conv2d_backward(const Conv2dParams& p, const CudnnConvShapes& s,
                            const Conv2dBackwardArgs& a);
 
-// HFTA_CUDA_CONV: "auto" (or unset), "gemm" or "cudnn"; throws hfta::Error naming the choices for
-// any other value.
+// HFTA_CUDA_CONV: "auto" (or unset), "gemm", "cudnn" or "implicit"; throws hfta::Error naming the
+// choices for any other value.
 CudaConvBackend cuda_conv_backend_from_env();
 // Whether the CUDA conv2d of `p` runs on cuDNN under `backend` where `cudnn_loaded` says whether
-// the library is there: kGemm never, kAuto when cuDNN can express the problem and is loaded,
-// kCudnn always (throwing hfta::Error, with the reason, where it cannot). Host-only logic, so
-// tested without a GPU.
+// the library is there: kGemm and kImplicit never, kAuto when cuDNN can express the problem and is
+// loaded, kCudnn always (throwing hfta::Error, with the reason, where it cannot). Host-only logic,
+// so tested without a GPU.
 bool conv2d_uses_cudnn(const Conv2dParams& p, CudaConvBackend backend, bool cudnn_loaded);
 
 }  // namespace hfta::cuda

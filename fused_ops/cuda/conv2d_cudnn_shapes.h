@@ -54,8 +54,9 @@ inline std::optional<CudnnConvShapes> cudnn_conv_shapes(const Conv2dParams& p) {
 }
 
 // Which implementation the CUDA conv2d runs (HFTA_CUDA_CONV): cuDNN where it is available and can
-// express the problem (auto, the default), always cuDNN (cudnn: an error where it cannot), or
-// hfta's im2col + cuBLAS GEMMs (gemm).
-enum class CudaConvBackend { kAuto, kGemm, kCudnn };
+// express the problem (auto, the default), always cuDNN (cudnn: an error where it cannot),
+// hfta's im2col + cuBLAS GEMMs (gemm), or hfta's implicit-GEMM kernels (implicit,
+// conv2d_implicit.h: opt-in until measured on a GPU).
+enum class CudaConvBackend { kAuto, kGemm, kCudnn, kImplicit };
 
 }  // namespace hfta::cuda

@@ -20,9 +20,7 @@ __global__ void conv_bias_grad_kernel(const float* __restrict__ dy, float* __res
                                       int64_t N, int64_t BC, int64_t P) {
   __shared__ double partial[kThreads];
   const int64_t c = blockIdx.x;
-  double acc = 0.0;
-  for (int64_t e = threadIdx.x; e < N * P; e += kThreads) acc += dy[((e / P) * BC + c) * P + e % P];
-  partial[threadIdx.x] = acc;
+  partial[threadIdx.x] = conv_math::bias_grad_thread_sum(dy, N, BC, P, c, threadIdx.x, kThreads);
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];

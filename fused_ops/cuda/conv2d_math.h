@@ -101,4 +101,17 @@ HFTA_HOST_DEVICE inline int64_t bias_channel(int64_t index, int64_t BC, int64_t 
   return (index / P) % BC;
 }
 
+// Thread t's share of channel c's bias gradient in conv_bias_grad (dy [N, BC, P]): elements t,
+// t + threads, ... of the channel's N*P, in order, in double. The kernel then adds its threads'
+// shares as a fixed tree; a host mirror does the same (tests/cuda/test_cuda_conv2d_implicit.cpp).
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): the kernel's and the mirror's one call
+HFTA_HOST_DEVICE inline double bias_grad_thread_sum(const float* dy, int64_t N, int64_t BC,
+                                                    int64_t P, int64_t c, int64_t t,
+                                                    int64_t threads) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
+  double acc = 0.0;
+  for (int64_t e = t; e < N * P; e += threads) acc += dy[((e / P) * BC + c) * P + e % P];
+  return acc;
+}
+
 }  // namespace hfta::conv_math

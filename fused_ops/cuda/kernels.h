@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "fused_ops/cuda/conv2d_implicit_math.h"
 #include "fused_ops/cuda/conv2d_math.h"
 #include "fused_ops/cuda/cross_entropy_math.h"
 #include "fused_ops/cuda/pool2d_math.h"
@@ -121,5 +122,24 @@ cudaError_t flatten_forward(const float* x, float* y, int64_t B, int64_t N, int6
                             cudaStream_t stream);
 cudaError_t flatten_backward(const float* dy, float* dx, int64_t B, int64_t N, int64_t F,
                              bool accumulate, cudaStream_t stream);
+
+// Implicit-GEMM conv2d (fused_ops/cuda/conv2d_implicit_kernels.cu; every element's arithmetic and
+// its fixed order are conv2d_implicit_math.h's), each launch over all N images and B models:
+//   implicit_conv_forward:          y = implicit_math::forward_value at every element (bias first)
+//   implicit_conv_backward_data:    dx = implicit_math::dx_value at every element (old value kept
+//                                   and added to with accumulate)
+//   implicit_conv_backward_weight:  dweight of models [b0, b0 + models) = dweight_value: with one
+//                                   chunk straight, else the chunks' sums into `partials`
+//                                   ([chunks, models*C_out, cig*kH*kW] floats) and then combined
+// Returns cudaErrorInvalidConfiguration for a grid beyond 2^31 - 1 blocks.
+cudaError_t implicit_conv_forward(const implicit_math::ImplicitGeometry& g, const float* x,
+                                  const float* weight, const float* bias, float* y,
+                                  cudaStream_t stream);
+cudaError_t implicit_conv_backward_data(const implicit_math::ImplicitGeometry& g,
+                                        const float* weight, const float* dy, float* dx,
+                                        bool accumulate, cudaStream_t stream);
+cudaError_t implicit_conv_backward_weight(const implicit_math::ImplicitGeometry& g, const float* x,
+                                          const float* dy, float* dweight, float* partials, int b0,
+                                          int models, cudaStream_t stream);
 
 }  // namespace hfta::cuda::kernels

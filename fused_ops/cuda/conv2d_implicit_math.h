@@ -69,6 +69,10 @@ struct ImplicitGeometry {
   HFTA_HOST_DEVICE int64_t y_image() const { return int64_t{B} * out_channels * positions(); }
 };
 
+// Index math over (image, model, group, channel, position, reduction index) ints, called only by
+// the kernels and the mirror: every argument is named at each call site.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
+
 // Model b's group grp: its first input channel of image n, its weight rows, its first dy channel
 // of image n (x and dx alike; a shared input is every model's).
 HFTA_HOST_DEVICE inline int64_t x_group_offset(const ImplicitGeometry& g, int64_t n, int b,
@@ -138,11 +142,9 @@ HFTA_HOST_DEVICE inline float data_grad(const ImplicitGeometry& g, const float* 
   return dy_group[co * g.positions() + oh * g.out_w + ow];
 }
 // Model b's gradient of input channel m of group grp at position p of image n.
-// NOLINTBEGIN(bugprone-easily-swappable-parameters): index math called by dx_value and the test
 HFTA_HOST_DEVICE inline float data_model_sum(const ImplicitGeometry& g, const float* weight,
                                              const float* dy, int64_t n, int b, int grp, int m,
                                              int p) {
-  // NOLINTEND(bugprone-easily-swappable-parameters)
   const float* w_group = weight + weight_group_offset(g, b, grp);
   const float* dy_group = dy + y_group_offset(g, n, b, grp);
   float acc = 0.0f;
@@ -152,11 +154,9 @@ HFTA_HOST_DEVICE inline float data_model_sum(const ImplicitGeometry& g, const fl
 }
 // dx[n, c, p] (c an x channel: b*C_in + ci, or ci for a shared input); `old` is its value before
 // the call.
-// NOLINTBEGIN(bugprone-easily-swappable-parameters): the mirror's one call per element
 HFTA_HOST_DEVICE inline float dx_value(const ImplicitGeometry& g, const float* weight,
                                        const float* dy, int64_t n, int c, int p, float old,
                                        bool accumulate) {
-  // NOLINTEND(bugprone-easily-swappable-parameters)
   float value = accumulate ? old : 0.0f;
   if (g.shared_input) {
     const int grp = c / g.cig(), m = c - grp * g.cig();
@@ -184,10 +184,8 @@ HFTA_HOST_DEVICE inline float dweight_input(const ImplicitGeometry& g, const flo
   return forward_input(g, x + x_group_offset(g, n, b, grp), k, q);
 }
 // Chunk `chunk`'s sum for dweight[b, co, k] (k = (ci*kH + i)*kW + j).
-// NOLINTBEGIN(bugprone-easily-swappable-parameters): the mirror's one call per element
 HFTA_HOST_DEVICE inline float dweight_chunk_sum(const ImplicitGeometry& g, const float* x,
                                                 const float* dy, int b, int co, int k, int chunk) {
-  // NOLINTEND(bugprone-easily-swappable-parameters)
   const int grp = co / g.cog(), m = co - grp * g.cog();
   const int r0 = chunk * kDweightChunk;
   const int r1 =
@@ -205,5 +203,7 @@ HFTA_HOST_DEVICE inline float dweight_value(float old, const float* partials, in
   for (int c = 1; c < chunks; ++c) total += partials[c * stride];
   return old + total;
 }
+
+// NOLINTEND(bugprone-easily-swappable-parameters)
 
 }  // namespace hfta::implicit_math

@@ -112,7 +112,8 @@ void expect_bits(const Buffer& got, const Buffer& want, const std::string& what)
 }
 
 // conv2d_cuda_cases.h's list, plus weight gradients of N*OH*OW beyond one kDweightChunk (2 and 3
-// chunks, the last one partial).
+// chunks, the last one partial) and a layer wide enough for the kernels' largest tile in every
+// direction.
 std::vector<Conv2dCudaCase> implicit_cases() {
   std::vector<Conv2dCudaCase> cases = conv2d_cases();
   Conv2dCudaCase two{.name = "chunks2_N3_c2to3_40x40_B2_acc",
@@ -140,8 +141,23 @@ std::vector<Conv2dCudaCase> implicit_cases() {
                              .pad_w = 1,
                              .groups = 2,
                              .shared_input = true}};
+  // Channels and positions past every tile's rows and columns, partial tiles at both ends, and
+  // a reduction of 630 (a partial last step of 16).
+  Conv2dCudaCase wide{.name = "wide_N2_c70to70_11x11_B2_acc",
+                      .p = {.B = 2,
+                            .N = 2,
+                            .in_channels = 70,
+                            .out_channels = 70,
+                            .H = 11,
+                            .W = 11,
+                            .kernel_h = 3,
+                            .kernel_w = 3,
+                            .pad_h = 1,
+                            .pad_w = 1},
+                      .accumulate_dx = true};
   cases.push_back(two);
   cases.push_back(three);
+  cases.push_back(wide);
   return cases;
 }
 
@@ -161,6 +177,7 @@ TEST_P(ImplicitConv2d, MirrorMatchesReference) {
 
 // Model b's channels [c0, c0 + channels) of each image of a [N, total, plane] buffer, as a
 // [N, channels, plane] buffer of shape `shape`.
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): a test helper with named call sites
 Buffer channel_slice(const Buffer& full, Shape shape, int64_t N, int64_t total, int64_t c0,
                      int64_t channels, int64_t plane) {
   Buffer out(shape);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #if HFTA_WITH_CUDA
@@ -101,6 +102,56 @@ void copy_memory(void* dst, Device dst_device, const void* src, Device src_devic
   cuda::device_copy(dst, src, bytes);
 #else
   no_cuda_backend("a copy");
+#endif
+}
+
+#if HFTA_WITH_CUDA
+struct StagedUpload::Staging {
+  cuda::PinnedHostBuffer buffers[2];
+  cuda::StreamEvent copied[2];  // the last copy out of each buffer
+  int next = 0;
+};
+#else
+struct StagedUpload::Staging {};
+#endif
+
+StagedUpload::StagedUpload() = default;
+StagedUpload::~StagedUpload() = default;
+StagedUpload::StagedUpload(StagedUpload&&) noexcept = default;
+StagedUpload& StagedUpload::operator=(StagedUpload&&) noexcept = default;
+
+StagedUpload::StagedUpload(Device device, size_t capacity, std::string what)
+    : device_(device), capacity_(capacity), what_(std::move(what)) {
+  if (device_ == Device::kCpu) return;
+#if HFTA_WITH_CUDA
+  HFTA_CHECK(cuda::device_available(), "{}: no CUDA device: {}", what_, cuda::device_status());
+  staging_ = std::make_unique<Staging>();
+  for (cuda::PinnedHostBuffer& buffer : staging_->buffers)
+    buffer = cuda::PinnedHostBuffer(capacity_);
+#else
+  no_cuda_backend(what_);
+#endif
+}
+
+void StagedUpload::upload_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  HFTA_CHECK(bytes <= capacity_, "{}: {} bytes to upload, but its staging holds {}", what_, bytes,
+             capacity_);
+  if (device_ == Device::kCpu) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if HFTA_WITH_CUDA
+  Staging& s = *staging_;
+  const int k = s.next;
+  s.next = 1 - k;
+  s.copied[k].wait();  // the buffer's previous copy to the device has read it
+  std::memcpy(s.buffers[k].data(), src, bytes);
+  cuda::device_copy_from_pinned_async(dst, s.buffers[k].data(), bytes);
+  s.copied[k].record();
+#else
+  (void)dst;
+  no_cuda_backend(what_);
 #endif
 }
 

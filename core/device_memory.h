@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "core/error.h"
@@ -53,6 +54,48 @@ void copy_view(const View<T>& from, const View<T>& to, std::string_view what = "
   copy_memory(to.data, to.device, from.data, from.device,
               static_cast<size_t>(from.numel()) * sizeof(T));
 }
+
+// Host-to-device uploads through page-locked staging, for what a step copies to the device every
+// time (the minibatch): the caller's bytes are copied into one of two pinned host buffers, used in
+// turn, and from there to the device by DMA, asynchronously on the calling thread's stream. An
+// upload waits only for the copy that last read the same buffer (two uploads before), so the host
+// can prepare the next step's inputs while the device still copies and computes; the caller's
+// memory may be reused at once, and the device copy is ordered before everything enqueued after
+// it on that stream. On the CPU an upload is a memcpy. One thread at a time.
+class StagedUpload {
+ public:
+  StagedUpload();
+  // Uploads of at most `capacity` bytes to `device`. Throws hfta::Error naming `what` when there
+  // is no such device (or no CUDA backend in this build) or the pinned memory cannot be had.
+  StagedUpload(Device device, size_t capacity, std::string what);
+  ~StagedUpload();
+  StagedUpload(StagedUpload&&) noexcept;
+  StagedUpload& operator=(StagedUpload&&) noexcept;
+
+  // Copies `host` (host memory) into `on_device` (this upload's device), same shape.
+  template <typename T>
+  void upload(const View<T>& host, const View<T>& on_device) {
+    HFTA_CHECK(!host.empty() && !on_device.empty(), "{}: a tensor is missing", what_);
+    HFTA_CHECK(host.device == Device::kCpu && on_device.device == device_,
+               "{}: uploads a host tensor to the {} (got tensors on {} and {})", what_,
+               device_flag_name(device_), device_flag_name(host.device),
+               device_flag_name(on_device.device));
+    HFTA_CHECK(host.shape == on_device.shape,
+               "{}: copying a tensor of shape {} into one of shape {}", what_, host.shape.str(),
+               on_device.shape.str());
+    upload_bytes(on_device.data, host.data, static_cast<size_t>(host.numel()) * sizeof(T));
+  }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void upload_bytes(void* dst, const void* src, size_t bytes);
+
+  struct Staging;  // the backend's pinned buffers and their copies' events
+  Device device_ = Device::kCpu;
+  size_t capacity_ = 0;
+  std::string what_;
+  std::unique_ptr<Staging> staging_;
+};
 
 // Sets every element of `t` to `value`; on the device through a host copy of the values (for
 // small tensors, such as the B loss gradients of a backward).

@@ -60,6 +60,11 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition, Model
                          "minibatch", spec_.device);
     device_images_ = input_arena_.carve(images);
     device_labels_ = input_arena_.carve<int32_t>(labels);
+    image_upload_ = StagedUpload(spec_.device, static_cast<size_t>(images.numel()) * sizeof(float),
+                                 "the minibatch's upload to the device");
+    label_upload_ =
+        StagedUpload(spec_.device, static_cast<size_t>(labels.numel()) * sizeof(int32_t),
+                     "the labels' upload to the device");
   }
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
   step_losses_.reserve(static_cast<size_t>(spec_.B * layout_.steps_per_visit));
@@ -124,8 +129,8 @@ void Model::set_inputs(Runner& r, const TensorView& images, const IndexView& lab
           images.shape.str(), labels.shape.str(), spec_.batch_size, spec_.sample_shape.str());
       const TensorView on_device = device_images_.leading(images.shape);
       const IndexView labels_on_device = device_labels_.leading(labels.shape);
-      copy_view(images, on_device, "the minibatch's copy to the device");
-      copy_view(labels, labels_on_device, "the labels' copy to the device");
+      image_upload_.upload(images, on_device);
+      label_upload_.upload(labels, labels_on_device);
       net.set_input(r.images, on_device);
       net.set_input(r.labels, labels_on_device);
       return;

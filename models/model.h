@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 #include "models/net.h"
 #include "models/plan.h"
@@ -178,10 +179,12 @@ class Model {
   std::vector<int64_t> correct_;
   std::vector<float> point_logits_;  // kSegment: point_logits()
   int64_t point_logit_rows_ = 0;
-  // A device model's copy of the minibatch (batch_size samples and their labels).
+  // A device model's copy of the minibatch (batch_size samples and their labels), and the pinned
+  // staging each is uploaded through (asynchronously, once per step for all B models).
   Arena input_arena_;
   TensorView device_images_;
   IndexView device_labels_;
+  mutable StagedUpload image_upload_, label_upload_;  // set_inputs() uploads through them
 };
 
 // What make_model knows about an architecture.

@@ -96,10 +96,14 @@ void copy_to_host(const TensorView& device, const TensorView& host) {
   device_copy(host.data, device.data, bytes_of(host));
 }
 
+void device_copy_from_pinned_async(void* dst, const void* pinned_src, size_t bytes) {
+  if (bytes == 0) return;
+  HFTA_CUDA_CHECK(cudaMemcpyAsync(dst, pinned_src, bytes, cudaMemcpyHostToDevice, stream()));
+}
+
 void copy_to_device_async(const TensorView& pinned_host, const TensorView& device) {
   check_copy(pinned_host, device, "copy_to_device");
-  HFTA_CUDA_CHECK(cudaMemcpyAsync(device.data, pinned_host.data, bytes_of(device),
-                                  cudaMemcpyHostToDevice, stream()));
+  device_copy_from_pinned_async(device.data, pinned_host.data, bytes_of(device));
 }
 
 }  // namespace hfta::cuda

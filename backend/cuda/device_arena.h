@@ -26,6 +26,10 @@ void device_zero(void* p, size_t bytes);
 // is which) on the calling thread's stream, and waits for the copy: host memory may be read or
 // reused at once.
 void device_copy(void* dst, const void* src, size_t bytes);
+// Copies `bytes` bytes from pinned host memory (a PinnedHostBuffer's) to device memory on the
+// calling thread's stream and returns at once: the source must stay unchanged until the stream
+// has passed the copy (a StreamEvent recorded after it, or synchronize()).
+void device_copy_from_pinned_async(void* dst, const void* pinned_src, size_t bytes);
 
 // Device memory owned as core/arena.h's Arena owns host memory, because it is one: an Arena on
 // Device::kCuda (one cudaMalloc per arena, zero-filled, sized at setup and carved into views that

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "backend/cuda/cublas.h"
 #include "core/error.h"
 
@@ -90,6 +92,36 @@ const ThreadContext& thread_context() {
 void synchronize() {
   HFTA_CUDA_CHECK(cudaStreamSynchronize(stream()));
   HFTA_CUDA_CHECK(cudaGetLastError());
+}
+
+StreamEvent::~StreamEvent() {
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+
+StreamEvent::StreamEvent(StreamEvent&& other) noexcept
+    : event_(std::exchange(other.event_, nullptr)),
+      recorded_(std::exchange(other.recorded_, false)) {}
+
+StreamEvent& StreamEvent::operator=(StreamEvent&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+    event_ = std::exchange(other.event_, nullptr);
+    recorded_ = std::exchange(other.recorded_, false);
+  }
+  return *this;
+}
+
+void StreamEvent::record() {
+  // Without timing: an event that only orders is cheaper to record and to wait for.
+  if (event_ == nullptr) HFTA_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  HFTA_CUDA_CHECK(cudaEventRecord(event_, stream()));
+  recorded_ = true;
+}
+
+void StreamEvent::wait() {
+  if (!recorded_) return;
+  HFTA_CUDA_CHECK(cudaEventSynchronize(event_));
+  recorded_ = false;
 }
 
 }  // namespace hfta::cuda

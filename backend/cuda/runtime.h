@@ -41,6 +41,26 @@ inline cublasHandle_t blas() { return thread_context().blas; }
 // ran there (a kernel's fault surfaces here, not at its launch).
 void synchronize();
 
+// A mark in the calling thread's stream: record() marks everything enqueued there so far; wait()
+// blocks the host until the stream has passed the last mark (at once when nothing was recorded),
+// raising what failed there. Waits for one copy, where synchronize() would wait for every kernel.
+class StreamEvent {
+ public:
+  StreamEvent() = default;
+  ~StreamEvent();
+  StreamEvent(StreamEvent&& other) noexcept;
+  StreamEvent& operator=(StreamEvent&& other) noexcept;
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+
+  void record();
+  void wait();
+
+ private:
+  cudaEvent_t event_ = nullptr;  // created on the first record()
+  bool recorded_ = false;
+};
+
 }  // namespace hfta::cuda
 
 // HFTA_CUDA_CHECK(cudaMalloc(&p, n)): runs the call and raises hfta::Error naming it when it

@@ -22,17 +22,11 @@ namespace {
 // it: the next forward waits for that copy before it draws into the buffer again.
 struct MaskStaging {
   PinnedHostBuffer buffer;
-  cudaEvent_t copied = nullptr;
-  ~MaskStaging() {
-    if (copied != nullptr) cudaEventDestroy(copied);  // at thread exit: nothing left to report to
-  }
+  StreamEvent copied;
 };
 
 float* staging_for(MaskStaging& s, int64_t floats) {
-  if (s.copied == nullptr)
-    check(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming),
-          "cudaEventCreateWithFlags (dropout mask staging)");
-  check(cudaEventSynchronize(s.copied), "cudaEventSynchronize (dropout mask staging)");
+  s.copied.wait();
   const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
   if (s.buffer.bytes() < bytes) s.buffer = PinnedHostBuffer(bytes);
   return reinterpret_cast<float*>(s.buffer.data());
@@ -53,7 +47,7 @@ void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
   float* host_mask = staging_for(staging, n);
   cpu::dropout_draw_mask(p, a.streams, host_mask);
   copy_to_device_async(staging.buffer.view(a.x.shape), a.saved.mask);
-  check(cudaEventRecord(staging.copied, stream()), "cudaEventRecord (dropout mask staging)");
+  staging.copied.record();
   check(kernels::dropout_forward(a.x.data, a.saved.mask.data, a.y.data, n, stream()),
         "dropout_forward kernel launch");
 }

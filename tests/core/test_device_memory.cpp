@@ -101,6 +101,55 @@ TEST(DeviceMemory, WithoutADeviceDeviceMemoryIsRefused) {
         AdamHyper{});
   });
   EXPECT_TRUE(says_no_device(optimizer)) << optimizer;
+  const std::string upload =
+      error_of([] { StagedUpload u(Device::kCuda, 256, "the test upload"); });
+  EXPECT_TRUE(says_no_device(upload)) << upload;
+  EXPECT_NE(upload.find("the test upload"), std::string::npos) << upload;
+}
+
+TEST(StagedUpload, OnTheHostCopiesAndChecks) {
+  StagedUpload u(Device::kCpu, 6 * sizeof(float), "host upload");
+  EXPECT_EQ(u.capacity(), 6 * sizeof(float));
+  std::vector<float> src = {1.0f, -2.0f, 3.5f, 4.0f}, dst(4, NAN);
+  u.upload(TensorView(src.data(), Shape{2, 2}), TensorView(dst.data(), Shape{2, 2}));
+  EXPECT_EQ(src, dst);
+  std::vector<float> big(7, 1.0f), big_dst(7);
+  const std::string too_big = error_of(
+      [&] { u.upload(TensorView(big.data(), Shape{7}), TensorView(big_dst.data(), Shape{7})); });
+  EXPECT_NE(too_big.find("28 bytes to upload, but its staging holds 24"), std::string::npos)
+      << too_big;
+  const std::string shapes = error_of([&] {
+    u.upload(TensorView(src.data(), Shape{4}), TensorView(dst.data(), Shape{2, 2}));
+  });
+  EXPECT_NE(shapes.find("shape [4] into one of shape [2, 2]"), std::string::npos) << shapes;
+  std::vector<int32_t> labels = {3, 1, 4}, labels_dst(3, -1);
+  StagedUpload l(Device::kCpu, 3 * sizeof(int32_t), "label upload");
+  l.upload(IndexView(labels.data(), Shape{3}), IndexView(labels_dst.data(), Shape{3}));
+  EXPECT_EQ(labels, labels_dst);
+}
+
+// On a GPU: uploads in turn through the two staging buffers, the caller's memory overwritten right
+// after each upload returns, every destination holds what was uploaded to it.
+TEST(StagedUpload, OnTheDeviceEveryUploadArrives) {
+  if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda);
+  constexpr int64_t kUploads = 7, kFloats = 1000;
+  Arena arena(kUploads * kFloats * sizeof(float), "uploads", Device::kCuda);
+  StagedUpload u(Device::kCuda, kFloats * sizeof(float), "device upload");
+  std::vector<float> src(kFloats);
+  std::vector<TensorView> targets;
+  for (int64_t k = 0; k < kUploads; ++k) {
+    for (int64_t i = 0; i < kFloats; ++i) src[i] = static_cast<float>(k * kFloats + i);
+    targets.push_back(arena.carve(Shape{kFloats}));
+    u.upload(TensorView(src.data(), Shape{kFloats}), targets.back());
+    std::fill(src.begin(), src.end(), NAN);  // reusable at once
+  }
+  synchronize(Device::kCuda);
+  for (int64_t k = 0; k < kUploads; ++k) {
+    std::vector<float> back(kFloats);
+    copy_view(targets[k], TensorView(back.data(), Shape{kFloats}));
+    for (int64_t i = 0; i < kFloats; ++i)
+      ASSERT_EQ(back[i], static_cast<float>(k * kFloats + i)) << "upload " << k << " element " << i;
+  }
 }
 
 TEST(DeviceMemory, DeviceModelsRunPlanFusedOnly) {

@@ -268,7 +268,7 @@ void add_extract_command(CLI::App& app) {
 
 void add_eval_command(CLI::App& app) {
   struct Args {
-    std::string checkpoint, dataset, data_dir, text_files;
+    std::string checkpoint, dataset, data_dir, text_files, device = "cpu";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate the models of a checkpoint on a test set");
@@ -279,12 +279,19 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--data-dir", args->data_dir, "Fashion-MNIST, CIFAR-10 or WikiText-2 directory");
   cmd->add_option("--text-files", args->text_files,
                   "Language models, --dataset text: the files (default: those it was trained on)");
+  cmd->add_option("--device", args->device,
+                  "Where the models run: cpu, or cuda (classifiers, in a build with the CUDA "
+                  "backend; any checkpoint, wherever it was trained)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->callback([args] {
     const Checkpoint c = load_checkpoint(args->checkpoint);
     prepare_runtime(0, false);
-    const EvalReport report = task_for_model(c.model).evaluate(
-        c, args->checkpoint,
-        {.dataset = args->dataset, .data_dir = args->data_dir, .text_files = args->text_files});
+    const EvalReport report = run_eval(c, args->checkpoint,
+                                       {.dataset = args->dataset,
+                                        .data_dir = args->data_dir,
+                                        .text_files = args->text_files,
+                                        .device = args->device});
     fmt::print("{}: {} {} model{} after {} steps, on {}\n", args->checkpoint, c.B, c.model,
                c.B == 1 ? "" : "s", c.step, report.data);
     for (int64_t b = 0; b < c.B; ++b)

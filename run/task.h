@@ -38,6 +38,7 @@ struct TaskMetric {
 // `hfta eval`: where the test data comes from; an empty field takes the checkpoint's own.
 struct EvalOptions {
   std::string dataset, data_dir, text_files;
+  std::string device = "cpu";  // where the models run: "cpu" or "cuda" (tasks that read --device)
 };
 
 // What `hfta eval` prints: the data it scored, and per model of the checkpoint its metrics.

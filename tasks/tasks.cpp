@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "run/train.h"
 #include "run/trial.h"
 
@@ -42,6 +43,14 @@ TrialResult run_trial(const TrialOptions& options) {
              "--device {}: --model {} ({}) trains on the CPU only so far", options.device,
              options.model, task.kind());
   return task.trial(options);
+}
+
+EvalReport run_eval(const Checkpoint& c, const std::string& path, const EvalOptions& options) {
+  const Task& task = task_for_model(c.model);
+  HFTA_CHECK(options.device == "cpu" || task.reads_flag(c.model, "--device"),
+             "--device {}: {} holds {} models ({}), which run on the CPU only so far",
+             options.device, path, c.model, task.kind());
+  return task.evaluate(c, path, options);
 }
 
 }  // namespace hfta

@@ -19,9 +19,11 @@ const Task& task_for_model(const std::string& model);
 // Every --model name, all tasks together.
 std::vector<std::string> task_model_names();
 
-// `hfta train` and `hfta trial` of any model: its task's.
+// `hfta train`, `hfta trial` and `hfta eval` of any model: its task's.
 TrainResult run_train(const TrainOptions& options);
 TrialResult run_trial(const TrialOptions& options);
+// `path` is the file `c` was read from (for messages).
+EvalReport run_eval(const Checkpoint& c, const std::string& path, const EvalOptions& options);
 
 // The four tasks (tasks/<kind>/task.cpp).
 const Task& classifier_task();

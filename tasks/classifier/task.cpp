@@ -83,7 +83,11 @@ class ClassifierTask final : public Task {
     HFTA_CHECK(options.text_files.empty(),
                "--text-files: {} holds {} models, a classifier, which reads no text", path,
                c.model);
-    auto model = make_model(c.model, model_spec(c, std::max<int64_t>(c.batch_size, 1)));
+    // Checked before anything is built or read, as `hfta train` checks it.
+    const Device device = checked_device(options.device, "fused");
+    ModelSpec spec = model_spec(c, std::max<int64_t>(c.batch_size, 1));
+    spec.device = device;
+    auto model = make_model(c.model, spec);
     restore_tensors(c, *model, nullptr);
     // The checkpoint's data unless told otherwise (files from before it was recorded: Fashion-
     // MNIST, the default of `hfta train`).

@@ -165,6 +165,15 @@ TEST(CudaModelArrays, CheckpointTensorsRoundTrip) {
   }
 }
 
+// The numbers after "test loss " and "test acc " in `hfta eval`'s output, in order.
+std::vector<double> eval_numbers(const std::string& output) {
+  std::vector<double> numbers;
+  for (const std::string key : {"test loss ", "test acc "})
+    for (size_t at = output.find(key); at != std::string::npos; at = output.find(key, at + 1))
+      numbers.push_back(std::stod(output.substr(at + key.size())));
+  return numbers;
+}
+
 // `hfta train --device cuda` gives every model the loss curve `--device cpu --plan fused` gives.
 TEST(CudaTrainCli, DeviceRunMatchesTheCpuRun) {
   SKIP_WITHOUT_DEVICE();
@@ -186,6 +195,19 @@ TEST(CudaTrainCli, DeviceRunMatchesTheCpuRun) {
     for (size_t r = 0; r < want.rows.size(); ++r)
       EXPECT_TRUE(close(got.number(r, loss), want.number(r, loss), kRtol))
           << "row " << r << ": device " << got.rows[r][loss] << ", CPU " << want.rows[r][loss];
+    // `hfta eval --device cuda` of the device run's checkpoint scores what the CPU scores.
+    const std::string eval = "eval --checkpoint " + gpu_dir.str() + "/checkpoint.bin";
+    const test::CommandResult on_cpu = test::run_hfta(eval);
+    ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.output();
+    const test::CommandResult on_gpu = test::run_hfta(eval + " --device cuda");
+    ASSERT_EQ(on_gpu.exit_code, 0) << on_gpu.output();
+    const std::vector<double> want_eval = eval_numbers(on_cpu.output());
+    const std::vector<double> got_eval = eval_numbers(on_gpu.output());
+    ASSERT_EQ(want_eval.size(), 6u) << on_cpu.output();  // 3 models' test loss and accuracy
+    ASSERT_EQ(got_eval.size(), want_eval.size()) << on_gpu.output();
+    for (size_t i = 0; i < want_eval.size(); ++i)
+      EXPECT_NEAR(got_eval[i], want_eval[i], 2e-4 * std::fabs(want_eval[i]) + 1e-4)
+          << "value " << i << ": device " << on_gpu.output() << "\nCPU " << on_cpu.output();
   }
 }
 

@@ -186,6 +186,28 @@ TEST(TrainCliErrors, DeviceCudaWithoutADeviceSaysWhy) {
       "--device cuda: CUDA: ");
 }
 
+// `hfta eval --device`: a CPU run's checkpoint evaluated where asked; without a device it says
+// why, and a bad name is refused by the command line.
+TEST(TrainCliErrors, EvalDeviceIsCheckedBeforeTheDataIsRead) {
+  TempDir tmp("eval_device");
+  const std::string run =
+      "train --model mlp --dataset synthetic --synthetic-size 64 "
+      "--synthetic-test-size 32 --epochs 1 --iters-per-epoch 1 "
+      "--batch-size 16 --lr 0.001,0.002 --no-progress --out " +
+      tmp.str();
+  test::CommandResult trained = run_hfta(run);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output();
+  const std::string checkpoint = tmp.str() + "/checkpoint.bin";
+  test::CommandResult cpu = run_hfta("eval --checkpoint " + checkpoint + " --device cpu");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output();
+  EXPECT_NE(cpu.output().find("2 mlp models after 1 steps"), std::string::npos) << cpu.output();
+  expect_hfta_error("eval --checkpoint " + checkpoint + " --device gpu",
+                    "--device: gpu not in {cpu,cuda}");
+  if (!device_available(Device::kCuda))
+    expect_hfta_error("eval --checkpoint " + checkpoint + " --device cuda",
+                      "--device cuda: CUDA: ");
+}
+
 TEST(TrainCliErrors, ExtractAndEvalFlagsNameTheProblem) {
   expect_hfta_error("extract --run /nonexistent --model -2 --out x.bin",
                     "--model: -2 is less than 0");

@@ -330,6 +330,8 @@ TEST(TrainLmCheckpointCli, StoppedMidEpochAndResumedEqualsTheUninterruptedRun) {
   succeed("extract --run " + full + " --best --out " + tmp.str() + "/best.bin");
   const std::string one = succeed("eval --checkpoint " + tmp.str() + "/best.bin");
   EXPECT_NE(one.find("1 transformer model after"), std::string::npos) << one;
+  expect_hfta_error("eval --checkpoint " + tmp.str() + "/best.bin --device cuda",
+                    "run on the CPU only so far");
 }
 
 // --- trial and sweep in tokens/s ----------------------------------------------------------------

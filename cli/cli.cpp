@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "models/plan.h"
 
@@ -61,6 +62,19 @@ CLI::Validator plan_name() {
         return {};
       },
       "PLAN");
+}
+
+CLI::Validator device_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          parse_device(text);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "cpu|cuda");
 }
 
 double parse_duration_seconds(const std::string& text, const std::string& flag) {

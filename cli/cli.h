@@ -13,6 +13,8 @@ CLI::Validator integer_at_least(int64_t min);
 CLI::Validator number_at_least(double min);
 // An execution plan (models/plan.h): auto, fused, chunk:C, threads or threads:C, optionally /K.
 CLI::Validator plan_name();
+// A --device name (core/device_memory.h's parse_device: cpu or cuda).
+CLI::Validator device_name();
 
 // A duration as typed after a flag: a number of seconds ("90", "2.5"), or a number with a unit
 // "s", "m" or "h" ("90s", "5m", "1h"); "0" and "off" mean none. Returns seconds (0 for none).

@@ -69,7 +69,7 @@ void add_sweep_command(CLI::App& app) {
       ->add_option("--device", flags->trial.device,
                    "Where the models train: cpu, or cuda (classifiers, modes serial and "
                    "concurrent and fused under plan fused; docs/cuda.md)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(device_name())
       ->capture_default_str();
   sweep->add_option("--threads", flags->threads, "Threads in all (0 = every core)")
       ->check(integer_at_least(0))
@@ -140,7 +140,7 @@ void add_sweep_command(CLI::App& app) {
   t->add_option("--threads", trial->threads)->check(integer_at_least(0));
   t->add_flag("--deterministic", trial->deterministic);
   t->add_option("--plan", trial->plan)->check(plan_name());
-  t->add_option("--device", trial->device)->check(CLI::IsMember({"cpu", "cuda"}));
+  t->add_option("--device", trial->device)->check(device_name());
   t->add_option("--image-size", trial->image_size)->check(integer_at_least(1));
   t->add_option("--npoints", trial->npoints)->check(integer_at_least(1));
   t->add_option("--text-files", trial->text_files);

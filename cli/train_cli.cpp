@@ -108,6 +108,11 @@ void add_model_flags(CLI::App* cmd, TrainOptions& opts) {
                   "Language models, --dataset synthetic-text: words of the seeded token stream")
       ->check(integer_at_least(2))
       ->capture_default_str();
+  cmd->add_option("--device", opts.device,
+                  "Where the models train: cpu, or cuda (classifiers under plan fused, in a build "
+                  "with the CUDA backend; docs/cuda.md)")
+      ->check(device_name())
+      ->capture_default_str();
 }
 
 std::vector<std::string> given_model_flags(const CLI::App* cmd) {
@@ -177,11 +182,6 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--serial", opts->serial,
                 "Train the models one after another, each alone (the baseline)")
       ->excludes(fused);
-  cmd->add_option("--device", opts->device,
-                  "Where the models train: cpu, or cuda (classifiers under plan fused, in a build "
-                  "with the CUDA backend; docs/cuda.md)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
   cmd->add_option("--plan", opts->plan,
                   "How the fused array runs a step: auto (time the others and pick the fastest), "
                   "fused, chunk:C (C models at a time) or threads (each thread its own models); "
@@ -282,7 +282,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "Where the models run: cpu, or cuda (classifiers, in a build with the CUDA "
                   "backend; any checkpoint, wherever it was trained)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(device_name())
       ->capture_default_str();
   cmd->callback([args] {
     const Checkpoint c = load_checkpoint(args->checkpoint);

@@ -144,6 +144,10 @@ void check_model_and_space(const TuneOptions& o, const TuneSpace& space) {
              o.metric == "val_acc" ? "has no accuracy"
                                    : fmt::format("reports {}", fmt::join(metrics, " and ")),
              metrics.front());
+  HFTA_CHECK(o.model_flags.device == "cpu" || o.plan == "fused" || o.plan == "auto",
+             "--device {} runs each array under plan fused (one call per op for all models), got "
+             "--plan {}: use --plan fused or leave --plan out",
+             o.model_flags.device, o.plan);
   for (const TuneParam& p : space.params()) {
     std::string flag = "--" + p.name;
     std::replace(flag.begin(), flag.end(), '_', '-');

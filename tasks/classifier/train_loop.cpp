@@ -317,7 +317,8 @@ namespace {
 
 class ClassifierSearchData final : public SearchData {
  public:
-  ClassifierSearchData(const TrainOptions& o, int64_t largest_batch) {
+  ClassifierSearchData(const TrainOptions& o, int64_t largest_batch)
+      : device_(checked_device(o.device, o.plan)) {  // before any data is read
     const ModelInfo& info = model_info(o.model);
     Shape sample_shape = info.default_sample_shape;
     if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds
@@ -336,6 +337,7 @@ class ClassifierSearchData final : public SearchData {
     config.plan = ExecutionPlan::parse(o.plan);
     config.plan_memory_budget = o.memory_budget_bytes;
     config.model_streams = o.model_streams;
+    config.device = device_;
     const int64_t B = array_size(o.hyper);
     std::vector<int64_t> ids(static_cast<size_t>(B));
     std::iota(ids.begin(), ids.end(), 0);
@@ -359,6 +361,7 @@ class ClassifierSearchData final : public SearchData {
     return model_config(o.model, data_, o.dropout, o.no_decay_norm_bias);
   }
 
+  Device device_;
   Data data_;
   std::string dataset_;
   CsvWriter metrics_{"", metrics_columns()};  // a search keeps no per-step rows

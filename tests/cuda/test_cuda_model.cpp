@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -208,6 +209,38 @@ TEST(CudaTrainCli, DeviceRunMatchesTheCpuRun) {
     for (size_t i = 0; i < want_eval.size(); ++i)
       EXPECT_NEAR(got_eval[i], want_eval[i], 2e-4 * std::fabs(want_eval[i]) + 1e-4)
           << "value " << i << ": device " << on_gpu.output() << "\nCPU " << on_cpu.output();
+  }
+}
+
+// `hfta tune --device cuda`: a random search's trials on the device score what they score on the
+// CPU (history.csv's val_loss and val_acc, row by row).
+TEST(CudaTuneCli, SearchMatchesTheCpuSearch) {
+  SKIP_WITHOUT_DEVICE();
+  test::TempDir dir("cuda_tune");
+  const std::string space = (dir.path / "lr.json").string();
+  {
+    std::ofstream f(space);
+    f << R"({"lr": {"dist": "loguniform", "low": 1e-4, "high": 1e-2}})";
+  }
+  const std::string common =
+      "tune --model lenet --dataset synthetic --synthetic-size 128 --synthetic-test-size 64 "
+      "--space " +
+      space +
+      " --algorithm random --num-samples 3 --max-iters 1 --iters-per-epoch 4 "
+      "--batch-size 16 --out ";
+  const std::string cpu_out = (dir.path / "cpu").string(), gpu_out = (dir.path / "gpu").string();
+  const test::CommandResult cpu = test::run_hfta(common + cpu_out);
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output();
+  const test::CommandResult gpu = test::run_hfta(common + gpu_out + " --device cuda");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output();
+  const CsvTable want = read_csv(cpu_out + "/fused/history.csv");
+  const CsvTable got = read_csv(gpu_out + "/fused/history.csv");
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  for (const std::string column : {"val_loss", "val_acc"}) {
+    const size_t c = want.column(column);
+    for (size_t r = 0; r < want.rows.size(); ++r)
+      EXPECT_NEAR(got.number(r, c), want.number(r, c), 2e-4 * std::fabs(want.number(r, c)) + 1e-4)
+          << column << " row " << r;
   }
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/csv.h"
@@ -279,6 +280,23 @@ TEST(Tune, BadSpacesFailWithOneLine) {
   expect_hfta_error(
       "tune --model mlp --dataset synthetic --space " + (dir.path / "none.json").string(),
       "cannot read the search space");
+}
+
+// --device: a name the command line knows, a plan a device array runs, a model whose task reads
+// the flag, and (here, without a GPU) a device that is there, each checked before data is read.
+TEST(Tune, DeviceFlagIsChecked) {
+  TempDir dir("tune_device");
+  const std::string space =
+      write_space(dir, "s.json", R"({"lr": {"dist": "loguniform", "low": 1e-4, "high": 1e-2}})");
+  const std::string base =
+      "tune --dataset synthetic --space " + space + " --out " + (dir.path / "o").string();
+  expect_hfta_error(base + " --model mlp --device gpu",
+                    "--device: unknown device 'gpu': choose cpu or cuda");
+  expect_hfta_error(base + " --model mlp --device cuda --plan chunk:2",
+                    "--device cuda runs each array under plan fused");
+  expect_hfta_error(base + " --model transformer --device cuda", "--device");
+  if (!device_available(Device::kCuda))
+    expect_hfta_error(base + " --model mlp --device cuda", "--device cuda: CUDA: ");
 }
 
 // tune/spaces/<model>.json: each shipped space loads and samples (with the optimizer it names

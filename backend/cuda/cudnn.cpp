@@ -37,7 +37,7 @@ bool bind_all(void* library, Cudnn& c, std::string& missing) {
   bind("cudnnDestroy", c.destroy);
   bind("cudnnSetStream", c.set_stream);
   bind("cudnnCreateTensorDescriptor", c.create_tensor);
-  bind("cudnnSetTensor4dDescriptor", c.set_tensor_4d);
+  bind("cudnnSetTensor4dDescriptorEx", c.set_tensor_4d_ex);
   bind("cudnnDestroyTensorDescriptor", c.destroy_tensor);
   bind("cudnnCreateFilterDescriptor", c.create_filter);
   bind("cudnnSetFilter4dDescriptor", c.set_filter_4d);

@@ -33,7 +33,7 @@ struct Cudnn {
   decltype(&cudnnDestroy) destroy = nullptr;
   decltype(&cudnnSetStream) set_stream = nullptr;
   decltype(&cudnnCreateTensorDescriptor) create_tensor = nullptr;
-  decltype(&cudnnSetTensor4dDescriptor) set_tensor_4d = nullptr;
+  decltype(&cudnnSetTensor4dDescriptorEx) set_tensor_4d_ex = nullptr;
   decltype(&cudnnDestroyTensorDescriptor) destroy_tensor = nullptr;
   decltype(&cudnnCreateFilterDescriptor) create_filter = nullptr;
   decltype(&cudnnSetFilter4dDescriptor) set_filter_4d = nullptr;

@@ -1,10 +1,10 @@
 // CUDA fused conv2d (the contract is fused_ops/conv2d.h): on cuDNN where it is loadable and can
-// express the problem (conv2d_cudnn.h; HFTA_CUDA_CONV=gemm|cudnn forces either, and
+// express the problem (conv2d_cudnn.h; HFTA_CUDA_CONV=gemm|cudnn forces either,
+// HFTA_CUDA_CONV=cudnn-per-model runs B per-model cuDNN convolutions for comparison, and
 // HFTA_CUDA_CONV=implicit runs hfta's implicit-GEMM kernels, conv2d_implicit.h), else the plan of
-// conv2d_gemms.h run with the
-// kernels of conv2d_kernels.cu (im2col, a gathering col2im, the bias fill and bias gradient) and
-// cublasSgemmStridedBatched, columns in the calling thread's device scratch
-// (backend/cuda/scratch.h). fp32 throughout, no TF32 (backend/cuda/runtime.cpp).
+// conv2d_gemms.h run with the kernels of conv2d_kernels.cu (im2col, a gathering col2im, the bias
+// fill and bias gradient) and cublasSgemmStridedBatched, columns in the calling thread's device
+// scratch (backend/cuda/scratch.h). fp32 throughout, no TF32 (backend/cuda/runtime.cpp).
 #include "fused_ops/conv2d.h"
 
 #include <cstdlib>
@@ -71,50 +71,65 @@ CudaConvBackend cuda_conv_backend_from_env() {
   if (v.empty() || v == "auto") return CudaConvBackend::kAuto;
   if (v == "gemm") return CudaConvBackend::kGemm;
   if (v == "cudnn") return CudaConvBackend::kCudnn;
+  if (v == "cudnn-per-model") return CudaConvBackend::kCudnnPerModel;
   if (v == "implicit") return CudaConvBackend::kImplicit;
-  fail("HFTA_CUDA_CONV={}: choose auto (the default), gemm, cudnn or implicit", v);
+  fail("HFTA_CUDA_CONV={}: choose auto (the default), gemm, cudnn, cudnn-per-model or implicit", v);
+}
+
+CudnnConvMapping cudnn_conv_mapping(CudaConvBackend backend) {
+  return backend == CudaConvBackend::kCudnnPerModel ? CudnnConvMapping::kPerModel
+                                                    : CudnnConvMapping::kGrouped;
 }
 
 bool conv2d_uses_cudnn(const Conv2dParams& p, CudaConvBackend backend, bool cudnn_loaded) {
   if (backend == CudaConvBackend::kGemm || backend == CudaConvBackend::kImplicit) return false;
-  const bool expressible = cudnn_conv_shapes(p).has_value();
+  // Auto and cudnn run the grouped call, which cannot express a shared input with groups > 1;
+  // cudnn-per-model runs each model's own convolution, which can (every problem whose sizes fit
+  // cuDNN's 32-bit ints).
+  const bool expressible = cudnn_conv_shapes(p, cudnn_conv_mapping(backend)).has_value();
   if (backend == CudaConvBackend::kAuto) return expressible && cudnn_loaded;
+  const char* name = backend == CudaConvBackend::kCudnn ? "cudnn" : "cudnn-per-model";
   HFTA_CHECK(expressible,
-             "HFTA_CUDA_CONV=cudnn: cuDNN cannot run this convolution ({}): unset HFTA_CUDA_CONV "
+             "HFTA_CUDA_CONV={}: cuDNN cannot run this convolution ({}): unset HFTA_CUDA_CONV "
              "to run such layers on hfta's GEMM path",
-             p.shared_input && p.groups > 1 ? "a shared input with groups > 1"
-                                            : "a size beyond cuDNN's 32-bit ints");
-  HFTA_CHECK(cudnn_loaded, "HFTA_CUDA_CONV=cudnn: {}", cudnn_status());
+             name,
+             backend == CudaConvBackend::kCudnn && p.shared_input && p.groups > 1
+                 ? "a shared input with groups > 1; HFTA_CUDA_CONV=cudnn-per-model runs it"
+                 : "a size beyond cuDNN's 32-bit ints");
+  HFTA_CHECK(cudnn_loaded, "HFTA_CUDA_CONV={}: {}", name, cudnn_status());
   return true;
 }
 
 namespace {
-// The backend for `p`; cuDNN's library is loaded only when the choice may fall on it. Under auto,
-// a problem for which cuDNN has no usable algorithm runs on the GEMM path.
-bool use_cudnn(const Conv2dParams& p) {
-  const CudaConvBackend backend = cuda_conv_backend_from_env();
-  if (backend == CudaConvBackend::kGemm) return false;
-  const std::optional<CudnnConvShapes> shapes = cudnn_conv_shapes(p);
-  if (!conv2d_uses_cudnn(p, backend, shapes && cudnn_available())) return false;
-  if (cudnn_conv2d_has_algorithms(p, *shapes)) return true;
-  HFTA_CHECK(backend != CudaConvBackend::kCudnn,
-             "HFTA_CUDA_CONV=cudnn: cuDNN offers no deterministic, direct-sum fp32 algorithm for "
-             "this convolution: unset HFTA_CUDA_CONV");
-  return false;
+// The cuDNN convolutions to run `p` as, or nullopt for the GEMM path; cuDNN's library is loaded
+// only when the choice may fall on it. Under auto, a problem for which cuDNN has no usable
+// algorithm runs on the GEMM path.
+std::optional<CudnnConvShapes> cudnn_shapes_to_run(const Conv2dParams& p, CudaConvBackend backend) {
+  if (backend == CudaConvBackend::kGemm) return std::nullopt;
+  const std::optional<CudnnConvShapes> shapes = cudnn_conv_shapes(p, cudnn_conv_mapping(backend));
+  if (!conv2d_uses_cudnn(p, backend, shapes && cudnn_available())) return std::nullopt;
+  if (cudnn_conv2d_has_algorithms(p, *shapes)) return shapes;
+  HFTA_CHECK(backend == CudaConvBackend::kAuto,
+             "HFTA_CUDA_CONV={}: cuDNN offers no deterministic, direct-sum fp32 algorithm for "
+             "this convolution: unset HFTA_CUDA_CONV",
+             backend == CudaConvBackend::kCudnn ? "cudnn" : "cudnn-per-model");
+  return std::nullopt;
 }
 }  // namespace
 
 void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
-  if (cuda_conv_backend_from_env() == CudaConvBackend::kImplicit)
-    return implicit_conv2d_forward(p, a);
-  if (use_cudnn(p)) return cudnn_conv2d_forward(p, *cudnn_conv_shapes(p), a);
+  const CudaConvBackend backend = cuda_conv_backend_from_env();
+  if (backend == CudaConvBackend::kImplicit) return implicit_conv2d_forward(p, a);
+  if (const auto shapes = cudnn_shapes_to_run(p, backend))
+    return cudnn_conv2d_forward(p, *shapes, a);
   conv2d_forward_plan(p, a, kConv2dScratchCapFloats, DeviceExec{});
 }
 
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
-  if (cuda_conv_backend_from_env() == CudaConvBackend::kImplicit)
-    return implicit_conv2d_backward(p, a);
-  if (use_cudnn(p)) return cudnn_conv2d_backward(p, *cudnn_conv_shapes(p), a);
+  const CudaConvBackend backend = cuda_conv_backend_from_env();
+  if (backend == CudaConvBackend::kImplicit) return implicit_conv2d_backward(p, a);
+  if (const auto shapes = cudnn_shapes_to_run(p, backend))
+    return cudnn_conv2d_backward(p, *shapes, a);
   conv2d_backward_plan(p, a, kConv2dScratchCapFloats, DeviceExec{});
 }
 

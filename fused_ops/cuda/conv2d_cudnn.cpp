@@ -1,9 +1,10 @@
 // The fused conv2d on cuDNN (fused_ops/cuda/conv2d_cudnn_shapes.h says how the B models map onto
-// one grouped convolution; fused_ops/cuda/conv2d.cpp decides when it runs). fp32 without TF32
-// (CUDNN_FMA_MATH, algorithms using tensor-op math skipped), deterministic direct-sum algorithms
-// only (no FFT, no Winograd, no atomics), the workspace in the thread's device scratch (at most
-// kCudnnWorkspaceCapBytes). Each direction's algorithm is the best-ranked such candidate of
-// cuDNN's heuristics, looked up once per problem and thread.
+// one grouped convolution, or onto B per-model ones; fused_ops/cuda/conv2d.cpp decides when it
+// runs). fp32 without TF32 (CUDNN_FMA_MATH, algorithms using tensor-op math skipped),
+// deterministic direct-sum algorithms only (no FFT, no Winograd, no atomics), the workspace in
+// the thread's device scratch (at most kCudnnWorkspaceCapBytes). Each direction's algorithm is
+// the best-ranked such candidate of cuDNN's heuristics, looked up once per mapped problem and
+// thread; the per-model mapping's B calls share it (they are one problem at B offsets).
 #include "fused_ops/cuda/conv2d_cudnn.h"
 
 #include <fmt/format.h>
@@ -53,10 +54,11 @@ class Descriptors {
     check(lib_.create_tensor(&bias), "cudnnCreateTensorDescriptor");
     check(lib_.create_filter(&w), "cudnnCreateFilterDescriptor");
     check(lib_.create_conv(&conv), "cudnnCreateConvolutionDescriptor");
-    auto tensor = [&](cudnnTensorDescriptor_t d, const std::array<int, 4>& dims) {
-      check(lib_.set_tensor_4d(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims[0], dims[1], dims[2],
-                               dims[3]),
-            "cudnnSetTensor4dDescriptor");
+    // Strides even where packed, so one code path describes both mappings' tensors.
+    auto tensor = [&](cudnnTensorDescriptor_t d, const CudnnTensorShape& t) {
+      check(lib_.set_tensor_4d_ex(d, CUDNN_DATA_FLOAT, t.dims[0], t.dims[1], t.dims[2], t.dims[3],
+                                  t.strides[0], t.strides[1], t.strides[2], t.strides[3]),
+            "cudnnSetTensor4dDescriptorEx");
     };
     tensor(x, s.x);
     tensor(y, s.y);
@@ -123,11 +125,12 @@ std::optional<Perf> pick(const char* query_name, Query query) {
   return std::nullopt;
 }
 
-// Looked up once per problem and thread (cuDNN's heuristics cost tens of microseconds); nullopt
-// when some direction has no usable algorithm.
-const std::optional<Algorithms>& algorithms(const Conv2dParams& p, const Descriptors& d) {
-  thread_local std::map<Conv2dParams, std::optional<Algorithms>> cache;
-  if (auto it = cache.find(p); it != cache.end()) return it->second;
+// Looked up once per mapped problem and thread (cuDNN's heuristics cost tens of microseconds):
+// the algorithms depend only on the descriptors, which `s` describes; `d` is made from `s`.
+// nullopt when some direction has no usable algorithm.
+const std::optional<Algorithms>& algorithms(const CudnnConvShapes& s, const Descriptors& d) {
+  thread_local std::map<CudnnConvShapes, std::optional<Algorithms>> cache;
+  if (auto it = cache.find(s); it != cache.end()) return it->second;
   const Cudnn& lib = cudnn();
   cudnnHandle_t h = cudnn_handle();
   const auto forward = pick<cudnnConvolutionFwdAlgoPerf_t>(
@@ -146,7 +149,7 @@ const std::optional<Algorithms>& algorithms(const Conv2dParams& p, const Descrip
         return lib.backward_filter_algorithms(h, d.x, d.y, d.conv, d.w, n, got, out);
       });
   if (!forward || !backward_data || !backward_filter)
-    return cache.emplace(p, std::nullopt).first->second;
+    return cache.emplace(s, std::nullopt).first->second;
   Algorithms a;
   a.forward = forward->algo;
   a.backward_data = backward_data->algo;
@@ -159,17 +162,18 @@ const std::optional<Algorithms>& algorithms(const Conv2dParams& p, const Descrip
   check(lib.backward_filter_workspace(h, d.x, d.y, d.conv, d.w, a.backward_filter,
                                       &a.backward_filter_bytes),
         "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-  return cache.emplace(p, a).first->second;
+  return cache.emplace(s, a).first->second;
 }
 
-const Algorithms& required_algorithms(const Conv2dParams& p, const Descriptors& d) {
-  const std::optional<Algorithms>& a = algorithms(p, d);
+const Algorithms& required_algorithms(const Conv2dParams& p, const CudnnConvShapes& s,
+                                      const Descriptors& d) {
+  const std::optional<Algorithms>& a = algorithms(s, d);
   HFTA_CHECK(a.has_value(),
              "cuDNN offers no deterministic, direct-sum fp32 algorithm within {} MiB of workspace "
-             "for the convolution of {} models ({} -> {} channels, kernel {}x{}): run it with "
+             "for the {} convolution of {} models ({} -> {} channels, kernel {}x{}): run it with "
              "HFTA_CUDA_CONV=gemm",
-             kCudnnWorkspaceCapBytes >> 20, p.B, p.in_channels, p.out_channels, p.kernel_h,
-             p.kernel_w);
+             kCudnnWorkspaceCapBytes >> 20, s.calls > 1 ? "per-model" : "grouped", p.B,
+             p.in_channels, p.out_channels, p.kernel_h, p.kernel_w);
   return *a;
 }
 
@@ -181,46 +185,62 @@ void* workspace(size_t bytes) {
 
 }  // namespace
 
-bool cudnn_conv2d_has_algorithms(const Conv2dParams& p, const CudnnConvShapes& s) {
+bool cudnn_conv2d_has_algorithms(const Conv2dParams&, const CudnnConvShapes& s) {
   const Descriptors d(s);
-  return algorithms(p, d).has_value();
+  return algorithms(s, d).has_value();
 }
 
+// Call b of `s.calls` runs on the fused tensors' data `step` * b floats in (conv2d_cudnn_shapes.h);
+// all of them enqueue on the thread's stream, in model order.
 void cudnn_conv2d_forward(const Conv2dParams& p, const CudnnConvShapes& s,
                           const Conv2dForwardArgs& a) {
   const Cudnn& lib = cudnn();
   const Descriptors d(s);
-  const Algorithms& algo = required_algorithms(p, d);
+  const Algorithms& algo = required_algorithms(p, s, d);
   const float one = 1.0f, zero = 0.0f;
-  check(lib.forward(cudnn_handle(), &one, d.x, a.x.data, d.w, a.weight.data, d.conv, algo.forward,
-                    workspace(algo.forward_bytes), algo.forward_bytes, &zero, d.y, a.y.data),
-        "cudnnConvolutionForward");
-  if (!a.bias.empty())
-    check(lib.add_tensor(cudnn_handle(), &one, d.bias, a.bias.data, &one, d.y, a.y.data),
+  for (int64_t b = 0; b < s.calls; ++b) {
+    float* y = a.y.data + b * s.y_step;
+    check(lib.forward(cudnn_handle(), &one, d.x, a.x.data + b * s.x_step, d.w,
+                      a.weight.data + b * s.w_step, d.conv, algo.forward,
+                      workspace(algo.forward_bytes), algo.forward_bytes, &zero, d.y, y),
+          "cudnnConvolutionForward");
+    if (!a.bias.empty())
+      check(
+          lib.add_tensor(cudnn_handle(), &one, d.bias, a.bias.data + b * s.bias_step, &one, d.y, y),
           "cudnnAddTensor (the bias)");
+  }
 }
 
 void cudnn_conv2d_backward(const Conv2dParams& p, const CudnnConvShapes& s,
                            const Conv2dBackwardArgs& a) {
   const Cudnn& lib = cudnn();
   const Descriptors d(s);
-  const Algorithms& algo = required_algorithms(p, d);
+  const Algorithms& algo = required_algorithms(p, s, d);
   const float one = 1.0f, zero = 0.0f;
-  // dweight and dbias accumulate (beta 1), dx is written or added (fused_ops/conv2d.h).
-  if (!a.dbias.empty())
-    check(lib.backward_bias(cudnn_handle(), &one, d.y, a.dy.data, &one, d.bias, a.dbias.data),
-          "cudnnConvolutionBackwardBias");
-  if (!a.dweight.empty())
-    check(lib.backward_filter(cudnn_handle(), &one, d.x, a.x.data, d.y, a.dy.data, d.conv,
-                              algo.backward_filter, workspace(algo.backward_filter_bytes),
-                              algo.backward_filter_bytes, &one, d.w, a.dweight.data),
-          "cudnnConvolutionBackwardFilter");
-  if (!a.dx.empty())
-    check(
-        lib.backward_data(cudnn_handle(), &one, d.w, a.weight.data, d.y, a.dy.data, d.conv,
-                          algo.backward_data, workspace(algo.backward_data_bytes),
-                          algo.backward_data_bytes, a.accumulate_dx ? &one : &zero, d.x, a.dx.data),
-        "cudnnConvolutionBackwardData");
+  for (int64_t b = 0; b < s.calls; ++b) {
+    const float* dy = a.dy.data + b * s.y_step;
+    const float* x = a.x.data + b * s.x_step;
+    const float* w = a.weight.data + b * s.w_step;
+    // dweight and dbias accumulate (beta 1), dx is written or added (fused_ops/conv2d.h). Calls
+    // that share x (x_step 0) sum their gradients into it: the first writes (or adds, with
+    // accumulate_dx), the others add, in model order.
+    if (!a.dbias.empty())
+      check(lib.backward_bias(cudnn_handle(), &one, d.y, dy, &one, d.bias,
+                              a.dbias.data + b * s.bias_step),
+            "cudnnConvolutionBackwardBias");
+    if (!a.dweight.empty())
+      check(lib.backward_filter(cudnn_handle(), &one, d.x, x, d.y, dy, d.conv, algo.backward_filter,
+                                workspace(algo.backward_filter_bytes), algo.backward_filter_bytes,
+                                &one, d.w, a.dweight.data + b * s.w_step),
+            "cudnnConvolutionBackwardFilter");
+    if (!a.dx.empty()) {
+      const bool add = a.accumulate_dx || (b > 0 && s.x_step == 0);
+      check(lib.backward_data(cudnn_handle(), &one, d.w, w, d.y, dy, d.conv, algo.backward_data,
+                              workspace(algo.backward_data_bytes), algo.backward_data_bytes,
+                              add ? &one : &zero, d.x, a.dx.data + b * s.x_step),
+            "cudnnConvolutionBackwardData");
+    }
+  }
 }
 
 #else

@@ -114,19 +114,22 @@ TEST_P(CudaConv2d, HostPlanInSmallChunksMatchesReference) {
 
 // Every backend the op can pick: hfta's GEMMs, hfta's implicit-GEMM kernels (bit for bit against
 // their host mirror in test_cuda_conv2d_implicit.cpp) and, where it is loadable and can express
-// the problem, cuDNN.
+// the problem, cuDNN as one grouped call and as B per-model calls.
 TEST_P(CudaConv2d, MatchesReference) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const Conv2dCudaCase& c = GetParam();
-  for (const char* backend : {"gemm", "implicit", "cudnn"}) {
+  for (const char* backend : {"gemm", "implicit", "cudnn", "cudnn-per-model"}) {
     SCOPED_TRACE(fmt::format("HFTA_CUDA_CONV={}", backend));
-    if (std::string(backend) == "cudnn" &&
-        (!cuda::cudnn_available() || !cuda::cudnn_conv_shapes(c.p) ||
-         !cuda::cudnn_conv2d_has_algorithms(c.p, *cuda::cudnn_conv_shapes(c.p)))) {
-      std::printf("%s: cuDNN not run (%s)\n", c.name.c_str(),
-                  cuda::cudnn_available() ? "not expressible or no usable algorithm"
-                                          : cuda::cudnn_status().c_str());
-      continue;
+    const bool per_model = std::string(backend) == "cudnn-per-model";
+    if (per_model || std::string(backend) == "cudnn") {
+      const auto shapes = cuda::cudnn_conv_shapes(
+          c.p, per_model ? cuda::CudnnConvMapping::kPerModel : cuda::CudnnConvMapping::kGrouped);
+      if (!cuda::cudnn_available() || !shapes || !cuda::cudnn_conv2d_has_algorithms(c.p, *shapes)) {
+        std::printf("%s: %s not run (%s)\n", c.name.c_str(), backend,
+                    cuda::cudnn_available() ? "not expressible or no usable algorithm"
+                                            : cuda::cudnn_status().c_str());
+        continue;
+      }
     }
     const ScopedConvBackend scoped(backend);
     run_on_device(c);
@@ -268,12 +271,13 @@ TEST(CudnnConvShapes, TheFusedLayoutIsOneGroupedConvolution) {
                        .groups = 2};
   const auto s = cuda::cudnn_conv_shapes(p);
   ASSERT_TRUE(s.has_value());
-  EXPECT_EQ(s->x, (std::array<int, 4>{5, 12, 9, 7}));
+  EXPECT_EQ(s->x.dims, (std::array<int, 4>{5, 12, 9, 7}));
   EXPECT_EQ(s->w, (std::array<int, 4>{18, 2, 3, 2}));
-  EXPECT_EQ(s->y,
+  EXPECT_EQ(s->y.dims,
             (std::array<int, 4>{5, 18, static_cast<int>(p.out_h()), static_cast<int>(p.out_w())}));
-  EXPECT_EQ(s->bias, (std::array<int, 4>{1, 18, 1, 1}));
+  EXPECT_EQ(s->bias.dims, (std::array<int, 4>{1, 18, 1, 1}));
   EXPECT_EQ(s->groups, 6);
+  EXPECT_EQ(s->calls, 1);
   EXPECT_EQ((std::array<int, 6>{s->pad_h, s->pad_w, s->stride_h, s->stride_w, s->dilation_h,
                                 s->dilation_w}),
             (std::array<int, 6>{1, 0, 2, 1, 1, 2}));
@@ -283,8 +287,8 @@ TEST(CudnnConvShapes, TheFusedLayoutIsOneGroupedConvolution) {
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t g = 0; g < p.groups; ++g) {
       const int64_t j = b * p.groups + g;
-      EXPECT_EQ(j * (s->x[1] / s->groups), b * p.in_channels + g * cig);
-      EXPECT_EQ(j * (s->y[1] / s->groups), b * p.out_channels + g * cog);
+      EXPECT_EQ(j * (s->x.dims[1] / s->groups), b * p.in_channels + g * cig);
+      EXPECT_EQ(j * (s->y.dims[1] / s->groups), b * p.out_channels + g * cog);
       EXPECT_EQ(j * (s->w[0] / s->groups), b * p.out_channels + g * cog) << "weight rows";
     }
 
@@ -293,7 +297,7 @@ TEST(CudnnConvShapes, TheFusedLayoutIsOneGroupedConvolution) {
   shared.shared_input = true;
   const auto t = cuda::cudnn_conv_shapes(shared);
   ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(t->x, (std::array<int, 4>{5, 4, 9, 7}));
+  EXPECT_EQ(t->x.dims, (std::array<int, 4>{5, 4, 9, 7}));
   EXPECT_EQ(t->w, (std::array<int, 4>{18, 4, 3, 2}));
   EXPECT_EQ(t->groups, 1);
 
@@ -302,6 +306,121 @@ TEST(CudnnConvShapes, TheFusedLayoutIsOneGroupedConvolution) {
   Conv2dParams huge = p;
   huge.N = int64_t{1} << 31;
   EXPECT_FALSE(cuda::cudnn_conv_shapes(huge).has_value());
+}
+
+// The offsets, from the fused tensor's start, that an NCHW descriptor starting `start` floats in
+// reaches, in its (n, c, h, w) order.
+std::vector<int64_t> reached(const cuda::CudnnTensorShape& t, int64_t start) {
+  std::vector<int64_t> out;
+  for (int n = 0; n < t.dims[0]; ++n)
+    for (int c = 0; c < t.dims[1]; ++c)
+      for (int h = 0; h < t.dims[2]; ++h)
+        for (int w = 0; w < t.dims[3]; ++w)
+          out.push_back(start + int64_t{n} * t.strides[0] + int64_t{c} * t.strides[1] +
+                        int64_t{h} * t.strides[2] + int64_t{w} * t.strides[3]);
+  return out;
+}
+
+// Channels [c0, c0 + C) of every image of a fused [N, channels, H, W] tensor, in (n, c, h, w)
+// order: what one model's (or one call's) view must address.
+std::vector<int64_t> channel_slice(int64_t N, int64_t channels, int64_t c0, int64_t C, int64_t H,
+                                   int64_t W) {
+  std::vector<int64_t> out;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = c0; c < c0 + C; ++c)
+      for (int64_t i = 0; i < H * W; ++i) out.push_back((n * channels + c) * H * W + i);
+  return out;
+}
+
+// A packed tensor of `dims`, as the filter and bias descriptors are.
+cuda::CudnnTensorShape packed(const std::array<int, 4>& dims) {
+  return {dims, {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}};
+}
+
+// No device needed: the per-model mapping's call b addresses exactly model b's elements of the
+// fused x, y (and so dx, dy), weight and bias, element by element in the single-model layout's
+// order, for every case of the CUDA case list (shared input, groups, depthwise, B in
+// {1, 2, 3, 8}); a shared input's calls all read the whole x. The grouped mapping's one call
+// addresses every element of each tensor, in order.
+TEST(CudnnConvShapes, PerModelCallsAddressEachModelsElements) {
+  for (const Conv2dCudaCase& c : conv2d_cases()) {
+    SCOPED_TRACE(c.name);
+    const Conv2dParams& p = c.p;
+    const auto s = cuda::cudnn_conv_shapes(p, cuda::CudnnConvMapping::kPerModel);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->calls, p.B);
+    EXPECT_EQ(s->groups, p.groups);
+    EXPECT_EQ((std::array<int64_t, 6>{s->pad_h, s->pad_w, s->stride_h, s->stride_w, s->dilation_h,
+                                      s->dilation_w}),
+              (std::array<int64_t, 6>{p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
+                                      p.dilation_w}));
+    const int64_t OH = p.out_h(), OW = p.out_w();
+    const int64_t x_channels = p.x_shape()[1];
+    const int64_t w_model = p.weight_shape().numel() / p.B;
+    for (int64_t b = 0; b < p.B; ++b) {
+      SCOPED_TRACE(fmt::format("model {}", b));
+      const int64_t x_c0 = p.shared_input ? 0 : b * p.in_channels;
+      EXPECT_EQ(reached(s->x, b * s->x_step),
+                channel_slice(p.N, x_channels, x_c0, p.in_channels, p.H, p.W));
+      EXPECT_EQ(
+          reached(s->y, b * s->y_step),
+          channel_slice(p.N, p.B * p.out_channels, b * p.out_channels, p.out_channels, OH, OW));
+      std::vector<int64_t> w(static_cast<size_t>(w_model)),
+          bias(static_cast<size_t>(p.out_channels));
+      for (int64_t i = 0; i < w_model; ++i) w[i] = b * w_model + i;
+      for (int64_t i = 0; i < p.out_channels; ++i) bias[i] = b * p.out_channels + i;
+      EXPECT_EQ(reached(packed(s->w), b * s->w_step), w);
+      EXPECT_EQ(reached(s->bias, b * s->bias_step), bias);
+    }
+    const auto g = cuda::cudnn_conv_shapes(p, cuda::CudnnConvMapping::kGrouped);
+    if (!g) {
+      EXPECT_TRUE(p.shared_input && p.groups > 1);
+      continue;
+    }
+    ASSERT_EQ(g->calls, 1);
+    EXPECT_EQ(reached(g->x, 0), channel_slice(p.N, x_channels, 0, x_channels, p.H, p.W));
+    EXPECT_EQ(reached(g->y, 0),
+              channel_slice(p.N, p.B * p.out_channels, 0, p.B * p.out_channels, OH, OW));
+  }
+}
+
+// No device needed: a size, stride or tensor span beyond cuDNN's 32-bit ints is refused under
+// either mapping; sizes just inside are not.
+TEST(CudnnConvShapes, SizesBeyond32BitIntsAreRefused) {
+  using cuda::CudnnConvMapping;
+  const auto both = [](const Conv2dParams& p) {
+    return std::array<bool, 2>{cuda::cudnn_conv_shapes(p, CudnnConvMapping::kGrouped).has_value(),
+                               cuda::cudnn_conv_shapes(p, CudnnConvMapping::kPerModel).has_value()};
+  };
+  // Model images of 2^29 floats, the fused image 2^30: every stride and span fits.
+  Conv2dParams p{.B = 2,
+                 .N = 1,
+                 .in_channels = 1,
+                 .out_channels = 1,
+                 .H = 16384,
+                 .W = 32768,
+                 .kernel_h = 3,
+                 .kernel_w = 3,
+                 .pad_h = 1,
+                 .pad_w = 1};
+  EXPECT_EQ(both(p), (std::array<bool, 2>{true, true}));
+  // Three such images span 2^31 + 2^29 floats, though each size and stride fits.
+  p.N = 3;
+  EXPECT_EQ(both(p), (std::array<bool, 2>{false, false}));
+  // A fused image of 2^31 floats: the per-model view's image stride overflows.
+  p.N = 1;
+  p.B = 4;
+  EXPECT_EQ(both(p), (std::array<bool, 2>{false, false}));
+  // A shared input with groups > 1: only per model, until the batch overflows.
+  Conv2dParams shared{.B = 3, .N = 2, .in_channels = 4, .out_channels = 4, .H = 5, .W = 5};
+  shared.shared_input = true;
+  shared.groups = 2;
+  EXPECT_EQ(both(shared), (std::array<bool, 2>{false, true}));
+  shared.N = int64_t{1} << 31;
+  EXPECT_EQ(both(shared), (std::array<bool, 2>{false, false}));
+  Conv2dParams wide{.B = 2, .N = 1, .in_channels = 1, .out_channels = 1, .H = 1, .W = 1};
+  wide.out_channels = int64_t{1} << 31;
+  EXPECT_EQ(both(wide), (std::array<bool, 2>{false, false}));
 }
 
 // No device needed: which backend runs, by HFTA_CUDA_CONV, whether cuDNN loads and whether it can
@@ -322,6 +441,20 @@ TEST(CudnnConvShapes, BackendChoice) {
       "a shared input with groups > 1");
   test::expect_error_containing([&] { cuda::conv2d_uses_cudnn(p, CudaConvBackend::kCudnn, false); },
                                 "HFTA_CUDA_CONV=cudnn");
+  // Per model, a shared input with groups > 1 is each model's own grouped convolution.
+  EXPECT_TRUE(cuda::conv2d_uses_cudnn(p, CudaConvBackend::kCudnnPerModel, true));
+  EXPECT_TRUE(cuda::conv2d_uses_cudnn(shared_grouped, CudaConvBackend::kCudnnPerModel, true));
+  test::expect_error_containing(
+      [&] { cuda::conv2d_uses_cudnn(p, CudaConvBackend::kCudnnPerModel, false); },
+      "HFTA_CUDA_CONV=cudnn-per-model: ");
+  Conv2dParams huge = p;
+  huge.N = int64_t{1} << 31;
+  test::expect_error_containing_all(
+      [&] { cuda::conv2d_uses_cudnn(huge, CudaConvBackend::kCudnnPerModel, true); },
+      {"HFTA_CUDA_CONV=cudnn-per-model", "32-bit ints"});
+  EXPECT_EQ(cuda::cudnn_conv_mapping(CudaConvBackend::kCudnnPerModel),
+            cuda::CudnnConvMapping::kPerModel);
+  EXPECT_EQ(cuda::cudnn_conv_mapping(CudaConvBackend::kAuto), cuda::CudnnConvMapping::kGrouped);
   {
     const ScopedConvBackend unset(nullptr);
     EXPECT_EQ(cuda::cuda_conv_backend_from_env(), CudaConvBackend::kAuto);
@@ -331,10 +464,14 @@ TEST(CudnnConvShapes, BackendChoice) {
     EXPECT_EQ(cuda::cuda_conv_backend_from_env(), CudaConvBackend::kGemm);
   }
   {
+    const ScopedConvBackend per_model("cudnn-per-model");
+    EXPECT_EQ(cuda::cuda_conv_backend_from_env(), CudaConvBackend::kCudnnPerModel);
+  }
+  {
     const ScopedConvBackend bad("fast");
     test::expect_error_containing(
         [] { cuda::cuda_conv_backend_from_env(); },
-        "HFTA_CUDA_CONV=fast: choose auto (the default), gemm, cudnn or implicit");
+        "HFTA_CUDA_CONV=fast: choose auto (the default), gemm, cudnn, cudnn-per-model or implicit");
   }
   if (!cuda::device_available()) {
     EXPECT_FALSE(cuda::cudnn_available());

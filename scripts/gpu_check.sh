@@ -8,8 +8,8 @@
 #   <test>.txt    each test executable's output
 #   sweep/        the sweeps' throughput.csv and logs;  torch_compare.txt  PyTorch against hfta
 #   conv_backends.txt  LeNet and ResNet-18 arrays of 32 with the convolutions on hfta's GEMMs, on
-#                 cuDNN and on hfta's implicit-GEMM kernels (HFTA_CUDA_CONV), for
-#                 docs/benchmarks.md's choice of library
+#                 cuDNN (one grouped call, and B per-model calls) and on hfta's implicit-GEMM
+#                 kernels (HFTA_CUDA_CONV), for docs/benchmarks.md's choice of library
 #   cpu16.txt     with CPU_SWEEP=1: ResNet-18 and LeNet on the host's cores, fused B=16 vs serial
 # Steps are bounded by `timeout`, so a hang costs minutes, not the whole lease. STAGES picks
 # what runs (default "build tests sweep torch"); SWEEP_B the array sizes.
@@ -55,7 +55,7 @@ if has tests; then
 fi
 
 if has convs; then
-  for backend in gemm cudnn implicit; do
+  for backend in gemm cudnn cudnn-per-model implicit; do
     for m in lenet resnet18; do
       batch=64; [ "$m" = resnet18 ] && batch=32
       echo "HFTA_CUDA_CONV=$backend $m B=32:" >> "$OUT/conv_backends.txt"

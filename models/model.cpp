@@ -308,17 +308,19 @@ void Model::insert(int64_t b, const std::vector<float>& values) {
 namespace {
 const std::vector<ModelInfo>& registry() {
   static const std::vector<ModelInfo> table = {
-      {"lenet", Shape{1, 28, 28}, 10, define_lenet},
-      {"mlp", Shape{1, 28, 28}, 10, define_mlp},
-      {"mobilenetv2", Shape{3, 32, 32}, 10, define_mobilenetv2},
-      {"mobilenetv3_large", Shape{3, 32, 32}, 10, define_mobilenetv3_large},
-      {"mobilenetv3_small", Shape{3, 32, 32}, 10, define_mobilenetv3_small},
+      {"lenet", Shape{1, 28, 28}, 10, define_lenet, ModelTask::kClassify, true},
+      {"mlp", Shape{1, 28, 28}, 10, define_mlp, ModelTask::kClassify, true},
+      {"mobilenetv2", Shape{3, 32, 32}, 10, define_mobilenetv2, ModelTask::kClassify, true},
+      {"mobilenetv3_large", Shape{3, 32, 32}, 10, define_mobilenetv3_large, ModelTask::kClassify,
+       true},
+      {"mobilenetv3_small", Shape{3, 32, 32}, 10, define_mobilenetv3_small, ModelTask::kClassify,
+       true},
       {"pointnet_cls", Shape{1024, 3}, 10, define_pointnet_cls},
       {"pointnet_cls_ft", Shape{1024, 3}, 10, define_pointnet_cls_ft},
       {"pointnet_seg", Shape{2500, 3}, kShapesParts, define_pointnet_seg, ModelTask::kSegment},
       {"pointnet_seg_ft", Shape{2500, 3}, kShapesParts, define_pointnet_seg_ft,
        ModelTask::kSegment},
-      {"resnet18", Shape{3, 32, 32}, 10, define_resnet18},
+      {"resnet18", Shape{3, 32, 32}, 10, define_resnet18, ModelTask::kClassify, true},
   };
   return table;
 }

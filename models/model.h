@@ -194,6 +194,9 @@ struct ModelInfo {
   int64_t default_num_classes = 10;
   ModelDefinition definition = nullptr;
   ModelTask task = ModelTask::kClassify;
+  // Every op of the model has a CUDA kernel, so it can run with --device cuda (the others raise
+  // at their first op without one; docs/cuda.md).
+  bool runs_on_cuda = false;
 };
 
 // Builds a model by name; throws hfta::Error naming the choices otherwise.

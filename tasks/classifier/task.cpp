@@ -84,7 +84,7 @@ class ClassifierTask final : public Task {
                "--text-files: {} holds {} models, a classifier, which reads no text", path,
                c.model);
     // Checked before anything is built or read, as `hfta train` checks it.
-    const Device device = checked_device(options.device, "fused");
+    const Device device = checked_device(options.device, c.model, "fused");
     ModelSpec spec = model_spec(c, std::max<int64_t>(c.batch_size, 1));
     spec.device = device;
     auto model = make_model(c.model, spec);

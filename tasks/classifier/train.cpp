@@ -44,7 +44,7 @@ TrainResult run_train_classifier(const TrainOptions& options) {
   const int64_t B = array_size(o.hyper);
   const HyperValues h = resolve_hyper(o.optimizer, o.hyper, B);
   prepare_runtime(o.threads, o.deterministic);
-  const Device device = checked_device(o.device, o.plan);
+  const Device device = checked_device(o.device, o.model, o.plan);
   const ModelInfo& info = model_info(o.model);
   Shape sample_shape = info.default_sample_shape;
   if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds

@@ -1,6 +1,7 @@
 #include "tasks/classifier/train_loop.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -55,9 +56,18 @@ ModelConfig model_config(const std::string& name, const Data& data, std::optiona
           .no_decay_norm_bias = no_decay_norm_bias};
 }
 
-Device checked_device(const std::string& name, const std::string& plan) {
+Device checked_device(const std::string& name, const std::string& model, const std::string& plan) {
   const Device device = parse_device(name);
   if (device == Device::kCpu) return device;
+  if (!model_info(model).runs_on_cuda) {
+    std::vector<std::string> ready;
+    for (const std::string& m : model_names())
+      if (model_info(m).runs_on_cuda) ready.push_back(m);
+    fail(
+        "--device {}: --model {} has ops without a CUDA kernel yet (docs/cuda.md); on the GPU "
+        "run {}",
+        name, model, fmt::join(ready, ", "));
+  }
   HFTA_CHECK(plan == "auto" || plan == "fused",
              "--device {} runs plan fused (one call per op for all models), got --plan {}: use "
              "--plan fused or leave --plan out",
@@ -318,7 +328,7 @@ namespace {
 class ClassifierSearchData final : public SearchData {
  public:
   ClassifierSearchData(const TrainOptions& o, int64_t largest_batch)
-      : device_(checked_device(o.device, o.plan)) {  // before any data is read
+      : device_(checked_device(o.device, o.model, o.plan)) {  // before any data is read
     const ModelInfo& info = model_info(o.model);
     Shape sample_shape = info.default_sample_shape;
     if (o.npoints > 0 && sample_shape.rank() == 2) sample_shape[0] = o.npoints;  // [L, 3] clouds

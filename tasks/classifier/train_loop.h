@@ -45,9 +45,11 @@ struct ModelConfig {
   // The spec of an array of models `ids`.
   ModelSpec spec(const std::vector<int64_t>& ids, int64_t batch_size, uint64_t seed) const;
 };
-// --device `name` with --plan `plan`, checked before any data is read: a device runs plan fused
-// (auto resolves to it there) and must be available. Throws hfta::Error saying which is not so.
-Device checked_device(const std::string& name, const std::string& plan);
+// --device `name` for --model `model` with --plan `plan`, checked before any data is read: a
+// device runs plan fused (auto resolves to it there), only models whose every op has a kernel
+// there (ModelInfo::runs_on_cuda), and must be available. Throws hfta::Error saying which is not
+// so.
+Device checked_device(const std::string& name, const std::string& model, const std::string& plan);
 
 // The architecture `name` on `data` (its sample shape and classes). Throws hfta::Error naming an
 // unknown model.

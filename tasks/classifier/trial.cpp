@@ -50,7 +50,7 @@ class ClassifierTrialArray final : public TrialArray {
 TrialResult run_trial_classifier(const TrialOptions& o) {
   check_trial_options(o);
   prepare_runtime(o.threads, o.deterministic);
-  const Device device = checked_device(o.device, o.plan);
+  const Device device = checked_device(o.device, o.model, o.plan);
   // Learning rates log-uniform in [1e-4, 1e-2]; Adam's defaults for the rest.
   const HyperValues h = resolve_hyper("adam", {{"lr", trial_learning_rates(o, -4.0f, -2.0f)}}, o.B);
 

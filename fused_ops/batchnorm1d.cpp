@@ -47,6 +47,13 @@ void check_batchnorm1d(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs&
   check_shape(a.saved.mean, p.param_shape(), "batchnorm1d saved.mean");
   check_shape(a.saved.rstd, p.param_shape(), "batchnorm1d saved.rstd");
   check_shape(a.y, p.y_shape(), "batchnorm1d output");
+  check_device(a.gamma, a.x.device, "batchnorm1d gamma");
+  check_device(a.beta, a.x.device, "batchnorm1d beta");
+  check_device(a.running_mean, a.x.device, "batchnorm1d running_mean");
+  check_device(a.running_var, a.x.device, "batchnorm1d running_var");
+  check_device(a.saved.mean, a.x.device, "batchnorm1d saved.mean");
+  check_device(a.saved.rstd, a.x.device, "batchnorm1d saved.rstd");
+  check_device(a.y, a.x.device, "batchnorm1d output");
 }
 
 void check_batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a) {
@@ -61,16 +68,25 @@ void check_batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBac
     check_optional_shape(a.dgamma, p.param_shape(), "batchnorm1d gamma gradient");
     check_optional_shape(a.dbeta, p.param_shape(), "batchnorm1d beta gradient");
   }
+  check_device(a.gamma, a.x.device, "batchnorm1d gamma");
+  check_device(a.saved.mean, a.x.device, "batchnorm1d saved.mean");
+  check_device(a.saved.rstd, a.x.device, "batchnorm1d saved.rstd");
+  check_device(a.dy, a.x.device, "batchnorm1d output gradient");
+  check_device(a.dx, a.x.device, "batchnorm1d input gradient");
+  check_device(a.dgamma, a.x.device, "batchnorm1d gamma gradient");
+  check_device(a.dbeta, a.x.device, "batchnorm1d beta gradient");
 }
 
 void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a) {
   check_batchnorm1d(p, a);
-  HFTA_DISPATCH("batchnorm1d_forward", a.x.device, cpu::batchnorm1d_forward(p, a));
+  HFTA_DISPATCH_CUDA("batchnorm1d_forward", a.x.device, cpu::batchnorm1d_forward(p, a),
+                     cuda::batchnorm1d_forward(p, a));
 }
 
 void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a) {
   check_batchnorm1d_backward(p, a);
-  HFTA_DISPATCH("batchnorm1d_backward", a.x.device, cpu::batchnorm1d_backward(p, a));
+  HFTA_DISPATCH_CUDA("batchnorm1d_backward", a.x.device, cpu::batchnorm1d_backward(p, a),
+                     cuda::batchnorm1d_backward(p, a));
 }
 
 }  // namespace hfta

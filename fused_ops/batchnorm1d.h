@@ -72,7 +72,8 @@ struct BatchNorm1dBackwardArgs {
 };
 
 // Throws hfta::Error when a size is not positive, eps is not positive, momentum is outside
-// [0, 1], training has a single row, or a tensor does not match its shape above.
+// [0, 1], training has a single row, a tensor does not match its shape above, or the tensors are
+// on different devices.
 void check_batchnorm1d_params(const BatchNorm1dParams& p);
 void check_batchnorm1d(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a);
 void check_batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a);
@@ -89,5 +90,12 @@ namespace cpu {
 void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a);
 void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a);
 }  // namespace cpu
+
+// Every tensor in device memory (fused_ops/cuda/batchnorm1d.cpp; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream and returns without waiting for it.
+namespace cuda {
+void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a);
+void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

@@ -41,7 +41,8 @@ struct BmmBackwardArgs {
   bool accumulate_dt = false;  // dt += gradient instead of dt = gradient
 };
 
-// Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
+// Throws hfta::Error when a size is not positive, a tensor does not match its shape above, or the
+// tensors are on different devices.
 void check_bmm(const BmmParams& p, const BmmForwardArgs& a);
 void check_bmm_backward(const BmmParams& p, const BmmBackwardArgs& a);
 
@@ -57,5 +58,12 @@ namespace cpu {
 void bmm_forward(const BmmParams& p, const BmmForwardArgs& a);
 void bmm_backward(const BmmParams& p, const BmmBackwardArgs& a);
 }  // namespace cpu
+
+// Every tensor in device memory (fused_ops/cuda/bmm.cpp; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream and returns without waiting for it.
+namespace cuda {
+void bmm_forward(const BmmParams& p, const BmmForwardArgs& a);
+void bmm_backward(const BmmParams& p, const BmmBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

@@ -49,7 +49,8 @@ struct MaxOverPointsBackwardArgs {
   bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
 };
 
-// Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
+// Throws hfta::Error when a size is not positive, a tensor does not match its shape above, or the
+// tensors are on different devices.
 void check_max_over_points(const MaxOverPointsParams& p, const MaxOverPointsForwardArgs& a);
 void check_max_over_points_backward(const MaxOverPointsParams& p,
                                     const MaxOverPointsBackwardArgs& a);
@@ -66,5 +67,12 @@ namespace cpu {
 void max_over_points_forward(const MaxOverPointsParams& p, const MaxOverPointsForwardArgs& a);
 void max_over_points_backward(const MaxOverPointsParams& p, const MaxOverPointsBackwardArgs& a);
 }  // namespace cpu
+
+// Every tensor in device memory (fused_ops/cuda/max_points.cpp; defined only in a build with
+// -DHFTA_CUDA=ON). Runs on the calling thread's stream and returns without waiting for it.
+namespace cuda {
+void max_over_points_forward(const MaxOverPointsParams& p, const MaxOverPointsForwardArgs& a);
+void max_over_points_backward(const MaxOverPointsParams& p, const MaxOverPointsBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

@@ -142,4 +142,28 @@ cudaError_t implicit_conv_backward_weight(const implicit_math::ImplicitGeometry&
                                           const float* dy, float* dweight, float* partials, int b0,
                                           int models, cudaStream_t stream);
 
+// PointNet's ops:
+//   batchnorm1d_forward / _backward (fused_ops/cuda/batchnorm1d_kernels.cu): BatchNorm1d on the
+//     rows layout x [B, R, C], one block per channel as batchnorm2d (arithmetic in
+//     batchnorm1d_math.h and batchnorm2d_math.h); gamma/beta null without affine, the running
+//     statistics null to skip their update, dx/dgamma/dbeta null when not wanted
+//   max_points_forward:   y [P, C] = max over L of x [P, L, C], argmax (may be null) the first
+//                         maximum's point (a NaN wins once met); max_points_math.h
+//   max_points_backward:  dx [P, L, C] = dy at the argmax, 0 elsewhere (or added: accumulate)
+//   add_identity_forward: y = x + I over n elements of k x k matrices (y may be x)
+cudaError_t batchnorm1d_forward(const float* x, const float* gamma, const float* beta,
+                                float* running_mean, float* running_var, float* saved_mean,
+                                float* saved_rstd, float* y, int64_t B, int64_t R, int64_t C,
+                                double eps, double momentum, bool training, cudaStream_t stream);
+cudaError_t batchnorm1d_backward(const float* x, const float* gamma, const float* saved_mean,
+                                 const float* saved_rstd, const float* dy, float* dx, float* dgamma,
+                                 float* dbeta, int64_t B, int64_t R, int64_t C, bool training,
+                                 bool accumulate, cudaStream_t stream);
+cudaError_t max_points_forward(const float* x, float* y, int32_t* argmax, int64_t problems,
+                               int64_t L, int64_t C, cudaStream_t stream);
+cudaError_t max_points_backward(const int32_t* argmax, const float* dy, float* dx, int64_t problems,
+                                int64_t L, int64_t C, bool accumulate, cudaStream_t stream);
+cudaError_t add_identity_forward(const float* x, float* y, int64_t k, int64_t n,
+                                 cudaStream_t stream);
+
 }  // namespace hfta::cuda::kernels

@@ -219,6 +219,11 @@ class BatchNorm1dHarness : public ::testing::TestWithParam<OpCase<Bn1Params>> {}
 TEST_P(BatchNorm1dHarness, FusedEqualsSerial) { test::run_case<BatchNorm1dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, BatchNorm1dHarness, ::testing::ValuesIn(batchnorm1d_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, BatchNorm1dHarness,
+                         ::testing::ValuesIn(test::device_cases<BatchNorm1dOp>(batchnorm1d_cases(),
+                                                                               Device::kCuda)),
+                         test::CaseName());
 
 // The same data through this op and through batchnorm2d on the channels layout [N, B*C, 1, L]
 // (torch's BatchNorm1d on [N, C, L] inputs): model b's rows r = n*L + l of channel c are

@@ -144,6 +144,10 @@ std::vector<OpCase<BmmParams>> bmm_cases() {
 class BmmHarness : public ::testing::TestWithParam<OpCase<BmmParams>> {};
 TEST_P(BmmHarness, FusedEqualsSerial) { test::run_case<BmmOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, BmmHarness, ::testing::ValuesIn(bmm_cases()), test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, BmmHarness,
+                         ::testing::ValuesIn(test::device_cases<BmmOp>(bmm_cases(), Device::kCuda)),
+                         test::CaseName());
 
 // Each gradient follows its own accumulate flag (the harness sets both alike), and an empty one
 // is skipped without changing the other: every combination against the reference, fused B = 3.

@@ -85,6 +85,11 @@ class MaxOverPointsHarness : public ::testing::TestWithParam<OpCase<MaxOverPoint
 TEST_P(MaxOverPointsHarness, FusedEqualsSerial) { test::run_case<MaxOverPointsOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, MaxOverPointsHarness, ::testing::ValuesIn(max_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, MaxOverPointsHarness,
+                         ::testing::ValuesIn(test::device_cases<MaxOverPointsOp>(max_cases(),
+                                                                                 Device::kCuda)),
+                         test::CaseName());
 
 // One channel's points by hand, as model 1 of B = 2 (model 0 holds zeros), through the fused op
 // and the reference; both must agree bit for bit, NaNs included.

@@ -315,7 +315,7 @@ const std::vector<ModelInfo>& registry() {
        true},
       {"mobilenetv3_small", Shape{3, 32, 32}, 10, define_mobilenetv3_small, ModelTask::kClassify,
        true},
-      {"pointnet_cls", Shape{1024, 3}, 10, define_pointnet_cls},
+      {"pointnet_cls", Shape{1024, 3}, 10, define_pointnet_cls, ModelTask::kClassify, true},
       {"pointnet_cls_ft", Shape{1024, 3}, 10, define_pointnet_cls_ft},
       {"pointnet_seg", Shape{2500, 3}, kShapesParts, define_pointnet_seg, ModelTask::kSegment},
       {"pointnet_seg_ft", Shape{2500, 3}, kShapesParts, define_pointnet_seg_ft,

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "fused_ops/add_identity.h"
 #include "fused_ops/batchnorm1d.h"
 #include "fused_ops/bmm.h"
 #include "fused_ops/concat.h"
@@ -59,8 +60,11 @@ class BatchNorm1dNode : public Node {
                             .saved = saved(net),
                             .y = net.value(output).reshaped(p.y_shape())});
     if (training) {
+      // num_batches_tracked += 1 for every model, where the counters live (a 1 x 1 identity).
       const TensorView& count = net.buffer(batches_).value;
-      for (int64_t b = 0; b < count.numel(); ++b) count[b] += 1.0f;
+      const AddIdentityParams one{.B = count.numel(), .N = 1, .k = 1};
+      const TensorView c = count.reshaped(one.x_shape());
+      add_identity_forward(one, {.x = c, .y = c});
     }
   }
   void backward(Net& net, int64_t n) override {
@@ -290,40 +294,25 @@ class AddIdentityNode : public Node {
  public:
   explicit AddIdentityNode(int64_t k) : k_(k) {}
   std::string describe() const override { return fmt::format("AddIdentity({0}x{0})", k_); }
-  void forward(Net& net, int64_t, bool) override {
-    const TensorView x = net.value(inputs[0]), y = net.value(output);
-    const int64_t count = x.numel(), kk = k_ * k_;
-    const float* src = x.data;
-    float* dst = y.data;
-    const int64_t k = k_;
-    for_each_chunk(count, [&](int64_t begin, int64_t end) {
-#pragma omp simd
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t e = i % kk;
-        dst[i] = src[i] + (e / k == e % k ? 1.0f : 0.0f);
-      }
-    });
+  void forward(Net& net, int64_t n, bool) override {
+    const AddIdentityParams p = rows(net, n);
+    add_identity_forward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
+                             .y = net.value(output).reshaped(p.y_shape())});
   }
-  void backward(Net& net, int64_t) override {
+  void backward(Net& net, int64_t n) override {
     InputGrad dx = net.input_grad(*this, 0);
     if (dx.view.empty()) return;
-    const TensorView dy = net.grad(output);
-    const int64_t count = dy.numel();
-    const float* src = dy.data;
-    float* dst = dx.view.data;
-    const bool accumulate = dx.accumulate;
-    for_each_chunk(count, [&](int64_t begin, int64_t end) {
-      if (accumulate) {
-#pragma omp simd
-        for (int64_t i = begin; i < end; ++i) dst[i] += src[i];
-      } else {
-        std::copy(src + begin, src + end, dst + begin);
-      }
-    });
+    const AddIdentityParams p = rows(net, n);
+    add_identity_backward(p, {.dy = net.grad(output).reshaped(p.y_shape()),
+                              .dx = dx.view.reshaped(p.x_shape()),
+                              .accumulate_dx = dx.accumulate});
   }
   bool accumulates_dx() const override { return true; }
 
  private:
+  AddIdentityParams rows(const Net& net, int64_t n) const {
+    return {.B = net.B(), .N = n, .k = k_};
+  }
   int64_t k_;
 };
 

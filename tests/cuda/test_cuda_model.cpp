@@ -1,8 +1,9 @@
 // Whole models on a CUDA device (skipped without one): the classifiers whose every op has a CUDA
-// kernel (MLP, LeNet, ResNet-18, MobileNetV2, MobileNetV3 small and large) as fused arrays in
-// device memory, trained by the optimizers' device step, against the same arrays on the CPU and
-// PyTorch's golden losses; fused against serial on the device; checkpoints' tensors copied back and
-// restored; `hfta train --device cuda` against `--device cpu` through the command line.
+// kernel (MLP, LeNet, ResNet-18, MobileNetV2, MobileNetV3 small and large, PointNet) as fused
+// arrays in device memory, trained by the optimizers' device step, against the same arrays on the
+// CPU and PyTorch's golden losses; fused against serial on the device; checkpoints' tensors
+// copied back and restored; `hfta train --device cuda` against `--device cpu` through the command
+// line.
 //
 // Tolerances: cuBLAS and the CPU's GEMMs sum in other orders, and nvcc contracts products into
 // FMAs, so a device model is the CPU model to rounding, not bit for bit (docs/cuda.md). Three
@@ -37,13 +38,18 @@ using test::kSteps;
 #define SKIP_WITHOUT_DEVICE() \
   if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda)
 
+// PyTorch's golden PointNet runs use clouds of 64 points (tests/models/test_torch_golden.cpp).
+Shape sample_shape(const std::string& name) {
+  return name.starts_with("pointnet") ? Shape{64, 3} : model_info(name).default_sample_shape;
+}
+
 std::unique_ptr<Model> array_on(Device device, const std::string& name,
                                 const std::vector<int64_t>& ids) {
   return make_model(name, {.B = static_cast<int64_t>(ids.size()),
                            .batch_size = kBatch,
                            .seed = kSeed,
                            .model_ids = ids,
-                           .sample_shape = model_info(name).default_sample_shape,
+                           .sample_shape = sample_shape(name),
                            .num_classes = kClasses,
                            .dropout = 0.0f,
                            .device = device});
@@ -109,7 +115,7 @@ TEST_P(CudaModel, TrainsAsOnTheCpuAndAsPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Models, CudaModel,
                          ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18",
                                                               "mobilenetv2", "mobilenetv3_small",
-                                                              "mobilenetv3_large"),
+                                                              "mobilenetv3_large", "pointnet_cls"),
                                             ::testing::Values("adam", "adadelta")));
 
 // Model b of a device array of 3 trains as model b alone on the device (the same ids, so the same

@@ -167,8 +167,8 @@ TEST(TrainCliErrors, BadFlagsNameTheProblem) {
            {"--device gpu", "--device: unknown device 'gpu': choose cpu or cuda"},
            {"--device cuda --plan chunk:2", "--device cuda runs plan fused"},
            {"--model transformer --device cuda", "--device: --model transformer"},
-           {"--model pointnet_cls --device cuda",
-            "--device cuda: --model pointnet_cls has ops without a CUDA kernel yet"}}) {
+           {"--model pointnet_cls_ft --device cuda",
+            "--device cuda: --model pointnet_cls_ft has ops without a CUDA kernel yet"}}) {
     expect_hfta_error("train " + c.args + out, c.message);
   }
   TempDir missing("missing");

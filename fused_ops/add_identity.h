@@ -40,6 +40,10 @@ void check_add_identity_backward(const AddIdentityParams& p, const AddIdentityBa
 void add_identity_forward(const AddIdentityParams& p, const AddIdentityForwardArgs& a);
 void add_identity_backward(const AddIdentityParams& p, const AddIdentityBackwardArgs& a);
 
+// counters += 1, in place, wherever they live (BatchNorm's num_batches_tracked, one per model):
+// 1 x 1 identities added.
+void add_one(const TensorView& counters);
+
 namespace ref {
 void add_identity_forward(const AddIdentityParams& p, const AddIdentityForwardArgs& a);
 void add_identity_backward(const AddIdentityParams& p, const AddIdentityBackwardArgs& a);

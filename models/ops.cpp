@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "fused_ops/activation.h"
 #include "fused_ops/add.h"
+#include "fused_ops/add_identity.h"
 #include "fused_ops/batchnorm2d.h"
 #include "fused_ops/conv2d.h"
 #include "fused_ops/cross_entropy.h"
@@ -142,10 +143,7 @@ class BatchNorm2dNode : public Node {
                             .running_var = net.buffer(var_).value,
                             .saved = saved(net),
                             .y = net.value(output)});
-    if (training) {
-      const TensorView& count = net.buffer(batches_).value;
-      for (int64_t b = 0; b < count.numel(); ++b) count[b] += 1.0f;
-    }
+    if (training) add_one(net.buffer(batches_).value);  // num_batches_tracked, on any device
   }
   void backward(Net& net, int64_t n) override {
     BatchNorm2dParams p = rows(n, last_training_);

@@ -59,13 +59,7 @@ class BatchNorm1dNode : public Node {
                             .running_var = net.buffer(var_).value,
                             .saved = saved(net),
                             .y = net.value(output).reshaped(p.y_shape())});
-    if (training) {
-      // num_batches_tracked += 1 for every model, where the counters live (a 1 x 1 identity).
-      const TensorView& count = net.buffer(batches_).value;
-      const AddIdentityParams one{.B = count.numel(), .N = 1, .k = 1};
-      const TensorView c = count.reshaped(one.x_shape());
-      add_identity_forward(one, {.x = c, .y = c});
-    }
+    if (training) add_one(net.buffer(batches_).value);  // num_batches_tracked, on any device
   }
   void backward(Net& net, int64_t n) override {
     const BatchNorm1dParams p = rows(n, last_training_);

@@ -99,8 +99,9 @@ void activation_forward(const ActivationParams& p, const ActivationForwardArgs& 
 void activation_backward(const ActivationParams& p, const ActivationBackwardArgs& a);
 }  // namespace cpu
 
-// Every tensor in device memory (fused_ops/cuda/activation.cu; defined only in a build with
-// -DHFTA_CUDA=ON). kRelu only so far: other kinds raise hfta::Error. Runs on the calling thread's
+// Every tensor in device memory (fused_ops/cuda/activation.cpp; defined only in a build with
+// -DHFTA_CUDA=ON), every kind: tanh, sigmoid and GELU within a few ulp of the CPU's (libm
+// formulas against oneDNN's polynomials), the others bit for bit. Runs on the calling thread's
 // stream (backend/cuda/runtime.h) and returns without waiting for it.
 namespace cuda {
 void activation_forward(const ActivationParams& p, const ActivationForwardArgs& a);

@@ -45,7 +45,8 @@ NetSpec gan_net_spec(const GanSpec& s, DcganNet which, int64_t first, int64_t co
                  .model_ids = std::vector<int64_t>(s.model_ids.begin() + first,
                                                    s.model_ids.begin() + first + count),
                  .state_only = state_only,
-                 .external_state = external};
+                 .external_state = external,
+                 .device = s.device};
 }
 
 // G recorded on `n`: per-model noise in, images out (their gradient written by the caller).
@@ -88,6 +89,11 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
   layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
   const bool fused = layout_.is_fused();
   if (fused) spec_.plan = ExecutionPlan::fused();
+  // The other plans split the models over CPU threads; a device runs them in one call per op.
+  HFTA_CHECK(spec_.device == Device::kCpu || fused,
+             "a DCGAN array on --device {} runs plan fused (one call per op for all models), got "
+             "plan {}",
+             device_flag_name(spec_.device), spec_.plan.str());
   const DcganArch& a = spec_.arch;
 
   // The state: under the fused plan these nets also run the step (pass 0).
@@ -126,8 +132,23 @@ GanArray::GanArray(GanSpec spec) : spec_(std::move(spec)) {
   opt_d_ = adam_over(*d_real_, spec_.d_adam);
 
   fixed_noise_.resize(static_cast<size_t>(kSampleRows * spec_.B * a.nz));
-  draw_noise(TensorView(fixed_noise_.data(), Shape{kSampleRows, spec_.B * a.nz, 1, 1}), spec_.seed,
-             kRngGanFixedNoise);
+  const TensorView fixed(fixed_noise_.data(), Shape{kSampleRows, spec_.B * a.nz, 1, 1});
+  draw_noise(fixed, spec_.seed, kRngGanFixedNoise);
+  if (spec_.device != Device::kCpu) {
+    // Where the host's batches and noise go: one upload a step for every model.
+    const Shape real{spec_.batch * a.nc * a.image * a.image}, noise{spec_.batch * spec_.B * a.nz};
+    Arena counting(spec_.device);
+    for (const Shape& s : {real, noise, fixed.shape}) counting.carve(s);
+    device_inputs_ = Arena(counting.used(), "the DCGAN's inputs", spec_.device);
+    device_real_ = device_inputs_.carve(real);
+    device_noise_ = device_inputs_.carve(noise);
+    device_fixed_noise_ = device_inputs_.carve(fixed.shape);
+    copy_view(fixed, device_fixed_noise_, "the fixed noise's copy to the device");
+    real_upload_ = StagedUpload(spec_.device, static_cast<size_t>(real.numel()) * sizeof(float),
+                                "the real batch's upload to the device");
+    noise_upload_ = StagedUpload(spec_.device, static_cast<size_t>(noise.numel()) * sizeof(float),
+                                 "the noise's upload to the device");
+  }
 }
 
 std::unique_ptr<GanArray::Pass> GanArray::make_pass(int64_t first, int64_t count) {
@@ -213,6 +234,12 @@ GanStepStats GanArray::step(const TensorView& real, const TensorView* noise) {
   for (auto* v : {&stats.loss_d, &stats.loss_g, &stats.d_x, &stats.d_g_z1, &stats.d_g_z2})
     v->assign(static_cast<size_t>(spec_.B), 0.0f);
   const bool fused = layout_.is_fused();
+  TensorView real_in = real;
+  if (spec_.device != Device::kCpu) {
+    HFTA_CHECK(real.device == Device::kCpu, "a GAN step reads its real batch from host memory");
+    real_in = device_real_.leading(real.shape);
+    real_upload_.upload(real, real_in);
+  }
   run_plan_groups(layout_, [&](size_t g) {
     const PlanGroup& group = layout_.groups[g];
     Pass& p = *passes_[pass_of_group_[g]];
@@ -220,7 +247,7 @@ GanStepStats GanArray::step(const TensorView& real, const TensorView* noise) {
       p.g->bind_state(*g_, group.first);
       for (Net* d : {p.d_real, p.d_fake.get(), p.d_gen.get()}) d->bind_state(*d_real_, group.first);
     }
-    run_pass(p, group, real, noise, stats);
+    run_pass(p, group, real_in, noise, stats);
   });
   if (!fused) {
     opt_d_->finish_model_steps();
@@ -244,8 +271,10 @@ void GanArray::run_pass(Pass& p, const PlanGroup& group, const TensorView& real,
     opt.step_models(reinterpret_cast<float*>(state.param_arena().data()),
                     reinterpret_cast<const float*>(state.grad_arena().data()), first, count);
   };
+  // The group's B values of a per-model output (on the nets' device) into `out` on the host.
   auto put = [&](std::vector<float>& out, const TensorView& values) {
-    std::copy(values.data, values.data + count, out.begin() + first);
+    copy_memory(out.data() + first, Device::kCpu, values.data, values.device,
+                static_cast<size_t>(count) * sizeof(float));
   };
 
   // (1) D: maximize log D(x) + log(1 - D(G(z))).
@@ -262,15 +291,25 @@ void GanArray::run_pass(Pass& p, const PlanGroup& group, const TensorView& real,
   } else {
     draw_noise(z, spec_.seed ^ static_cast<uint64_t>(steps_), kRngGanNoise, first);
   }
-  p.g->set_input(p.z, z);
+  if (spec_.device == Device::kCpu) {
+    p.g->set_input(p.z, z);
+  } else {
+    const TensorView z_on_device = device_noise_.leading(z.shape);
+    noise_upload_.upload(z, z_on_device);
+    p.g->set_input(p.z, z_on_device);
+  }
   p.g->forward(true);
   const TensorView fake = p.g->value(p.fake);
   p.d_fake->set_input(p.fake_in, fake);
   p.d_fake->forward(true);
   p.d_fake->backward();  // accumulates into D's gradients: errD_real + errD_fake
   put(stats.d_g_z1, p.d_fake->saved(p.ms_fake));
-  const TensorView lr = p.d_real->value(p.loss_real), lf = p.d_fake->value(p.loss_fake);
-  for (int64_t b = 0; b < count; ++b) stats.loss_d[static_cast<size_t>(first + b)] = lr[b] + lf[b];
+  std::vector<float> loss_real(static_cast<size_t>(spec_.B)), loss_fake(loss_real.size());
+  put(loss_real, p.d_real->value(p.loss_real));
+  put(loss_fake, p.d_fake->value(p.loss_fake));
+  for (int64_t b = first; b < first + count; ++b)
+    stats.loss_d[static_cast<size_t>(b)] =
+        loss_real[static_cast<size_t>(b)] + loss_fake[static_cast<size_t>(b)];
   update(*opt_d_, *d_real_);
 
   // (2) G: maximize log D(G(z)) through the updated D. D's gradients from this pass are unused
@@ -281,17 +320,21 @@ void GanArray::run_pass(Pass& p, const PlanGroup& group, const TensorView& real,
   p.d_gen->backward();
   put(stats.d_g_z2, p.d_gen->saved(p.ms_gen));
   put(stats.loss_g, p.d_gen->value(p.loss_gen));
-  const TensorView dfake = p.d_gen->grad(p.gen_in), gfake = p.g->grad(p.fake);
-  std::copy(dfake.data, dfake.data + dfake.numel(), gfake.data);
+  copy_view(p.d_gen->grad(p.gen_in), p.g->grad(p.fake), "D's input gradient into G's output's");
   p.g->backward();
   update(*opt_g_, *g_);
 }
 
 TensorView GanArray::samples() {
-  g_sample_->set_input(sample_z_, TensorView(fixed_noise_.data(),
-                                             Shape{kSampleRows, spec_.B * spec_.arch.nz, 1, 1}));
+  const TensorView fixed(fixed_noise_.data(), Shape{kSampleRows, spec_.B * spec_.arch.nz, 1, 1});
+  g_sample_->set_input(sample_z_, spec_.device == Device::kCpu ? fixed : device_fixed_noise_);
   g_sample_->forward(true);
-  return g_sample_->value(sample_out_);
+  const TensorView out = g_sample_->value(sample_out_);
+  if (out.device == Device::kCpu) return out;
+  host_samples_.resize(static_cast<size_t>(out.numel()));
+  const TensorView host(host_samples_.data(), out.shape);
+  copy_view(out, host, "the samples' copy to the host");
+  return host;
 }
 
 }  // namespace hfta

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
+#include "core/device_memory.h"
 #include "models/net.h"
 #include "models/plan.h"
 #include "optim/adam.h"
@@ -65,6 +67,10 @@ struct GanSpec {
   AdamHyper g_adam, d_adam;        // per-model lists (1 or B values)
   ExecutionPlan plan;              // not auto (workflows resolve it first)
   int threads = 0;                 // the plan's thread count (0: every thread)
+  // Where the nets' arenas live and run (NetSpec::device). kCuda runs plan fused only; the real
+  // batches and the noise are drawn or read on the host and uploaded once per step, the step's
+  // statistics and samples() copied back.
+  Device device = Device::kCpu;
 };
 
 // Per-model statistics of one step, as PyTorch's example prints them.
@@ -96,8 +102,8 @@ class GanArray {
   // The noise of models [first, first + n) for z's rows into z [rows, n*nz, 1, 1], each model's
   // from its own stream (seed, model id, purpose).
   void draw_noise(TensorView z, uint64_t seed, uint64_t purpose, int64_t first = 0) const;
-  // G's samples for the fixed noise (64 rows per model, drawn once): [64, B*nc, S, S]. Runs G
-  // in training mode, as the example's netG(fixed_noise) does.
+  // G's samples for the fixed noise (64 rows per model, drawn once): [64, B*nc, S, S], in host
+  // memory. Runs G in training mode, as the example's netG(fixed_noise) does.
   TensorView samples();
   int64_t steps() const { return steps_; }
   // Restores the step count of a resumed run: step t's noise comes from (seed ^ t).
@@ -134,6 +140,12 @@ class GanArray {
   std::unique_ptr<FusedAdam> opt_g_, opt_d_;
   std::vector<float> fixed_noise_;
   int64_t steps_ = 0;
+  // On a device: where the real batch, the step's noise and the fixed noise are uploaded to, and
+  // the host copy of the samples.
+  Arena device_inputs_;
+  TensorView device_real_, device_noise_, device_fixed_noise_;
+  StagedUpload real_upload_, noise_upload_;
+  std::vector<float> host_samples_;
 };
 
 }  // namespace hfta

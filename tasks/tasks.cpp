@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "run/train.h"
@@ -43,6 +44,17 @@ TrialResult run_trial(const TrialOptions& options) {
              "--device {}: --model {} ({}) trains on the CPU only so far", options.device,
              options.model, task.kind());
   return task.trial(options);
+}
+
+Device checked_device(const std::string& name, const std::string& plan) {
+  const Device device = parse_device(name);
+  if (device == Device::kCpu) return device;
+  HFTA_CHECK(plan == "auto" || plan == "fused",
+             "--device {} runs plan fused (one call per op for all models), got --plan {}: use "
+             "--plan fused or leave --plan out",
+             name, plan);
+  HFTA_CHECK(device_available(device), "--device {}: {}", name, describe_device(device));
+  return device;
 }
 
 EvalReport run_eval(const Checkpoint& c, const std::string& path, const EvalOptions& options) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
 #include "run/task.h"
 
 namespace hfta {
@@ -22,6 +23,11 @@ std::vector<std::string> task_model_names();
 // `hfta train`, `hfta trial` and `hfta eval` of any model: its task's.
 TrainResult run_train(const TrainOptions& options);
 TrialResult run_trial(const TrialOptions& options);
+// --device `name` with --plan `plan`, checked before any data is read: a device runs plan fused
+// (auto resolves to it there) and must be available. Throws hfta::Error saying which is not so.
+// (A task checks first that its model's ops have kernels on the device.)
+Device checked_device(const std::string& name, const std::string& plan);
+
 // `path` is the file `c` was read from (for messages).
 EvalReport run_eval(const Checkpoint& c, const std::string& path, const EvalOptions& options);
 

@@ -21,6 +21,7 @@
 #include "tasks/classifier/evaluate.h"
 #include "tasks/classifier/results.h"
 #include "tasks/classifier/resume.h"
+#include "tasks/tasks.h"
 
 namespace hfta {
 
@@ -68,12 +69,7 @@ Device checked_device(const std::string& name, const std::string& model, const s
         "run {}",
         name, model, fmt::join(ready, ", "));
   }
-  HFTA_CHECK(plan == "auto" || plan == "fused",
-             "--device {} runs plan fused (one call per op for all models), got --plan {}: use "
-             "--plan fused or leave --plan out",
-             name, plan);
-  HFTA_CHECK(device_available(device), "--device {}: {}", name, describe_device(device));
-  return device;
+  return checked_device(name, plan);
 }
 
 ModelArray make_array(const ModelConfig& config, const std::vector<int64_t>& ids,

@@ -78,21 +78,24 @@ void fill_gan_checkpoint(Checkpoint& c, const GanArray& gan, const HyperValues& 
   c.skipped_steps.assign(static_cast<size_t>(spec.B), 0);
 
   size_t next = 0;
-  auto put = [&](const std::string& name, const Shape& shape, const float* first) {
+  // `first` in `device` memory (the nets' device, or the host).
+  auto put = [&](const std::string& name, const Shape& shape, const float* first, Device device) {
     if (next == c.tensors.size()) c.tensors.emplace_back();
     CheckpointTensor& t = c.tensors[next++];
     if (t.name != name) t.name = name;
     t.shape = shape;
     t.values.resize(static_cast<size_t>(shape.numel()));  // same size: no reallocation
-    if (values) std::copy(first, first + shape.numel(), t.values.data());
+    if (values)
+      copy_memory(t.values.data(), Device::kCpu, first, device,
+                  static_cast<size_t>(shape.numel()) * sizeof(float));
   };
   for_each_tensor(gan.generator(), gan.discriminator(), gan.g_optimizer(), gan.d_optimizer(),
                   [&](const std::string& name, const Shape& shape, const float* data) {
-                    put(name, shape, data);
+                    put(name, shape, data, spec.device);
                   });
   std::vector<float> d_steps;
   for (int64_t s : gan.d_optimizer().steps()) d_steps.push_back(static_cast<float>(s));
-  put(kDSteps, Shape{spec.B, 1}, d_steps.data());
+  put(kDSteps, Shape{spec.B, 1}, d_steps.data(), Device::kCpu);
   c.tensors.resize(next);
 }
 
@@ -109,7 +112,8 @@ ArrayProgress restore_gan_checkpoint(const Checkpoint& c, GanArray& gan) {
                     HFTA_CHECK(t.name == name && t.shape == shape,
                                "checkpoint tensor {} {} does not match the run's {} {}", t.name,
                                t.shape.str(), name, shape.str());
-                    std::copy(t.values.begin(), t.values.end(), const_cast<float*>(data));
+                    copy_memory(const_cast<float*>(data), gan.spec().device, t.values.data(),
+                                Device::kCpu, t.values.size() * sizeof(float));
                   });
   HFTA_CHECK(next < c.tensors.size() && c.tensors[next].name == kDSteps,
              "the checkpoint lacks {}, the discriminator's step counts", kDSteps);

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "datasets/fashion_mnist.h"
@@ -29,6 +30,7 @@
 #include "run/trial_loop.h"
 #include "tasks/classifier/resume.h"
 #include "tasks/gan/gan_checkpoint.h"
+#include "tasks/tasks.h"
 
 namespace hfta {
 
@@ -108,12 +110,13 @@ HyperValues gan_hyper(const TrainOptions& o) {
 }
 
 GanSpec gan_spec(const HyperValues& all, const std::vector<int64_t>& ids, int64_t nc, int64_t side,
-                 int64_t batch, uint64_t seed) {
+                 int64_t batch, uint64_t seed, Device device) {
   GanSpec spec{.arch = {.nc = nc, .image = side},
                .B = static_cast<int64_t>(ids.size()),
                .batch = batch,
                .seed = seed,
-               .model_ids = ids};
+               .model_ids = ids,
+               .device = device};
   const HyperValues h = pick_models(all, ids);
   spec.g_adam.lr = h.at("lr");
   spec.g_adam.beta1 = h.at("beta1");
@@ -127,6 +130,13 @@ GanSpec gan_spec(const HyperValues& all, const std::vector<int64_t>& ids, int64_
 // plan on random real images (cached per machine and configuration, as a classifier's).
 GanSpec with_plan(GanSpec spec, const std::string& asked, int64_t memory_budget_bytes) {
   spec.plan = ExecutionPlan::parse(asked);
+  if (spec.device != Device::kCpu) {
+    // The other plans split the models over CPU threads; a device runs them in one call per op.
+    if (spec.plan.kind == ExecutionPlan::Kind::kAuto)
+      fmt::print(stderr, "plan auto on a CUDA device: fused (the one plan a device array runs)\n");
+    spec.plan = ExecutionPlan::fused();
+    return spec;
+  }
   const DcganArch& a = spec.arch;
   std::vector<float> images;
   TensorView real;
@@ -291,8 +301,9 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
   HFTA_CHECK(o.optimizer == "adam", "--model dcgan trains with Adam (the example's), not {}",
              o.optimizer);
-  // A plan the DCGAN cannot run fails before the data loads.
+  // A plan the DCGAN cannot run, or a device it cannot run on, fails before the data loads.
   require_one_step_per_visit(ExecutionPlan::parse(o.plan), "DCGAN");
+  const Device device = checked_device(o.device, o.plan);
   prepare_runtime(o.threads, o.deterministic);
   const HyperValues h = gan_hyper(o);
   const int64_t B = static_cast<int64_t>(h.at("lr").size());
@@ -306,10 +317,10 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
   HFTA_CHECK(!ec, "cannot create {}/samples: {}", o.out, ec.message());
 
   // One plan for every array (serial arrays of one model are fused): the first array's.
-  std::string plan =
-      with_plan(gan_spec(h, array_groups(B, o.serial).front(), nc, side, o.batch_size, o.seed),
-                o.plan, o.memory_budget_bytes)
-          .plan.str();
+  std::string plan = with_plan(gan_spec(h, array_groups(B, o.serial).front(), nc, side,
+                                        o.batch_size, o.seed, device),
+                               o.plan, o.memory_budget_bytes)
+                         .plan.str();
 
   TrainResult result = train_arrays(
       o,
@@ -317,7 +328,7 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
        .metrics_columns = {"model", "epoch", "step", "loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2"},
        .check_resumable =
            [&](const Checkpoint& c, const std::string& path, const std::vector<int64_t>& ids) {
-             check_gan_resumable(c, gan_spec(h, ids, nc, side, o.batch_size, o.seed),
+             check_gan_resumable(c, gan_spec(h, ids, nc, side, o.batch_size, o.seed, device),
                                  pick_models(h, ids), o.epochs, path);
              // The plan the checkpoint's array ran, rather than the one timed now.
              if (o.plan == "auto" && !c.plan.empty()) plan = c.plan;
@@ -325,12 +336,13 @@ TrainResult run_train_gan(const TrainOptions& o, int64_t stop_after_step) {
        .make_array =
            [&](const std::vector<int64_t>& ids, CsvWriter& metrics) {
              return std::make_unique<GanRun>(
-                 o, with_plan(gan_spec(h, ids, nc, side, o.batch_size, o.seed), plan, 0), h, data,
-                 metrics);
+                 o, with_plan(gan_spec(h, ids, nc, side, o.batch_size, o.seed, device), plan, 0), h,
+                 data, metrics);
            },
        .announce =
            [&] {
              fmt::print("{}\n", cpu::describe_runtime());
+             if (device != Device::kCpu) fmt::print("{}\n", describe_device(device));
              fmt::print(
                  "training {} DCGAN{} ({}) on {}: {} images of {}, batch {}, {} epoch{}{}\n", B,
                  B == 1 ? "" : "s", o.serial ? "serial" : fmt::format("fused, plan {}", plan),
@@ -363,6 +375,7 @@ class GanTrialArray final : public TrialArray {
       if (!loader_.next(batch_)) loader_.next(batch_);  // an epoch ended: go on into the next
       gan_.step(batch_.images());
     }
+    synchronize(gan_.spec().device);  // the timed steps end when the device is done
     return static_cast<double>(n * batch_size_);
   }
   void reset_profile() override { gan_.reset_profile(); }
@@ -388,6 +401,7 @@ class GanTrialArray final : public TrialArray {
 
 TrialResult run_gan_trial(const TrialOptions& o) {
   check_trial_options(o, 2, "a GAN's rows");
+  const Device device = checked_device(o.device, o.plan);
   prepare_runtime(o.threads, o.deterministic);
   const int64_t side = image_side(o.image_size);
 
@@ -403,7 +417,8 @@ TrialResult run_gan_trial(const TrialOptions& o) {
   check_enough_images(data, o.dataset, o.data_dir, o.batch_size);
   return run_timed_trial(o, [&](const std::vector<int64_t>& ids) {
     return std::make_unique<GanTrialArray>(
-        with_plan(gan_spec(h, ids, data.sample_shape[0], side, o.batch_size, o.seed), o.plan,
+        with_plan(gan_spec(h, ids, data.sample_shape[0], side, o.batch_size, o.seed, device),
+                  o.plan,
                   /*memory_budget_bytes=*/0),
         data, o.batch_size, o.seed);
   });

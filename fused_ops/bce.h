@@ -58,6 +58,9 @@ struct BceWithLogitsBackwardArgs {
 void check_bce_with_logits(const BceWithLogitsParams& p, const BceWithLogitsForwardArgs& a);
 void check_bce_with_logits_backward(const BceWithLogitsParams& p,
                                     const BceWithLogitsBackwardArgs& a);
+// The targets' values alone, read on the host: raises hfta::Error for targets elsewhere (the
+// checks above leave device targets to the CUDA op, which checks a host copy).
+void check_bce_with_logits_targets(const BceWithLogitsParams& p, const TensorView& targets);
 
 void bce_with_logits_forward(const BceWithLogitsParams& p, const BceWithLogitsForwardArgs& a);
 void bce_with_logits_backward(const BceWithLogitsParams& p, const BceWithLogitsBackwardArgs& a);
@@ -71,5 +74,15 @@ namespace cpu {
 void bce_with_logits_forward(const BceWithLogitsParams& p, const BceWithLogitsForwardArgs& a);
 void bce_with_logits_backward(const BceWithLogitsParams& p, const BceWithLogitsBackwardArgs& a);
 }  // namespace cpu
+
+// Every tensor in device memory (fused_ops/cuda/bce.cpp; defined only in a build with
+// -DHFTA_CUDA=ON): the sums in a fixed order per model (model b's bits do not depend on B), expf
+// and log1pf the device's (a few ulp from the CPU's). Each call copies the N targets to the host
+// and waits, to raise for a bad target as the CPU op does; then runs on the calling thread's
+// stream without waiting.
+namespace cuda {
+void bce_with_logits_forward(const BceWithLogitsParams& p, const BceWithLogitsForwardArgs& a);
+void bce_with_logits_backward(const BceWithLogitsParams& p, const BceWithLogitsBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

@@ -125,6 +125,9 @@ void check(cudnnStatus_t status, const char* call) {
 }
 
 cudnnHandle_t cudnn_handle() {
+  // The thread's stream first: thread-locals are destroyed in reverse order, so the handle is
+  // destroyed while the stream it is bound to still exists.
+  (void)thread_context();
   thread_local OwnedHandle owned;
   if (owned.handle == nullptr) {
     const Cudnn& lib = cudnn();

@@ -20,11 +20,14 @@ std::byte* device_allocate(size_t bytes, const std::string& what) {
         "make the array smaller (fewer models B or a smaller batch)",
         what, bytes, cudaGetErrorName(status), free_bytes, total_bytes);
   }
-  // Synchronous, before the memory is used from any stream.
-  const cudaError_t zeroed = cudaMemset(ptr, 0, bytes);
+  // Zeroed on this thread's stream and waited for: a plain cudaMemset would run on the legacy
+  // default stream, which the non-blocking per-thread streams (runtime.cpp) do not wait for, so a
+  // copy into the new memory could land before the zeroing. After the wait any stream may use it.
+  cudaError_t zeroed = cudaMemsetAsync(ptr, 0, bytes, stream());
+  if (zeroed == cudaSuccess) zeroed = cudaStreamSynchronize(stream());
   if (zeroed != cudaSuccess) {
     cudaFree(ptr);
-    check(zeroed, "cudaMemset(ptr, 0, bytes)");
+    check(zeroed, "cudaMemsetAsync(ptr, 0, bytes, stream()) and its wait");
   }
   return static_cast<std::byte*>(ptr);
 }

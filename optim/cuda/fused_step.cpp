@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "backend/cuda/device_arena.h"
 #include "backend/cuda/runtime.h"
 #include "optim/clip.h"
 
@@ -96,8 +97,9 @@ DeviceOptimizerStep::DeviceOptimizerStep(ParamTable table)
   clip_max_norm_device_ = memory_.carve<float>(Shape{table_.B}).data;
   clip_norms_device_ = memory_.carve<float>(Shape{table_.B}).data;
   clip_coefs_device_ = memory_.carve<float>(Shape{table_.B}).data;
-  // Synchronous: the table is written once, before any step reads it.
-  HFTA_CUDA_CHECK(cudaMemcpy(chunks_device_, chunks_.data(), chunk_bytes, cudaMemcpyHostToDevice));
+  // On this thread's stream and waited for (a cudaMemcpy from pageable memory may return before
+  // the transfer ends, on the legacy stream the step's kernels do not wait for).
+  device_copy(chunks_device_, chunks_.data(), chunk_bytes);
 }
 
 std::vector<uint8_t> DeviceOptimizerStep::find_nonfinite_models(const float* grads) {

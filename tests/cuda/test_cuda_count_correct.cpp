@@ -109,9 +109,8 @@ TEST_P(CountCorrectOnDevice, DeviceEqualsTheCpuOp) {
   cuda::copy_to_device(TensorView(in.logits.data(), c.p.logits_shape()), logits);
   // The labels as floats' bytes: the arena carves float views.
   const TensorView label_floats = arena.carve(Shape{c.p.N});
-  cuda::check(cudaMemcpy(label_floats.data, in.labels.data(), in.labels.size() * sizeof(int32_t),
-                         cudaMemcpyHostToDevice),
-              "cudaMemcpy (labels)");
+  // On the thread's stream, as the kernels (a cudaMemcpy runs on the legacy stream).
+  cuda::device_copy(label_floats.data, in.labels.data(), in.labels.size() * sizeof(int32_t));
   const IndexView labels(reinterpret_cast<int32_t*>(label_floats.data), c.p.labels_shape(),
                          Device::kCuda);
   std::vector<int64_t> got(static_cast<size_t>(c.p.B), -1);

@@ -40,6 +40,9 @@ void check_conv_transpose2d(const ConvTranspose2dParams& p, const ConvTranspose2
   check_shape(a.weight, p.weight_shape(), "conv_transpose2d weight");
   if (p.bias) check_shape(a.bias, p.bias_shape(), "conv_transpose2d bias");
   check_shape(a.y, p.y_shape(), "conv_transpose2d output");
+  check_device(a.weight, a.x.device, "conv_transpose2d weight");
+  if (p.bias) check_device(a.bias, a.x.device, "conv_transpose2d bias");
+  check_device(a.y, a.x.device, "conv_transpose2d output");
 }
 
 void check_conv_transpose2d_backward(const ConvTranspose2dParams& p,
@@ -51,17 +54,24 @@ void check_conv_transpose2d_backward(const ConvTranspose2dParams& p,
   check_optional_shape(a.dx, p.x_shape(), "conv_transpose2d input gradient");
   check_optional_shape(a.dweight, p.weight_shape(), "conv_transpose2d weight gradient");
   if (p.bias) check_optional_shape(a.dbias, p.bias_shape(), "conv_transpose2d bias gradient");
+  check_device(a.weight, a.x.device, "conv_transpose2d weight");
+  check_device(a.dy, a.x.device, "conv_transpose2d output gradient");
+  check_device(a.dx, a.x.device, "conv_transpose2d input gradient");
+  check_device(a.dweight, a.x.device, "conv_transpose2d weight gradient");
+  if (p.bias) check_device(a.dbias, a.x.device, "conv_transpose2d bias gradient");
 }
 
 void conv_transpose2d_forward(const ConvTranspose2dParams& p, const ConvTranspose2dForwardArgs& a) {
   check_conv_transpose2d(p, a);
-  HFTA_DISPATCH("conv_transpose2d_forward", a.x.device, cpu::conv_transpose2d_forward(p, a));
+  HFTA_DISPATCH_CUDA("conv_transpose2d_forward", a.x.device, cpu::conv_transpose2d_forward(p, a),
+                     cuda::conv_transpose2d_forward(p, a));
 }
 
 void conv_transpose2d_backward(const ConvTranspose2dParams& p,
                                const ConvTranspose2dBackwardArgs& a) {
   check_conv_transpose2d_backward(p, a);
-  HFTA_DISPATCH("conv_transpose2d_backward", a.x.device, cpu::conv_transpose2d_backward(p, a));
+  HFTA_DISPATCH_CUDA("conv_transpose2d_backward", a.x.device, cpu::conv_transpose2d_backward(p, a),
+                     cuda::conv_transpose2d_backward(p, a));
 }
 
 }  // namespace hfta

@@ -105,4 +105,14 @@ int64_t conv_transpose2d_cached_problems();
 void clear_conv_transpose2d_cache();
 }  // namespace cpu
 
+// Every tensor in device memory (fused_ops/cuda/conv_transpose2d.cpp; defined only in a build
+// with -DHFTA_CUDA=ON): conv2d's im2col and col2im kernels and cuBLAS GEMMs
+// (conv_transpose2d_gemms.h), per-model calls in deterministic mode. Runs on the calling thread's
+// stream (backend/cuda/runtime.h) and returns without waiting for it.
+namespace cuda {
+void conv_transpose2d_forward(const ConvTranspose2dParams& p, const ConvTranspose2dForwardArgs& a);
+void conv_transpose2d_backward(const ConvTranspose2dParams& p,
+                               const ConvTranspose2dBackwardArgs& a);
+}  // namespace cuda
+
 }  // namespace hfta

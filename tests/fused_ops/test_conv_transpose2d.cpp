@@ -237,6 +237,19 @@ INSTANTIATE_TEST_SUITE_P(Geometry, ConvTranspose2dHarness, ::testing::ValuesIn(g
                          test::CaseName());
 INSTANTIATE_TEST_SUITE_P(Dcgan, ConvTranspose2dHarness, ::testing::ValuesIn(dcgan_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one). The CPU strategy is no device setting: only
+// the kAuto cases go (describe() names the CPU strategy, so device_cases would keep each).
+bool auto_strategy(const OpCase<TP>& c) { return c.p.strategy == Strategy::kAuto; }
+INSTANTIATE_TEST_SUITE_P(OnCudaGeometry, ConvTranspose2dHarness,
+                         ::testing::ValuesIn(test::device_cases<ConvTranspose2dOp>(geometry_cases(),
+                                                                                   Device::kCuda,
+                                                                                   auto_strategy)),
+                         test::CaseName());
+INSTANTIATE_TEST_SUITE_P(OnCudaDcgan, ConvTranspose2dHarness,
+                         ::testing::ValuesIn(test::device_cases<ConvTranspose2dOp>(dcgan_cases(),
+                                                                                   Device::kCuda,
+                                                                                   auto_strategy)),
+                         test::CaseName());
 
 // Everything of one fused problem, filled from one seed.
 struct Problem {

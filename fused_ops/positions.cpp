@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "fused_ops/cuda/positions.h"
 #include "fused_ops/dispatch.h"
 
 namespace hfta {
@@ -37,6 +38,8 @@ void check_positions(const PositionsParams& p, const PositionsForwardArgs& a) {
               p.kind == PositionKind::kLearned ? "positions table (learned: [B, P, D])"
                                                : "positions table (sinusoidal: [P, D])");
   check_shape(a.y, p.x_shape(), "positions output");
+  check_device(a.table, a.x.device, "positions table");
+  check_device(a.y, a.x.device, "positions output");
 }
 
 void check_positions_backward(const PositionsParams& p, const PositionsBackwardArgs& a) {
@@ -50,16 +53,20 @@ void check_positions_backward(const PositionsParams& p, const PositionsBackwardA
              "positions backward got a table gradient for the sinusoidal table, which is fixed: "
              "pass no dtable");
   check_optional_shape(a.dtable, p.table_shape(), "positions table gradient");
+  check_device(a.dx, a.dy.device, "positions input gradient");
+  check_device(a.dtable, a.dy.device, "positions table gradient");
 }
 
 void positions_forward(const PositionsParams& p, const PositionsForwardArgs& a) {
   check_positions(p, a);
-  HFTA_DISPATCH("positions_forward", a.x.device, cpu::positions_forward(p, a));
+  HFTA_DISPATCH_CUDA("positions_forward", a.x.device, cpu::positions_forward(p, a),
+                     cuda::positions_forward(p, a));
 }
 
 void positions_backward(const PositionsParams& p, const PositionsBackwardArgs& a) {
   check_positions_backward(p, a);
-  HFTA_DISPATCH("positions_backward", a.dy.device, cpu::positions_backward(p, a));
+  HFTA_DISPATCH_CUDA("positions_backward", a.dy.device, cpu::positions_backward(p, a),
+                     cuda::positions_backward(p, a));
 }
 
 }  // namespace hfta

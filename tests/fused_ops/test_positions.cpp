@@ -4,7 +4,6 @@
 // differences; the sinusoidal table matches PyTorch's formula by hand; bad shapes raise
 // hfta::Error.
 #include <cmath>
-#include <cstring>
 
 #include "fused_ops/positions.h"
 #include "op_harness.h"
@@ -69,12 +68,12 @@ struct PositionsOp {
     const PositionsParams p = q.params();
     const TensorView x = v("x"), y = v("y"), dy = v("dy"), dx = v("dx");
     const bool in_place = q.in_place && !ctx.ref;
-    if (in_place) std::memcpy(y.data, x.data, sizeof(float) * x.numel());
+    if (in_place) test::copy_values(x, y);
     (ctx.ref ? ref::positions_forward : positions_forward)(
         p, {.x = in_place ? y : x, .table = v("table"), .y = y});
     if (ctx.forward_only) return;
     const bool dx_in_place = in_place && !ctx.accumulate_dx && !dx.empty();
-    if (dx_in_place) std::memcpy(dx.data, dy.data, sizeof(float) * dy.numel());
+    if (dx_in_place) test::copy_values(dy, dx);
     (ctx.ref ? ref::positions_backward : positions_backward)(p,
                                                              {.dy = dx_in_place ? dx : dy,
                                                               .dx = dx,
@@ -133,6 +132,11 @@ std::vector<OpCase<PosP>> positions_cases() {
 class PositionsHarness : public ::testing::TestWithParam<OpCase<PosP>> {};
 TEST_P(PositionsHarness, FusedEqualsSerial) { test::run_case<PositionsOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, PositionsHarness, ::testing::ValuesIn(positions_cases()),
+                         test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, PositionsHarness,
+                         ::testing::ValuesIn(test::device_cases<PositionsOp>(positions_cases(),
+                                                                             Device::kCuda)),
                          test::CaseName());
 
 // PyTorch's PositionalEncoding: div_term = exp(arange(0, D, 2) * (-ln(10000) / D)),

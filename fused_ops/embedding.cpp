@@ -1,5 +1,6 @@
 #include "fused_ops/embedding.h"
 
+#include "fused_ops/cuda/embedding.h"
 #include "fused_ops/dispatch.h"
 
 namespace hfta {
@@ -12,8 +13,10 @@ static void check_embedding_params(const EmbeddingParams& p) {
              p.padding_idx.value_or(0), p.V);
 }
 
+// Ids in device memory are checked by the CUDA op, on a host copy (fused_ops/cuda/embedding.cpp).
 static void check_ids(const EmbeddingParams& p, const IndexView& ids) {
   check_shape(ids, p.ids_shape(), "embedding ids");
+  if (ids.device != Device::kCpu) return;
   for (int64_t r = 0; r < p.R; ++r)
     HFTA_CHECK(ids.data[r] >= 0 && ids.data[r] < p.V,
                "embedding id {} at row {} is outside [0, V={}): token ids must be below the "
@@ -25,6 +28,8 @@ void check_embedding(const EmbeddingParams& p, const EmbeddingForwardArgs& a) {
   check_embedding_params(p);
   check_shape(a.weight, p.weight_shape(), "embedding weight");
   check_shape(a.y, p.y_shape(), "embedding output");
+  check_device(a.ids, a.weight.device, "embedding ids");
+  check_device(a.y, a.weight.device, "embedding output");
   check_ids(p, a.ids);
 }
 
@@ -32,17 +37,21 @@ void check_embedding_backward(const EmbeddingParams& p, const EmbeddingBackwardA
   check_embedding_params(p);
   check_shape(a.dy, p.y_shape(), "embedding output gradient");
   check_shape(a.dweight, p.weight_shape(), "embedding weight gradient");
+  check_device(a.ids, a.dy.device, "embedding ids");
+  check_device(a.dweight, a.dy.device, "embedding weight gradient");
   check_ids(p, a.ids);
 }
 
 void embedding_forward(const EmbeddingParams& p, const EmbeddingForwardArgs& a) {
   check_embedding(p, a);
-  HFTA_DISPATCH("embedding_forward", a.weight.device, cpu::embedding_forward(p, a));
+  HFTA_DISPATCH_CUDA("embedding_forward", a.weight.device, cpu::embedding_forward(p, a),
+                     cuda::embedding_forward(p, a));
 }
 
 void embedding_backward(const EmbeddingParams& p, const EmbeddingBackwardArgs& a) {
   check_embedding_backward(p, a);
-  HFTA_DISPATCH("embedding_backward", a.dy.device, cpu::embedding_backward(p, a));
+  HFTA_DISPATCH_CUDA("embedding_backward", a.dy.device, cpu::embedding_backward(p, a),
+                     cuda::embedding_backward(p, a));
 }
 
 }  // namespace hfta

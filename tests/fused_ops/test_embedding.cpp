@@ -107,6 +107,11 @@ class EmbeddingHarness : public ::testing::TestWithParam<OpCase<EmbP>> {};
 TEST_P(EmbeddingHarness, FusedEqualsSerial) { test::run_case<EmbeddingOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, EmbeddingHarness, ::testing::ValuesIn(embedding_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, EmbeddingHarness,
+                         ::testing::ValuesIn(test::device_cases<EmbeddingOp>(embedding_cases(),
+                                                                             Device::kCuda)),
+                         test::CaseName());
 
 IndexView id_view(std::vector<int32_t>& ids) {
   return IndexView(ids.data(), Shape{static_cast<int64_t>(ids.size())});

@@ -43,7 +43,8 @@ class GanTask final : public Task {
   std::vector<std::string> model_names() const override { return {"dcgan"}; }
 
   bool reads_flag(const std::string&, std::string_view flag) const override {
-    return flag == "--lr-d" || flag == "--image-size" || flag == "--synthetic-size";
+    return flag == "--lr-d" || flag == "--image-size" || flag == "--synthetic-size" ||
+           flag == "--device";  // every DCGAN op has a CUDA kernel (docs/cuda.md)
   }
 
   std::optional<TaskMetric> primary_metric(const std::string&) const override { return {}; }
@@ -67,6 +68,10 @@ class GanTask final : public Task {
     HFTA_CHECK(options.text_files.empty(), "--text-files: {} holds a DCGAN, which reads no text",
                path);
     HFTA_CHECK(c.sample_shape.size() == 3, "{}: a DCGAN checkpoint without image sizes", path);
+    HFTA_CHECK(options.device == "cpu",
+               "--device {}: hfta eval scores a DCGAN checkpoint on the CPU (train on the GPU, "
+               "evaluate here: the checkpoint is the same file)",
+               options.device);
     std::string dataset = options.dataset, data_dir = options.data_dir;
     if (dataset.empty()) {
       dataset = c.dataset.empty() ? "fashion-mnist" : c.dataset;

@@ -12,9 +12,11 @@
 #include "core/device_memory.h"
 #include "core/rng.h"
 #include "io/checkpoint.h"
+#include "io/csv.h"
 #include "models/gan.h"
 #include "run/hyper.h"
 #include "tasks/gan/gan_checkpoint.h"
+#include "test_files.h"
 #include "test_util.h"
 
 namespace hfta {
@@ -95,6 +97,29 @@ TEST(CudaGan, TrainsAsOnTheCpu) {
   fill_gan_checkpoint(again, restored, hyper, {}, kBatch, true);
   for (size_t i = 0; i < from_gpu.tensors.size(); ++i)
     EXPECT_EQ(again.tensors[i].values, from_gpu.tensors[i].values) << from_gpu.tensors[i].name;
+}
+
+// `hfta train --model dcgan --device cuda` writes the metrics the CPU run writes (every model's
+// losses and mean D outputs, step by step).
+TEST(CudaGan, CliRunMatchesTheCpuRun) {
+  if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda);
+  const std::string common =
+      "train --model dcgan --dataset synthetic --synthetic-size 32 --image-size 16 --batch-size 8 "
+      "--lr 0.0002,0.001 --epochs 1 --iters-per-epoch 3 --seed 5 --no-progress --out ";
+  test::TempDir cpu_dir("cuda_gan_cpu"), gpu_dir("cuda_gan_gpu");
+  const test::CommandResult cpu = test::run_hfta(common + cpu_dir.str() + " --plan fused");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output();
+  const test::CommandResult gpu = test::run_hfta(common + gpu_dir.str() + " --device cuda");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output();
+  const CsvTable want = read_csv(cpu_dir.str() + "/metrics.csv");
+  const CsvTable got = read_csv(gpu_dir.str() + "/metrics.csv");
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  for (const std::string column : {"loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2"}) {
+    const size_t c = want.column(column);
+    for (size_t r = 0; r < want.rows.size(); ++r)
+      EXPECT_NEAR(got.number(r, c), want.number(r, c), kRtol * std::fabs(want.number(r, c)) + 1e-6)
+          << column << " row " << r;
+  }
 }
 
 TEST(CudaGan, DeviceArraysRunPlanFusedOnAnAvailableDevice) {

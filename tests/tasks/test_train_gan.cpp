@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/csv.h"
@@ -244,6 +245,8 @@ TEST(TrainGan, ExtractAndExportWorkOnADcganRun) {
   TempDir tmp("gan_export");
   run_train_gan(tiny(tmp.str(), 1));
   const std::string dir = tmp.str();
+  test::expect_hfta_error(fmt::format("eval --checkpoint {}/checkpoint.bin --device cuda", dir),
+                          "hfta eval scores a DCGAN checkpoint on the CPU");
   test::CommandResult r = test::run_hfta(
       fmt::format("export --run {} --model 1 --net g --out {}/g.safetensors", dir, dir));
   ASSERT_EQ(r.exit_code, 0) << r.output();
@@ -302,6 +305,17 @@ TEST(TrainGan, BadInputIsRefusedNamingTheProblem) {
   o.dataset = "fashion-mnist";
   o.data_dir = tmp.str() + "/no-such-dir";
   expect_error(o, "no-such-dir");
+  // --device: a device runs plan fused; without one, the device says why (before any data).
+  o = tiny(tmp.str());
+  o.device = "cuda";
+  o.plan = "chunk:1";
+  expect_error(o, "--device cuda runs plan fused");
+  if (!device_available(Device::kCuda)) {
+    o.plan = "auto";
+    o.data_dir = tmp.str() + "/no-such-dir";
+    o.dataset = "fashion-mnist";
+    expect_error(o, "--device cuda: CUDA: ");
+  }
   // The GAN's flags on a classifier.
   o = tiny(tmp.str());
   o.model = "mlp";

@@ -34,7 +34,24 @@ LanguageModel::LanguageModel(std::string name, LanguageModelSpec spec, LmDefinit
   check_config(spec_.config, spec_.streams);
   require_one_step_per_visit(spec_.plan, "language-model");
   layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
+  // The other plans split the models over CPU threads; a device runs them in one call per op.
+  HFTA_CHECK(spec_.device == Device::kCpu || layout_.is_fused(),
+             "{}: an array on --device {} runs plan fused (one call per op for all models), got "
+             "plan {}",
+             name_, device_flag_name(spec_.device), spec_.plan.str());
   main_ = record(spec_.config.bptt, false, spec_.B, !layout_.is_fused());
+  if (spec_.device != Device::kCpu) {
+    const Shape window{spec_.streams * spec_.config.bptt};
+    Arena counting(spec_.device);
+    counting.carve<int32_t>(window);
+    counting.carve<int32_t>(window);
+    window_arena_ = Arena(counting.used(), "token windows", spec_.device);
+    device_inputs_ = window_arena_.carve<int32_t>(window);
+    device_targets_ = window_arena_.carve<int32_t>(window);
+    const size_t bytes = static_cast<size_t>(window.numel()) * sizeof(int32_t);
+    input_upload_ = StagedUpload(spec_.device, bytes, "the windows' upload to the device");
+    target_upload_ = StagedUpload(spec_.device, bytes, "the targets' upload to the device");
+  }
   spec_.model_ids = main_.net->spec().model_ids;
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
   // A plan that amounts to fused (one group) is fused: say so.
@@ -52,7 +69,8 @@ LanguageModel::Runner LanguageModel::record(int64_t T, bool external, int64_t mo
                                         .seed = spec_.seed,
                                         .model_ids = ids,
                                         .state_only = state_only,
-                                        .external_state = external});
+                                        .external_state = external,
+                                        .device = spec_.device});
   Net& net = *r.net;
   try {
     r.tokens = net.index_input(Shape{T});
@@ -92,7 +110,8 @@ void LanguageModel::run_groups(const IndexView& inputs, const IndexView& targets
     r.net->set_input(r.targets, targets);
     r.net->forward(training);
     const TensorView loss = r.net->value(r.loss);
-    std::copy(loss.data, loss.data + g.count, losses_.begin() + g.first);
+    copy_memory(losses_.data() + g.first, Device::kCpu, loss.data, loss.device,
+                static_cast<size_t>(g.count) * sizeof(float));
     if (!with_backward) return;
     r.net->zero_grad();  // the bound net's gradients are this group's slices of the main net's
     r.net->backward();
@@ -143,12 +162,22 @@ void LanguageModel::forward(const IndexView& inputs, const IndexView& targets, b
   Runner& r = runner_for(T);
   // Dropout draws depend on the count of training forwards: every net continues the main one's.
   r.net->set_training_forwards(main_.net->training_forwards());
-  r.net->set_input(r.tokens, inputs);
-  r.net->set_input(r.targets, targets);
+  if (spec_.device == Device::kCpu) {
+    r.net->set_input(r.tokens, inputs);
+    r.net->set_input(r.targets, targets);
+  } else {
+    const IndexView in = device_inputs_.leading(inputs.shape);
+    const IndexView out = device_targets_.leading(targets.shape);
+    input_upload_.upload(inputs, in);
+    target_upload_.upload(targets, out);
+    r.net->set_input(r.tokens, in);
+    r.net->set_input(r.targets, out);
+  }
   r.net->forward(training);
   main_.net->set_training_forwards(r.net->training_forwards());
   const TensorView loss = r.net->value(r.loss);
-  std::copy(loss.data, loss.data + spec_.B, losses_.begin());
+  copy_memory(losses_.data(), Device::kCpu, loss.data, loss.device,
+              static_cast<size_t>(spec_.B) * sizeof(float));
   last_ = &r;
 }
 

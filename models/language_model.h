@@ -25,6 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/arena.h"
+#include "core/device_memory.h"
 #include "core/tensor.h"
 #include "models/net.h"
 #include "models/plan.h"
@@ -52,6 +54,9 @@ struct LanguageModelSpec {
   // (0 = OpenMP's count).
   ExecutionPlan plan = {};
   int threads = 0;
+  // Where the nets live and run (NetSpec::device). kCuda runs plan fused only; host windows are
+  // uploaded once per forward for all models, the losses copied back.
+  Device device = Device::kCpu;
 };
 
 // Records logits [T, V] from the shared tokens [T].
@@ -145,6 +150,10 @@ class LanguageModel {
   std::map<std::tuple<int64_t, int64_t, int>, Runner> groups_;  // (T, models, worker)
   Runner* last_ = nullptr;
   std::vector<float> losses_;
+  // On a device: where a window's inputs and targets are uploaded to.
+  Arena window_arena_;
+  IndexView device_inputs_, device_targets_;
+  StagedUpload input_upload_, target_upload_;
 };
 
 std::vector<std::string> language_model_names();

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "core/arena.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "fused_ops/attention.h"
 #include "fused_ops/cross_entropy.h"
@@ -68,7 +70,8 @@ class PositionsNode : public Node {
   void forward(Net& net, int64_t n, bool) override {
     PositionsParams p = p_;
     p.n = n;
-    positions_forward(p, {.x = net.value(inputs[0]), .table = table(), .y = net.value(output)});
+    positions_forward(
+        p, {.x = net.value(inputs[0]), .table = table(net.device()), .y = net.value(output)});
   }
   void backward(Net& net, int64_t n) override {
     InputGrad dx = net.input_grad(*this, 0);
@@ -80,9 +83,21 @@ class PositionsNode : public Node {
   bool accumulates_dx() const override { return true; }
 
  private:
-  TensorView table() { return TensorView(table_.data(), Shape{p_.T, p_.D}); }
+  // The table where the net runs: a device net's copy is made on its first forward.
+  TensorView table(Device device) {
+    const TensorView host(table_.data(), Shape{p_.T, p_.D});
+    if (device == Device::kCpu) return host;
+    if (device_table_.empty()) {
+      device_arena_ = Arena(Arena::align_up(table_.size() * sizeof(float)), "positions", device);
+      device_table_ = device_arena_.carve(host.shape);
+      copy_view(host, device_table_, "the positions table's copy to the device");
+    }
+    return device_table_;
+  }
   PositionsParams p_;
   std::vector<float> table_;
+  Arena device_arena_;
+  TensorView device_table_;
 };
 
 class AttentionNode : public Node {

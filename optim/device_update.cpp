@@ -36,6 +36,11 @@ const StepReport& Optimizer::step_on_device(float* params, const float* grads) {
   return report_;
 }
 
+void Optimizer::clip_grad_norm_on_device(std::span<const float> max_norm, float* grads) {
+  HFTA_CHECK(device_step_, "{}: clip_grad_norm_on_device needs a device parameter table", name());
+  device_step_->clip_grad_norm(max_norm, grads);
+}
+
 void FusedAdam::device_update(cuda::DeviceOptimizerStep& device, float* params,
                               const float* grads) {
   device.adam_step(constants_, params, grads, exp_avg(), exp_avg_sq());
@@ -67,6 +72,10 @@ Optimizer::DeviceStepPtr Optimizer::make_device_step(const ParamTable&) {
 void Optimizer::DeviceStepDeleter::operator()(cuda::DeviceOptimizerStep*) const {}
 
 const StepReport& Optimizer::step_on_device(float*, const float*) { return report_; }
+
+void Optimizer::clip_grad_norm_on_device(std::span<const float>, float*) {
+  fail("{}: clip_grad_norm_on_device needs a device parameter table", name());
+}
 
 void FusedAdam::device_update(cuda::DeviceOptimizerStep&, float*, const float*) {}
 void FusedSgd::device_update(cuda::DeviceOptimizerStep&, float*, const float*) {}

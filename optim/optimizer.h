@@ -127,6 +127,10 @@ class Optimizer {
   // the same time. Each model updates exactly as in step(). Host arenas only.
   void step_models(float* params, const float* grads, int64_t first, int64_t count);
   const StepReport& finish_model_steps();
+  // Per-model gradient clipping (optim/clip.h's rule: model b's gradients scaled by its own norm)
+  // of a device table's gradient arena, on the device, in stream order before the next step. The
+  // host clips views with clip_grad_norm_per_model; a host table raises here.
+  void clip_grad_norm_on_device(std::span<const float> max_norm, float* grads);
   // Whether model b's last step (step() or step_models()) was skipped for NaN/Inf gradients; a
   // worker may read its own models' while others step theirs.
   bool skipped_last_step(int64_t b) const { return report_.skipped[static_cast<size_t>(b)] != 0; }

@@ -69,7 +69,12 @@ const StepReport& lm_array_step(Net& net, bool fused, Optimizer& optimizer,
   const float* g = reinterpret_cast<const float*>(net.grad_arena().data());
   if (fused) {
     run({});
-    if (!clip.empty()) clip_grad_norm_per_model(grads, net.B(), clip);
+    if (!clip.empty()) {
+      if (net.device() == Device::kCpu)
+        clip_grad_norm_per_model(grads, net.B(), clip);
+      else
+        optimizer.clip_grad_norm_on_device(clip, const_cast<float*>(g));
+    }
     return optimizer.step(params, g);
   }
   run([&](int64_t first, int64_t count) {

@@ -82,6 +82,10 @@ class LanguageModelTask final : public Task {
 
   EvalReport evaluate(const Checkpoint& c, const std::string& path,
                       const EvalOptions& options) const override {
+    HFTA_CHECK(options.device == "cpu",
+               "--device {}: hfta eval scores a language model's checkpoint on the CPU (train on "
+               "the GPU, evaluate here: the checkpoint is the same file)",
+               options.device);
     const LmEvaluation e = evaluate_lm_checkpoint(c, path,
                                                   {.dataset = options.dataset,
                                                    .text_files = options.text_files,

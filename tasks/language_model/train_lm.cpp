@@ -14,6 +14,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "datasets/text_corpus.h"
@@ -31,6 +32,7 @@
 #include "run/train_run.h"
 #include "tasks/classifier/resume.h"
 #include "tasks/language_model/lm_run.h"
+#include "tasks/tasks.h"
 
 namespace hfta {
 
@@ -177,7 +179,9 @@ std::unique_ptr<TransformerData> transformer_data(const TrainOptions& o, const T
 ExecutionPlan transformer_plan(const TrainOptions& o, TransformerData& d,
                                const std::vector<int64_t>& ids) {
   const ExecutionPlan plan = ExecutionPlan::parse(o.plan);
-  if (plan.kind != ExecutionPlan::Kind::kAuto) return plan;
+  // A device runs its arrays under plan fused (checked_device has refused any other but auto).
+  if (plan.kind != ExecutionPlan::Kind::kAuto || o.device != "cpu")
+    return o.device != "cpu" ? ExecutionPlan::fused() : plan;
   TokenWindow first = d.train.make_window();
   d.train.seek(0);
   d.train.next(first);
@@ -294,7 +298,8 @@ class TransformerRun final : public LmRun {
 class TransformerSearchData final : public SearchData {
  public:
   explicit TransformerSearchData(const TrainOptions& o)
-      : corpus_(load_lm_corpus({.dataset = o.dataset,
+      : device_(checked_device(o.device, o.plan)),  // before the corpus is read
+        corpus_(load_lm_corpus({.dataset = o.dataset,
                                 .text_files = o.text_files,
                                 .data_dir = o.data_dir,
                                 .seed = o.seed,
@@ -313,7 +318,8 @@ class TransformerSearchData final : public SearchData {
                                                .model_ids = lm_model_streams(o, ids),
                                                .config = data->config,
                                                .plan = transformer_plan(o, *data, ids),
-                                               .threads = o.threads});
+                                               .threads = o.threads,
+                                               .device = device_});
     auto run = std::make_unique<TransformerRun>(o, std::move(model), ids, hyper, *data, metrics_);
     run->own(std::move(data));
     return run;
@@ -334,6 +340,7 @@ class TransformerSearchData final : public SearchData {
   }
 
  private:
+  Device device_;
   TextCorpus corpus_;
   CsvWriter metrics_{"", metrics_header()};  // a search keeps no per-epoch rows
 };
@@ -351,6 +358,7 @@ TrainResult run_train_lm(const TrainOptions& o) {
   HFTA_CHECK(o.iters_per_epoch >= 0, "--iters-per-epoch must be >= 0, got {}", o.iters_per_epoch);
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
+  const Device device = checked_device(o.device, o.plan);  // before the corpus is read
   prepare_runtime(o.threads, o.deterministic);
 
   const TextCorpus corpus = load_lm_corpus({.dataset = o.dataset,
@@ -389,7 +397,8 @@ TrainResult run_train_lm(const TrainOptions& o) {
                                                         .model_ids = lm_model_streams(o, ids),
                                                         .config = data->config,
                                                         .plan = plan,
-                                                        .threads = o.threads});
+                                                        .threads = o.threads,
+                                                        .device = device});
              return std::make_unique<TransformerRun>(o, std::move(model), ids, hyper, *data,
                                                      metrics);
            },

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/language_model.h"
@@ -18,6 +19,7 @@
 #include "run/plan_choice.h"
 #include "run/trial_loop.h"
 #include "tasks/language_model/train_lm.h"
+#include "tasks/tasks.h"
 
 namespace hfta {
 
@@ -52,6 +54,7 @@ class LmTrialArray final : public TrialArray {
       lm_train_step(*model_, *optimizer_, grads_, clip_, window_);
       tokens += window_.streams * window_.length;
     }
+    synchronize(model_->spec().device);  // the timed steps end when the device is done
     return static_cast<double>(tokens);
   }
   void reset_profile() override { model_->reset_profile(); }
@@ -79,7 +82,10 @@ class LmTrialArray final : public TrialArray {
 
 TrialResult run_trial_lm(const TrialOptions& o) {
   check_trial_options(o, 1, "token streams");
-  const ExecutionPlan plan = ExecutionPlan::parse(o.plan);
+  const Device device = checked_device(o.device, o.plan);  // before the corpus is read
+  // A device runs plan fused (auto included); checked_device refused the others.
+  const ExecutionPlan plan =
+      device == Device::kCpu ? ExecutionPlan::parse(o.plan) : ExecutionPlan::fused();
   prepare_runtime(o.threads, o.deterministic);
 
   // HFTA's examples/transformer sizes (LmConfig's defaults); Adadelta with learning rates
@@ -104,7 +110,8 @@ TrialResult run_trial_lm(const TrialOptions& o) {
                            .model_ids = ids,
                            .config = config,
                            .plan = plan,
-                           .threads = o.threads};
+                           .threads = o.threads,
+                           .device = device};
     if (plan.kind == ExecutionPlan::Kind::kAuto) {  // timed on the first window
       TokenWindow first = reader.make_window();
       reader.restart();

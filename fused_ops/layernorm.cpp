@@ -1,7 +1,9 @@
 #include "fused_ops/layernorm.h"
 
 #include <cmath>
+#include <utility>
 
+#include "fused_ops/cuda/layernorm.h"
 #include "fused_ops/dispatch.h"
 
 namespace hfta {
@@ -23,6 +25,12 @@ void check_layernorm(const LayerNormParams& p, const LayerNormForwardArgs& a) {
   check_shape(a.saved.mean, p.saved_shape(), "layernorm saved.mean");
   check_shape(a.saved.rstd, p.saved_shape(), "layernorm saved.rstd");
   check_shape(a.y, p.y_shape(), "layernorm output");
+  for (const auto& [t, name] : {std::pair{a.gamma, "layernorm gamma"},
+                                {a.beta, "layernorm beta"},
+                                {a.saved.mean, "layernorm saved.mean"},
+                                {a.saved.rstd, "layernorm saved.rstd"},
+                                {a.y, "layernorm output"}})
+    check_device(t, a.x.device, name);
 }
 
 void check_layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a) {
@@ -37,16 +45,26 @@ void check_layernorm_backward(const LayerNormParams& p, const LayerNormBackwardA
     check_optional_shape(a.dgamma, p.param_shape(), "layernorm gamma gradient");
     check_optional_shape(a.dbeta, p.param_shape(), "layernorm beta gradient");
   }
+  for (const auto& [t, name] : {std::pair{a.gamma, "layernorm gamma"},
+                                {a.saved.mean, "layernorm saved.mean"},
+                                {a.saved.rstd, "layernorm saved.rstd"},
+                                {a.dy, "layernorm output gradient"},
+                                {a.dx, "layernorm input gradient"},
+                                {a.dgamma, "layernorm gamma gradient"},
+                                {a.dbeta, "layernorm beta gradient"}})
+    check_device(t, a.x.device, name);
 }
 
 void layernorm_forward(const LayerNormParams& p, const LayerNormForwardArgs& a) {
   check_layernorm(p, a);
-  HFTA_DISPATCH("layernorm_forward", a.x.device, cpu::layernorm_forward(p, a));
+  HFTA_DISPATCH_CUDA("layernorm_forward", a.x.device, cpu::layernorm_forward(p, a),
+                     cuda::layernorm_forward(p, a));
 }
 
 void layernorm_backward(const LayerNormParams& p, const LayerNormBackwardArgs& a) {
   check_layernorm_backward(p, a);
-  HFTA_DISPATCH("layernorm_backward", a.x.device, cpu::layernorm_backward(p, a));
+  HFTA_DISPATCH_CUDA("layernorm_backward", a.x.device, cpu::layernorm_backward(p, a),
+                     cuda::layernorm_backward(p, a));
 }
 
 }  // namespace hfta

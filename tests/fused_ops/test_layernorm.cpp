@@ -182,6 +182,11 @@ class LayerNormHarness : public ::testing::TestWithParam<OpCase<LnParams>> {};
 TEST_P(LayerNormHarness, FusedEqualsSerial) { test::run_case<LayerNormOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, LayerNormHarness, ::testing::ValuesIn(layernorm_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, LayerNormHarness,
+                         ::testing::ValuesIn(test::device_cases<LayerNormOp>(layernorm_cases(),
+                                                                             Device::kCuda)),
+                         test::CaseName());
 
 // Skipped gradients stay untouched and do not change the others.
 TEST(LayerNorm, EmptyGradientsAreSkipped) {

@@ -1,5 +1,6 @@
 #include "fused_ops/attention.h"
 
+#include "fused_ops/cuda/attention.h"
 #include "fused_ops/dispatch.h"
 
 namespace hfta {
@@ -34,6 +35,11 @@ void check_attention(const AttentionParams& p, const AttentionForwardArgs& a) {
   check_optional_shape(a.key_padding, p.key_padding_shape(), "attention key_padding");
   check_optional_shape(a.key_padding_u8, p.key_padding_shape(), "attention key_padding_u8");
   check_saved(p, a.saved);
+  check_device(a.key_padding, a.qkv.device, "attention key_padding");
+  check_device(a.key_padding_u8, a.qkv.device, "attention key_padding_u8");
+  check_device(a.saved.probs, a.qkv.device, "attention saved.probs");
+  check_device(a.saved.dropout_mask, a.qkv.device, "attention saved.dropout_mask");
+  check_device(a.out, a.qkv.device, "attention output");
   if (p.dropout_active())
     HFTA_CHECK(static_cast<int64_t>(a.streams.size()) == p.B,
                "attention dropout got {} random streams for B={} models: pass one stream per "
@@ -47,6 +53,10 @@ void check_attention_backward(const AttentionParams& p, const AttentionBackwardA
   check_saved(p, a.saved);
   check_shape(a.dout, p.out_shape(), "attention output gradient");
   check_shape(a.dqkv, p.qkv_shape(), "attention qkv gradient");
+  check_device(a.saved.probs, a.qkv.device, "attention saved.probs");
+  check_device(a.saved.dropout_mask, a.qkv.device, "attention saved.dropout_mask");
+  check_device(a.dout, a.qkv.device, "attention output gradient");
+  check_device(a.dqkv, a.qkv.device, "attention qkv gradient");
   HFTA_CHECK(a.dqkv.data != a.qkv.data && a.dqkv.data != a.dout.data,
              "attention backward got dqkv in the buffer of {}: backward reads it while writing "
              "dqkv, so give dqkv a buffer of its own",
@@ -55,12 +65,14 @@ void check_attention_backward(const AttentionParams& p, const AttentionBackwardA
 
 void attention_forward(const AttentionParams& p, const AttentionForwardArgs& a) {
   check_attention(p, a);
-  HFTA_DISPATCH("attention_forward", a.qkv.device, cpu::attention_forward(p, a));
+  HFTA_DISPATCH_CUDA("attention_forward", a.qkv.device, cpu::attention_forward(p, a),
+                     cuda::attention_forward(p, a));
 }
 
 void attention_backward(const AttentionParams& p, const AttentionBackwardArgs& a) {
   check_attention_backward(p, a);
-  HFTA_DISPATCH("attention_backward", a.qkv.device, cpu::attention_backward(p, a));
+  HFTA_DISPATCH_CUDA("attention_backward", a.qkv.device, cpu::attention_backward(p, a),
+                     cuda::attention_backward(p, a));
 }
 
 }  // namespace hfta

@@ -208,6 +208,11 @@ class AttentionHarness : public ::testing::TestWithParam<OpCase<AttP>> {};
 TEST_P(AttentionHarness, FusedEqualsSerial) { test::run_case<AttentionOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionHarness, ::testing::ValuesIn(attention_cases()),
                          test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, AttentionHarness,
+                         ::testing::ValuesIn(test::device_cases<AttentionOp>(attention_cases(),
+                                                                             Device::kCuda)),
+                         test::CaseName());
 
 // Forward and backward of both paths on whole buffers.
 struct AttResult {

@@ -34,6 +34,8 @@ void check_concat(const ConcatParams& p, const ConcatForwardArgs& a) {
     check_shape(a.x[i], p.input_shape(i), "concat input " + std::to_string(i));
   check_unused(p, a.x, "x");
   check_shape(a.y, p.y_shape(), "concat output");
+  for (int i = 0; i < p.inputs; ++i)
+    check_device(a.x[i], a.y.device, "concat input " + std::to_string(i));
 }
 
 void check_concat_backward(const ConcatParams& p, const ConcatBackwardArgs& a) {
@@ -42,16 +44,20 @@ void check_concat_backward(const ConcatParams& p, const ConcatBackwardArgs& a) {
   for (int i = 0; i < p.inputs; ++i)
     check_optional_shape(a.dx[i], p.input_shape(i), "concat input gradient " + std::to_string(i));
   check_unused(p, a.dx, "dx");
+  for (int i = 0; i < p.inputs; ++i)
+    check_device(a.dx[i], a.dy.device, "concat input gradient " + std::to_string(i));
 }
 
 void concat_forward(const ConcatParams& p, const ConcatForwardArgs& a) {
   check_concat(p, a);
-  HFTA_DISPATCH("concat_forward", a.y.device, cpu::concat_forward(p, a));
+  HFTA_DISPATCH_CUDA("concat_forward", a.y.device, cpu::concat_forward(p, a),
+                     cuda::concat_forward(p, a));
 }
 
 void concat_backward(const ConcatParams& p, const ConcatBackwardArgs& a) {
   check_concat_backward(p, a);
-  HFTA_DISPATCH("concat_backward", a.dy.device, cpu::concat_backward(p, a));
+  HFTA_DISPATCH_CUDA("concat_backward", a.dy.device, cpu::concat_backward(p, a),
+                     cuda::concat_backward(p, a));
 }
 
 }  // namespace hfta

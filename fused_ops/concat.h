@@ -58,7 +58,8 @@ struct ConcatBackwardArgs {
 };
 
 // Throws hfta::Error when the input count is not in [1, kMaxConcatInputs], a size is not
-// positive, a tensor does not match its shape above, or a tensor is given past `inputs`.
+// positive, a tensor does not match its shape above, a tensor is given past `inputs`, or the
+// tensors of one call are on different devices.
 void check_concat(const ConcatParams& p, const ConcatForwardArgs& a);
 void check_concat_backward(const ConcatParams& p, const ConcatBackwardArgs& a);
 
@@ -74,5 +75,12 @@ namespace cpu {
 void concat_forward(const ConcatParams& p, const ConcatForwardArgs& a);
 void concat_backward(const ConcatParams& p, const ConcatBackwardArgs& a);
 }  // namespace cpu
+
+// Every tensor in device memory (fused_ops/cuda/concat.cpp; defined only in a build with
+// -DHFTA_CUDA=ON): the CPU op's bits. Runs on the calling thread's stream and returns at once.
+namespace cuda {
+void concat_forward(const ConcatParams& p, const ConcatForwardArgs& a);
+void concat_backward(const ConcatParams& p, const ConcatBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

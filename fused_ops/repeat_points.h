@@ -37,7 +37,8 @@ struct RepeatPointsBackwardArgs {
   bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
 };
 
-// Throws hfta::Error when a size is not positive or a tensor does not match its shape above.
+// Throws hfta::Error when a size is not positive, a tensor does not match its shape above, or
+// the tensors of one call are on different devices.
 void check_repeat_points(const RepeatPointsParams& p, const RepeatPointsForwardArgs& a);
 void check_repeat_points_backward(const RepeatPointsParams& p, const RepeatPointsBackwardArgs& a);
 
@@ -53,5 +54,12 @@ namespace cpu {
 void repeat_points_forward(const RepeatPointsParams& p, const RepeatPointsForwardArgs& a);
 void repeat_points_backward(const RepeatPointsParams& p, const RepeatPointsBackwardArgs& a);
 }  // namespace cpu
+
+// Every tensor in device memory (fused_ops/cuda/repeat_points.cpp; defined only in a build with
+// -DHFTA_CUDA=ON): the CPU op's bits. Runs on the calling thread's stream and returns at once.
+namespace cuda {
+void repeat_points_forward(const RepeatPointsParams& p, const RepeatPointsForwardArgs& a);
+void repeat_points_backward(const RepeatPointsParams& p, const RepeatPointsBackwardArgs& a);
+}  // namespace cuda
 
 }  // namespace hfta

@@ -3,7 +3,7 @@
 // written and accumulated), for 1 to 8 inputs, sizes on both sides of the 16-float vector width
 // and of the kernel's 16K-float chunk; reference gradients equal finite differences; each dx
 // follows its own accumulate flag and may be skipped; torch.cat by hand; bad shapes raise
-// hfta::Error.
+// hfta::Error. The harness's cases run again on the GPU (OnCuda, skipped without one).
 #include <functional>
 #include <limits>
 
@@ -123,6 +123,11 @@ std::vector<OpCase<ConcatParams>> concat_cases() {
 class ConcatHarness : public ::testing::TestWithParam<OpCase<ConcatParams>> {};
 TEST_P(ConcatHarness, FusedEqualsSerial) { test::run_case<ConcatOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, ConcatHarness, ::testing::ValuesIn(concat_cases()),
+                         test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, ConcatHarness,
+                         ::testing::ValuesIn(test::device_cases<ConcatOp>(concat_cases(),
+                                                                          Device::kCuda)),
                          test::CaseName());
 
 // torch.cat(dim=1) per model, by hand, on the channels layout: B = 2, N = 1, S = 2, inputs of

@@ -2,7 +2,8 @@
 // single-model runs exactly (y, and dx written and accumulated: both sum the points in the same
 // order in double), with C on both sides of the 16-float vector width and of the backward's
 // 256-channel block, L on both sides of the forward's 16K-float chunk; reference gradients
-// equal finite differences; torch's repeat by hand; bad shapes raise hfta::Error.
+// equal finite differences; torch's repeat by hand; bad shapes raise hfta::Error. The harness's
+// cases run again on the GPU (OnCuda, skipped without one).
 #include <functional>
 
 #include "fused_ops/repeat_points.h"
@@ -71,6 +72,11 @@ std::vector<OpCase<RepeatPointsParams>> repeat_cases() {
 class RepeatPointsHarness : public ::testing::TestWithParam<OpCase<RepeatPointsParams>> {};
 TEST_P(RepeatPointsHarness, FusedEqualsSerial) { test::run_case<RepeatPointsOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, RepeatPointsHarness, ::testing::ValuesIn(repeat_cases()),
+                         test::CaseName());
+// The same shapes on the GPU (skipped without one).
+INSTANTIATE_TEST_SUITE_P(OnCuda, RepeatPointsHarness,
+                         ::testing::ValuesIn(test::device_cases<RepeatPointsOp>(repeat_cases(),
+                                                                                Device::kCuda)),
                          test::CaseName());
 
 // torch: g.view(C, 1).repeat(1, L) is [C, L]; in the rows layout each point l holds the whole

@@ -60,7 +60,9 @@ class LanguageModelTask final : public Task {
   std::vector<std::string> model_names() const override { return language_model_names(); }
 
   bool reads_flag(const std::string&, std::string_view flag) const override {
-    return text_model_flag(flag) || flag == "--vocab" || flag == "--synthetic-size";
+    // --device: every op of the Transformer has a CUDA kernel (docs/cuda.md).
+    return text_model_flag(flag) || flag == "--vocab" || flag == "--synthetic-size" ||
+           flag == "--device";
   }
 
   std::optional<TaskMetric> primary_metric(const std::string&) const override {

@@ -12,9 +12,11 @@
 
 #include "core/device_memory.h"
 #include "core/rng.h"
+#include "io/csv.h"
 #include "models/language_model.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "test_files.h"
 
 namespace hfta {
 namespace {
@@ -89,6 +91,30 @@ TEST(CudaLanguageModel, TrainsAsOnTheCpu) {
                                        reinterpret_cast<float*>(gpu.lm->net().grad_arena().data()));
     cpu.adam->step(cpu.lm->net().param_arena(), cpu.lm->net().grad_arena());
     gpu.adam->step(gpu.lm->net().param_arena(), gpu.lm->net().grad_arena());
+  }
+}
+
+// `hfta train --model transformer --device cuda` (clipping on) writes the metrics the CPU run
+// writes, epoch by epoch.
+TEST(CudaLanguageModel, CliRunMatchesTheCpuRun) {
+  if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda);
+  const std::string common =
+      "train --model transformer --dataset synthetic-text --vocab 50 --emsize 16 --nhid 16 "
+      "--nlayers 1 --nhead 2 --bptt 8 --batch-size 4 --lr 1,2 --clip 0.25 --epochs 2 "
+      "--iters-per-epoch 3 --seed 5 --no-progress --out ";
+  test::TempDir cpu_dir("cuda_lm_cpu"), gpu_dir("cuda_lm_gpu");
+  const test::CommandResult cpu = test::run_hfta(common + cpu_dir.str() + " --plan fused");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output();
+  const test::CommandResult gpu = test::run_hfta(common + gpu_dir.str() + " --device cuda");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output();
+  const CsvTable want = read_csv(cpu_dir.str() + "/metrics.csv");
+  const CsvTable got = read_csv(gpu_dir.str() + "/metrics.csv");
+  ASSERT_EQ(got.rows.size(), want.rows.size());
+  for (const std::string column : {"train_loss", "valid_loss"}) {
+    const size_t c = want.column(column);
+    for (size_t r = 0; r < want.rows.size(); ++r)
+      EXPECT_NEAR(got.number(r, c), want.number(r, c), 1e-4 * std::fabs(want.number(r, c)))
+          << column << " row " << r;
   }
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/csv.h"
@@ -113,6 +114,22 @@ TEST(TrainLm, BadOptionsNameTheProblem) {
     TrainOptions bad = o;
     bad.text_files = (dir / "missing.txt").string();
     EXPECT_THROW(run_train_lm(bad), Error);
+  }
+  // --device: plan fused only, and (without a GPU) the device says why; both before any text is
+  // read (the corpus here is missing).
+  for (const auto& [plan, message] :
+       {std::pair<std::string, std::string>{"chunk:1", "--device cuda runs plan fused"},
+        {"auto", device_available(Device::kCuda) ? "missing.txt" : "--device cuda: CUDA: "}}) {
+    TrainOptions bad = o;
+    bad.device = "cuda";
+    bad.plan = plan;
+    bad.text_files = (dir / "missing.txt").string();
+    try {
+      run_train_lm(bad);
+      ADD_FAILURE() << "expected an error mentioning " << message;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
   fs::remove_all(dir);
 }
@@ -331,7 +348,7 @@ TEST(TrainLmCheckpointCli, StoppedMidEpochAndResumedEqualsTheUninterruptedRun) {
   const std::string one = succeed("eval --checkpoint " + tmp.str() + "/best.bin");
   EXPECT_NE(one.find("1 transformer model after"), std::string::npos) << one;
   expect_hfta_error("eval --checkpoint " + tmp.str() + "/best.bin --device cuda",
-                    "run on the CPU only so far");
+                    "hfta eval scores a language model's checkpoint on the CPU");
 }
 
 // --- trial and sweep in tokens/s ----------------------------------------------------------------

@@ -2,11 +2,9 @@
 // fused op for all B models.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <vector>
 
 #include "core/error.h"
-#include "core/parallel.h"
 #include "fused_ops/add_identity.h"
 #include "fused_ops/batchnorm1d.h"
 #include "fused_ops/bmm.h"
@@ -15,6 +13,7 @@
 #include "fused_ops/linear.h"
 #include "fused_ops/max_points.h"
 #include "fused_ops/repeat_points.h"
+#include "fused_ops/transform_regularizer.h"
 #include "models/net.h"
 #include "models/rows_linear_node.h"
 
@@ -310,8 +309,7 @@ class AddIdentityNode : public Node {
   int64_t k_;
 };
 
-// loss_b = scale / n * sum_s ||A_bs A_bs^T - I||_F. With M = A A^T - I (symmetric) and
-// G = dloss * scale / n * M / ||M||: dA = (G + G^T) A = 2 G A.
+// loss_b = scale / n * sum_s ||A_bs A_bs^T - I||_F (fused_ops/transform_regularizer.h).
 class TransformRegularizerNode : public Node {
  public:
   TransformRegularizerNode(int64_t k, float scale) : k_(k), scale_(scale) {}
@@ -319,59 +317,24 @@ class TransformRegularizerNode : public Node {
     return fmt::format("TransformRegularizer({0}x{0}, scale {1})", k_, scale_);
   }
   void forward(Net& net, int64_t n, bool) override {
-    const TensorView a = net.value(inputs[0]), loss = net.value(output);
-    const int64_t B = net.B(), k = k_;
-    std::vector<double> norms(static_cast<size_t>(B * n));
-    parallel_for(B * n, [&](int64_t bs) {
-      std::vector<float> m;
-      norms[static_cast<size_t>(bs)] = deviation(a.data + bs * k * k, m);
-    });
-    for (int64_t b = 0; b < B; ++b) {
-      double sum = 0.0;
-      for (int64_t s = 0; s < n; ++s) sum += norms[static_cast<size_t>(b * n + s)];
-      loss[b] = static_cast<float>(scale_ * sum / static_cast<double>(n));
-    }
+    const TransformRegularizerParams p = params(net, n);
+    transform_regularizer_forward(
+        p, {.a = net.value(inputs[0]).reshaped(p.a_shape()), .loss = net.value(output)});
   }
   void backward(Net& net, int64_t n) override {
     InputGrad da = net.input_grad(*this, 0);
     if (da.view.empty()) return;
-    const TensorView a = net.value(inputs[0]), dloss = net.grad(output);
-    const int64_t B = net.B(), k = k_;
-    parallel_for(B * n, [&](int64_t bs) {
-      const float* ab = a.data + bs * k * k;
-      float* dab = da.view.data + bs * k * k;
-      std::vector<float> m;
-      const double norm = deviation(ab, m);
-      const double g = norm > 0.0 ? dloss[bs / n] * scale_ / static_cast<double>(n) / norm : 0.0;
-      for (int64_t i = 0; i < k; ++i)
-        for (int64_t j = 0; j < k; ++j) {
-          double acc = 0.0;
-          for (int64_t l = 0; l < k; ++l) acc += m[i * k + l] * ab[l * k + j];
-          const float v = static_cast<float>(2.0 * g * acc);
-          if (da.accumulate)
-            dab[i * k + j] += v;
-          else
-            dab[i * k + j] = v;
-        }
-    });
+    const TransformRegularizerParams p = params(net, n);
+    transform_regularizer_backward(p, {.a = net.value(inputs[0]).reshaped(p.a_shape()),
+                                       .dloss = net.grad(output),
+                                       .da = da.view.reshaped(p.a_shape()),
+                                       .accumulate_dx = da.accumulate});
   }
   bool accumulates_dx() const override { return true; }
 
  private:
-  // m = A A^T - I for one [k, k] matrix A; returns ||m||_F.
-  double deviation(const float* a, std::vector<float>& m) const {
-    const int64_t k = k_;
-    m.assign(static_cast<size_t>(k * k), 0.0f);
-    double sq = 0.0;
-    for (int64_t i = 0; i < k; ++i)
-      for (int64_t j = 0; j < k; ++j) {
-        double acc = 0.0;
-        for (int64_t l = 0; l < k; ++l) acc += double(a[i * k + l]) * a[j * k + l];
-        if (i == j) acc -= 1.0;
-        m[static_cast<size_t>(i * k + j)] = static_cast<float>(acc);
-        sq += acc * acc;
-      }
-    return std::sqrt(sq);
+  TransformRegularizerParams params(const Net& net, int64_t n) const {
+    return {.B = net.B(), .N = n, .k = k_, .scale = scale_};
   }
   int64_t k_;
   float scale_;

@@ -55,7 +55,25 @@ MaskedLm::MaskedLm(std::string name, LanguageModelSpec spec, MlmDefinition defin
              K_);
   require_one_step_per_visit(spec_.plan, "masked language-model");
   layout_ = lay_out(spec_.plan, spec_.B, spec_.threads > 0 ? spec_.threads : num_threads());
+  // The other plans split the models over CPU threads; a device runs them in one call per op.
+  HFTA_CHECK(spec_.device == Device::kCpu || layout_.is_fused(),
+             "{}: an array on --device {} runs plan fused (one call per op for all models), got "
+             "plan {}",
+             name_, device_flag_name(spec_.device), spec_.plan.str());
   main_ = record(spec_.B, false, !layout_.is_fused());
+  if (spec_.device != Device::kCpu) {
+    const Shape window{spec_.streams * T}, packed{spec_.streams * std::max<int64_t>(K_, 1)};
+    Arena counting(spec_.device);
+    for (const Shape& s : {window, window, window, window, packed}) counting.carve<int32_t>(s);
+    window_arena_ = Arena(counting.used(), "masked-LM windows", spec_.device);
+    device_tokens_ = window_arena_.carve<int32_t>(window);
+    device_positions_ = window_arena_.carve<int32_t>(window);
+    device_segments_ = window_arena_.carve<int32_t>(window);
+    device_targets_ = window_arena_.carve<int32_t>(window);
+    device_rows_ = window_arena_.carve<int32_t>(packed);
+    upload_ = StagedUpload(spec_.device, static_cast<size_t>(window.numel()) * sizeof(int32_t),
+                           "the windows' upload to the device");
+  }
   spec_.model_ids = main_.net->spec().model_ids;
   losses_.assign(static_cast<size_t>(spec_.B), 0.0f);
   group_correct_.assign(static_cast<size_t>(spec_.B), 0);
@@ -74,7 +92,8 @@ MaskedLm::Runner MaskedLm::record(int64_t models, bool external, bool state_only
                                         .seed = spec_.seed,
                                         .model_ids = ids,
                                         .state_only = state_only,
-                                        .external_state = external});
+                                        .external_state = external,
+                                        .device = spec_.device});
   Net& net = *r.net;
   try {
     r.tokens = net.index_input(Shape{T});
@@ -150,15 +169,22 @@ void MaskedLm::pack_predicted(const MlmBatch& batch) {
 
 void MaskedLm::set_inputs(Runner& r, const MlmBatch& batch) {
   Net& net = *r.net;
-  net.set_input(r.tokens, batch.tokens);
-  net.set_input(r.positions, batch.positions);
-  net.set_input(r.segments, batch.segments);
+  // A host index tensor as the input `v`: itself on the CPU, else uploaded into `on_device`.
+  auto put = [&](Value v, const IndexView& host, const IndexView& on_device) {
+    if (spec_.device == Device::kCpu) return net.set_input(v, host);
+    const IndexView copy = on_device.leading(host.shape);
+    upload_.upload(host, copy);
+    net.set_input(v, copy);
+  };
+  put(r.tokens, batch.tokens, device_tokens_);
+  put(r.positions, batch.positions, device_positions_);
+  put(r.segments, batch.segments, device_segments_);
   if (K_ > 0) {
     const Shape packed{batch.tokens.shape[0], K_};
-    net.set_input(r.rows, IndexView(rows_buffer_.data(), packed));
-    net.set_input(r.targets, IndexView(targets_buffer_.data(), packed));
+    put(r.rows, IndexView(rows_buffer_.data(), packed), device_rows_);
+    put(r.targets, IndexView(targets_buffer_.data(), packed), device_targets_);
   } else {
-    net.set_input(r.targets, batch.targets);
+    put(r.targets, batch.targets, device_targets_);
   }
 }
 
@@ -171,7 +197,8 @@ void MaskedLm::forward(const MlmBatch& batch, bool training) {
   set_inputs(main_, batch);
   main_.net->forward(training);
   const TensorView loss = main_.net->value(main_.loss);
-  std::copy(loss.data, loss.data + spec_.B, losses_.begin());
+  copy_memory(losses_.data(), Device::kCpu, loss.data, loss.device,
+              static_cast<size_t>(spec_.B) * sizeof(float));
   forwarded_ = true;
 }
 
@@ -225,8 +252,15 @@ void MaskedLm::run_groups(const MlmBatch& batch, bool training,
 
 std::vector<int64_t> MaskedLm::count_correct(const Runner& r, int64_t models) const {
   std::vector<int64_t> out(static_cast<size_t>(models), 0);
-  // Logits are [models, n, T, V] row-major: model b's rows are contiguous.
-  const TensorView logits = r.net->value(r.logits);
+  // Logits are [models, n, T, V] row-major: model b's rows are contiguous. A device net's are
+  // read from a host copy.
+  TensorView logits = r.net->value(r.logits);
+  if (logits.device != Device::kCpu) {
+    host_logits_.resize(static_cast<size_t>(logits.numel()));
+    const TensorView host(host_logits_.data(), logits.shape);
+    copy_view(logits, host, "the logits' copy to the host");
+    logits = host;
+  }
   const int64_t V = spec_.config.vocab;
   const int64_t rows = last_rows_;
   for (int64_t b = 0; b < models; ++b)

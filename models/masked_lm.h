@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
+#include "core/device_memory.h"
 #include "core/tensor.h"
 #include "datasets/mlm_batch.h"
 #include "models/language_model.h"
@@ -125,6 +127,13 @@ class MaskedLm {
   std::vector<int32_t> rows_buffer_, targets_buffer_;  // packed predicted positions (K >= 1)
   int64_t predicted_ = 0;
   std::vector<float> losses_;
+  // On a device (LanguageModelSpec::device, plan fused): where a window's five index inputs are
+  // uploaded to (through one staging, its two pinned buffers taken in turn), and a host copy of
+  // the logits for counting correct predictions.
+  Arena window_arena_;
+  IndexView device_tokens_, device_positions_, device_segments_, device_targets_, device_rows_;
+  StagedUpload upload_;
+  mutable std::vector<float> host_logits_;
 };
 
 std::vector<std::string> masked_lm_names();

@@ -44,6 +44,10 @@ class MaskedLmTask final : public Task {
 
   EvalReport evaluate(const Checkpoint& c, const std::string& path,
                       const EvalOptions& options) const override {
+    HFTA_CHECK(options.device == "cpu",
+               "--device {}: hfta eval scores a BERT checkpoint on the CPU (train on the GPU, "
+               "evaluate here: the checkpoint is the same file)",
+               options.device);
     const BertEvaluation e = evaluate_bert_checkpoint(c, path,
                                                       {.dataset = options.dataset,
                                                        .text_files = options.text_files,

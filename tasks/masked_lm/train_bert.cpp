@@ -14,6 +14,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "datasets/bert_data.h"
 #include "datasets/text_corpus.h"
@@ -32,6 +33,7 @@
 #include "tasks/language_model/lm_run.h"
 #include "tasks/language_model/train_lm.h"
 #include "tasks/masked_lm/export_bert.h"
+#include "tasks/tasks.h"
 
 namespace hfta {
 
@@ -149,8 +151,11 @@ std::unique_ptr<MaskedLm> make_bert_array(const TrainOptions& o, const BertData&
                          .streams = o.batch_size,
                          .seed = o.seed,
                          .model_ids = lm_model_streams(o, ids),
-                         .config = d.config};
-  if (plan) {
+                         .config = d.config,
+                         .device = parse_device(o.device)};
+  if (spec.device != Device::kCpu) {
+    spec.plan = ExecutionPlan::fused();  // the one plan a device array runs (checked_device)
+  } else if (plan) {
     spec.plan = *plan;
   } else {
     MlmWindow w = d.train.make_window();
@@ -348,6 +353,7 @@ TrainResult run_train_bert(const TrainOptions& o) {
   const int64_t B = array_size(o.hyper);
   const LmRunHyper hyper = lm_run_hyper(o, B);
   check_bert_options(o);
+  checked_device(o.device, o.plan);  // before the corpus is read
   prepare_runtime(o.threads, o.deterministic);
 
   const TextCorpus corpus = load_bert_corpus(o);
@@ -433,7 +439,11 @@ namespace {
 // own streams.
 class BertSearchData final : public SearchData {
  public:
-  explicit BertSearchData(const TrainOptions& o) : corpus_(load_bert_corpus(o)) {}
+  explicit BertSearchData(const TrainOptions& o)
+      : corpus_([&] {
+          checked_device(o.device, o.plan);  // before the corpus is read
+          return load_bert_corpus(o);
+        }()) {}
 
   std::unique_ptr<RunArray> make_array(const TrainOptions& o) override {
     check_bert_options(o);

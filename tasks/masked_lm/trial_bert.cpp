@@ -8,6 +8,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "datasets/bert_data.h"
@@ -18,6 +19,7 @@
 #include "run/trial_loop.h"
 #include "tasks/language_model/train_lm.h"
 #include "tasks/masked_lm/train_bert.h"
+#include "tasks/tasks.h"
 
 namespace hfta {
 
@@ -44,6 +46,7 @@ class BertTrialArray final : public TrialArray {
                     });
       tokens += window_.streams * window_.length;
     }
+    synchronize(model_->spec().device);  // the timed steps end when the device is done
     return static_cast<double>(tokens);
   }
   void reset_profile() override { model_->net().reset_profile(); }
@@ -73,7 +76,10 @@ class BertTrialArray final : public TrialArray {
 
 TrialResult run_trial_bert(const TrialOptions& o) {
   check_trial_options(o, 1, "token streams");
-  const ExecutionPlan plan = ExecutionPlan::parse(o.plan);  // a bad --plan fails before loading
+  // A bad --plan or --device fails before loading; a device runs plan fused (auto included).
+  const Device device = checked_device(o.device, o.plan);
+  const ExecutionPlan plan =
+      device == Device::kCpu ? ExecutionPlan::parse(o.plan) : ExecutionPlan::fused();
   prepare_runtime(o.threads, o.deterministic);
 
   // HFTA's examples/bert sizes (`hfta train --model bert`'s defaults, apply_bert_defaults);
@@ -110,7 +116,8 @@ TrialResult run_trial_bert(const TrialOptions& o) {
                            .model_ids = ids,
                            .config = config,
                            .plan = plan,
-                           .threads = o.threads};
+                           .threads = o.threads,
+                           .device = device};
     if (plan.kind == ExecutionPlan::Kind::kAuto) {  // timed on the first window
       MlmWindow w = reader.make_window();
       reader.fill(0, o.seed, 0, w);

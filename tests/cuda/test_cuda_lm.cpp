@@ -1,4 +1,4 @@
-// The Transformer language model on the GPU (LanguageModelSpec::device = kCuda) against the same
+// The Transformer language model and BERT on the GPU (LanguageModelSpec::device = kCuda) against the same
 // array on the CPU: from the same host-drawn weights, over full and short windows, every model's
 // loss agrees to rounding through Adam steps with per-model gradient clipping on the device
 // (Optimizer::clip_grad_norm_on_device). Runs anywhere: a device array under a plan other than
@@ -12,8 +12,10 @@
 
 #include "core/device_memory.h"
 #include "core/rng.h"
+#include "datasets/mlm_batch.h"
 #include "io/csv.h"
 #include "models/language_model.h"
+#include "models/masked_lm.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "test_files.h"
@@ -91,6 +93,57 @@ TEST(CudaLanguageModel, TrainsAsOnTheCpu) {
                                        reinterpret_cast<float*>(gpu.lm->net().grad_arena().data()));
     cpu.adam->step(cpu.lm->net().param_arena(), cpu.lm->net().grad_arena());
     gpu.adam->step(gpu.lm->net().param_arena(), gpu.lm->net().grad_arena());
+  }
+}
+
+// BERT (a masked LM, masked-only output rows) on the device against the CPU: losses through Adam
+// steps, and the correct counts of an evaluation forward.
+TEST(CudaMaskedLm, TrainsAsOnTheCpu) {
+  if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda);
+  constexpr int64_t kMlmVocab = 29, kPredicted = 3;
+  auto spec = [](Device device) {
+    LanguageModelSpec s = spec_on(device);
+    s.config.vocab = kMlmVocab;
+    return s;
+  };
+  auto cpu = make_masked_lm("bert", spec(Device::kCpu), kPredicted);
+  auto gpu = make_masked_lm("bert", spec(Device::kCuda), kPredicted);
+  auto adam_for = [](MaskedLm& m) {
+    std::vector<TensorView> views;
+    for (const Param& p : m.params()) views.push_back(p.value);
+    return std::make_unique<FusedAdam>(ParamTable::from_arena(m.net().param_arena(), views),
+                                       AdamHyper{.lr = {1e-3f, 3e-3f, 5e-4f}});
+  };
+  auto cpu_adam = adam_for(*cpu), gpu_adam = adam_for(*gpu);
+  for (int64_t step = 0; step <= 3; ++step) {
+    SCOPED_TRACE(fmt::format("step {}", step));
+    RngStream rng = RngStream::for_model(300 + step, 0, kRngData);
+    std::vector<int32_t> tok, pos, seg, tgt;
+    for (int64_t i = 0; i < kStreams * kBptt; ++i) {
+      tok.push_back(static_cast<int32_t>(rng.below(kMlmVocab)));
+      pos.push_back(static_cast<int32_t>(i % kBptt));
+      seg.push_back(static_cast<int32_t>(rng.below(kBertSegments)));
+      tgt.push_back(i % 3 == 0 ? static_cast<int32_t>(rng.below(kMlmVocab - 1)) : kIgnoreTarget);
+    }
+    const Shape s{kStreams, kBptt};
+    const MlmBatch batch{IndexView(tok.data(), s), IndexView(pos.data(), s),
+                         IndexView(seg.data(), s), IndexView(tgt.data(), s)};
+    const bool training = step < 3;
+    for (MaskedLm* m : {cpu.get(), gpu.get()}) {
+      if (training)
+        m->train_step(batch);
+      else
+        m->forward(batch, false);
+    }
+    for (int64_t b = 0; b < kB; ++b)
+      EXPECT_NEAR(gpu->losses()[b], cpu->losses()[b], 1e-4 * std::fabs(cpu->losses()[b]))
+          << "model " << b;
+    if (!training) {
+      EXPECT_EQ(gpu->correct(), cpu->correct());
+      break;
+    }
+    cpu_adam->step(cpu->net().param_arena(), cpu->net().grad_arena());
+    gpu_adam->step(gpu->net().param_arena(), gpu->net().grad_arena());
   }
 }
 

@@ -1,6 +1,6 @@
-// The Transformer language model and BERT on the GPU (LanguageModelSpec::device = kCuda) against the same
-// array on the CPU: from the same host-drawn weights, over full and short windows, every model's
-// loss agrees to rounding through Adam steps with per-model gradient clipping on the device
+// The Transformer language model and BERT on the GPU (LanguageModelSpec::device = kCuda) against
+// the same array on the CPU: from the same host-drawn weights, over full and short windows, every
+// model's loss agrees to rounding through Adam steps with per-model gradient clipping on the device
 // (Optimizer::clip_grad_norm_on_device). Runs anywhere: a device array under a plan other than
 // fused, and a host table's device clipping, raise.
 #include <gtest/gtest.h>

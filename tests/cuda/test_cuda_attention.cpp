@@ -25,6 +25,7 @@
 #include "fused_ops/cuda/attention_gemms.h"
 #include "fused_ops/cuda/attention_math.h"
 #include "fused_ops/dropout.h"
+#include "host_gemm.h"
 #include "test_util.h"
 
 namespace hfta {
@@ -155,25 +156,7 @@ Outputs reference(const AttCase& c, Tensors& t) {
   return o;
 }
 
-// C = alpha op(A) op(B) + beta C per batch entry, column-major, double sums.
-void host_gemm(const cuda::AttentionGemm& e) {
-  const cuda::ColumnMajorGemm& g = e.g;
-  for (int64_t i = 0; i < g.batch; ++i) {
-    const float *a = g.a + i * g.stride_a, *b = g.b + i * g.stride_b;
-    float* c = g.c + i * g.stride_c;
-    for (int64_t col = 0; col < g.n; ++col)
-      for (int64_t row = 0; row < g.m; ++row) {
-        double sum = 0.0;
-        for (int64_t l = 0; l < g.k; ++l)
-          sum += double(g.transpose_a ? a[l + row * g.lda] : a[row + l * g.lda]) *
-                 (g.transpose_b ? b[col + l * g.ldb] : b[l + col * g.ldb]);
-        float& out = c[row + col * g.ldc];
-        const double scaled = double(e.alpha) * static_cast<float>(sum);
-        out = g.beta == 0.0f ? static_cast<float>(scaled)
-                             : static_cast<float>(double(g.beta) * out + scaled);
-      }
-  }
-}
+void host_gemm(const cuda::AttentionGemm& e) { test::host_column_major_gemm(e.g, e.alpha); }
 
 // The lanes' partials added as the kernels' __shfl_down_sync tree adds them (lane 0's total).
 template <typename T, typename F>

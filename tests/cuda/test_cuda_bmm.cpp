@@ -21,6 +21,7 @@
 #include "backend/cuda/runtime.h"
 #include "fused_ops/bmm.h"
 #include "fused_ops/cuda/bmm_gemms.h"
+#include "host_gemm.h"
 #include "test_util.h"
 
 namespace hfta {
@@ -100,23 +101,8 @@ BmmRun reference(const BmmCase& c) {
   return r;
 }
 
-// C = op(A) op(B) + beta C per batch entry, column-major, double sums (cuBLAS's contract).
-void host_column_major_gemm(const cuda::ColumnMajorGemm& g) {
-  for (int64_t i = 0; i < g.batch; ++i) {
-    const float *a = g.a + i * g.stride_a, *b = g.b + i * g.stride_b;
-    float* c = g.c + i * g.stride_c;
-    for (int64_t col = 0; col < g.n; ++col)
-      for (int64_t row = 0; row < g.m; ++row) {
-        double sum = 0.0;
-        for (int64_t l = 0; l < g.k; ++l)
-          sum += double(g.transpose_a ? a[l + row * g.lda] : a[row + l * g.lda]) *
-                 (g.transpose_b ? b[col + l * g.ldb] : b[l + col * g.ldb]);
-        float& out = c[row + col * g.ldc];
-        out = g.beta == 0.0f ? static_cast<float>(sum)
-                             : static_cast<float>(double(g.beta) * out + sum);
-      }
-  }
-}
+// The plans call their GEMM executor with one argument.
+void host_gemm(const cuda::ColumnMajorGemm& g) { test::host_column_major_gemm(g); }
 
 // Within unit * (inner + 2) plus 2^-23 relative of the reference, elementwise, where inner is
 // the product's length: unit ~ 0 for the host GEMM's double sums (only an accumulated start's
@@ -152,7 +138,7 @@ TEST_P(BmmGemms, ColumnMajorGemmsMatchReferenceOnHost) {
     int64_t calls = 0;
     auto issue = [&](const cuda::ColumnMajorGemm& g) {
       ++calls;
-      host_column_major_gemm(g);
+      host_gemm(g);
     };
     cuda::bmm_forward_gemms(c.p, forward_args(v), per_model, issue);
     EXPECT_EQ(calls, per_model ? c.p.B : 1);

@@ -27,6 +27,7 @@
 #include "core/determinism.h"
 #include "fused_ops/conv_transpose2d.h"
 #include "fused_ops/cuda/conv_transpose2d_gemms.h"
+#include "host_gemm.h"
 #include "test_util.h"
 
 namespace hfta {
@@ -149,53 +150,14 @@ void expect_matches_reference(const DeconvCase& c, const Tensors& got, const Ten
   test::expect_close(got.dbias, want.dbias, param.atol, param.rtol, "dbias");
 }
 
-// The plan's executor on the host, as conv2d's host test has it.
-struct HostExec {
-  std::vector<float> scratch_buffer;
-  float* scratch(int64_t floats) {
-    scratch_buffer.assign(static_cast<size_t>(std::max<int64_t>(floats, 1)), kNaN);
-    return scratch_buffer.data();
-  }
-  void fill_bias(const float* bias, float* y, int64_t N, int64_t BC, int64_t P) {
-    for (int64_t i = 0; i < N * BC * P; ++i) y[i] = bias[conv_math::bias_channel(i, BC, P)];
-  }
-  void bias_grad(const float* dy, float* dbias, int64_t N, int64_t BC, int64_t P) {
-    for (int64_t c = 0; c < BC; ++c) {
-      double sum = 0.0;
-      for (int64_t e = 0; e < N * P; ++e) sum += dy[((e / P) * BC + c) * P + e % P];
-      dbias[c] += static_cast<float>(sum);
-    }
-  }
-  void im2col(const conv_math::ConvGeometry& g, const float* x, float* col, int64_t images) {
-    for (int64_t i = 0; i < images * g.col_rows() * g.positions(); ++i)
-      col[i] = conv_math::im2col_value(g, x, i);
-  }
-  void col2im(const conv_math::ConvGeometry& g, const float* col, float* y, int64_t images,
-              bool accumulate) {
-    for (int64_t i = 0; i < images * g.x_image(); ++i)
-      y[i] = conv_math::col2im_value(g, col, i, accumulate ? y[i] : 0.0f, accumulate);
-  }
-  void gemm(const cuda::ColumnMajorGemm& g) {
-    for (int64_t i = 0; i < g.batch; ++i) {
-      const float *a = g.a + i * g.stride_a, *b = g.b + i * g.stride_b;
-      float* c = g.c + i * g.stride_c;
-      for (int64_t col = 0; col < g.n; ++col)
-        for (int64_t row = 0; row < g.m; ++row) {
-          double sum = 0.0;
-          for (int64_t l = 0; l < g.k; ++l)
-            sum += double(g.transpose_a ? a[l + row * g.lda] : a[row + l * g.lda]) *
-                   (g.transpose_b ? b[col + l * g.ldb] : b[l + col * g.ldb]);
-          float& out = c[row + col * g.ldc];
-          out = g.beta == 0.0f ? static_cast<float>(sum) : g.beta * out + static_cast<float>(sum);
-        }
-    }
-  }
-};
+using test::HostConvExec;
 
 Tensors run_plan(const DeconvCase& c, const Tensors& start, int64_t cap_floats, bool per_pair) {
   Tensors t = start;
-  cuda::conv_transpose2d_forward_plan(c.p, forward_args(c, t), cap_floats, per_pair, HostExec{});
-  cuda::conv_transpose2d_backward_plan(c.p, backward_args(c, t), cap_floats, per_pair, HostExec{});
+  cuda::conv_transpose2d_forward_plan(c.p, forward_args(c, t), cap_floats, per_pair,
+                                      HostConvExec{});
+  cuda::conv_transpose2d_backward_plan(c.p, backward_args(c, t), cap_floats, per_pair,
+                                       HostConvExec{});
   return t;
 }
 

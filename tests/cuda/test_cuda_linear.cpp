@@ -16,6 +16,7 @@
 #include "backend/cuda/runtime.h"
 #include "fused_ops/cuda/linear_gemms.h"
 #include "fused_ops/linear.h"
+#include "host_gemm.h"
 #include "test_util.h"
 
 namespace hfta {
@@ -200,25 +201,8 @@ TEST_P(CudaLinear, MatchesReferencePerModel) {
   expect_matches_reference(c, got, reference(c, start));
 }
 
-// No device needed: the GEMMs the CUDA op issues (fused_ops/cuda/linear_gemms.h), run by a naive
-// column-major GEMM on the host with the bias kernels' arithmetic, equal the reference. This
-// checks the row-major to column-major mapping, strides and betas; the GPU test checks cuBLAS
-// and the kernels.
-void host_column_major_gemm(const cuda::ColumnMajorGemm& g) {
-  for (int64_t i = 0; i < g.batch; ++i) {
-    const float *a = g.a + i * g.stride_a, *b = g.b + i * g.stride_b;
-    float* c = g.c + i * g.stride_c;
-    for (int64_t col = 0; col < g.n; ++col)
-      for (int64_t row = 0; row < g.m; ++row) {
-        double sum = 0.0;
-        for (int64_t l = 0; l < g.k; ++l)
-          sum += double(g.transpose_a ? a[l + row * g.lda] : a[row + l * g.lda]) *
-                 (g.transpose_b ? b[col + l * g.ldb] : b[l + col * g.ldb]);
-        float& out = c[row + col * g.ldc];
-        out = g.beta == 0.0f ? static_cast<float>(sum) : g.beta * out + static_cast<float>(sum);
-      }
-  }
-}
+// The plans call their GEMM executor with one argument.
+void host_gemm(const cuda::ColumnMajorGemm& g) { test::host_column_major_gemm(g); }
 
 TEST_P(CudaLinear, ColumnMajorGemmsMatchReferenceOnHost) {
   const LinearCase& c = GetParam();
@@ -235,8 +219,8 @@ TEST_P(CudaLinear, ColumnMajorGemmsMatchReferenceOnHost) {
   if (p.bias)  // kernels::fill_bias
     for (int64_t i = 0; i < f.y.numel(); ++i)
       f.y.data[i] = f.bias.data[(i / (p.N * p.out_features)) * p.out_features + i % p.out_features];
-  cuda::linear_forward_gemms(p, f, host_column_major_gemm);
-  cuda::linear_backward_gemms(p, bw, host_column_major_gemm);
+  cuda::linear_forward_gemms(p, f, host_gemm);
+  cuda::linear_backward_gemms(p, bw, host_gemm);
   if (p.bias)  // kernels::bias_grad
     for (int64_t b = 0; b < p.B; ++b)
       for (int64_t o = 0; o < p.out_features; ++o) {

@@ -19,6 +19,7 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "test_files.h"
+#include "test_util.h"
 
 namespace hfta {
 namespace {
@@ -47,16 +48,6 @@ std::vector<int32_t> tokens(uint64_t seed, int64_t T) {
   for (int64_t i = 0; i < kStreams * T; ++i)
     v.push_back(static_cast<int32_t>(rng.uniform() * kVocab) % kVocab);
   return v;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 struct Trained {
@@ -174,15 +165,16 @@ TEST(CudaLanguageModel, CliRunMatchesTheCpuRun) {
 TEST(CudaLanguageModel, DeviceArraysRunPlanFusedAndClipOnlyDeviceTables) {
   LanguageModelSpec chunked = spec_on(Device::kCuda);
   chunked.plan = ExecutionPlan::chunks(1);
-  const std::string plan_error = error_of([&] { make_language_model("transformer", chunked); });
-  EXPECT_NE(plan_error.find("runs plan fused"), std::string::npos) << plan_error;
+  test::expect_error_containing([&] { make_language_model("transformer", chunked); },
+                                "runs plan fused");
   Trained cpu = make(Device::kCpu);
   const std::vector<float> clip = {1.0f};
-  const std::string clip_error = error_of([&] {
-    cpu.adam->clip_grad_norm_on_device(clip,
-                                       reinterpret_cast<float*>(cpu.lm->net().grad_arena().data()));
-  });
-  EXPECT_NE(clip_error.find("needs a device parameter table"), std::string::npos) << clip_error;
+  test::expect_error_containing(
+      [&] {
+        cpu.adam->clip_grad_norm_on_device(
+            clip, reinterpret_cast<float*>(cpu.lm->net().grad_arena().data()));
+      },
+      "needs a device parameter table");
 }
 
 }  // namespace

@@ -188,6 +188,12 @@ void sweep_command(const SweepFlags& flags) {
     return;
   }
   const Device device = parse_device(flags.trial.device);
+  if (device != Device::kCpu) {
+    const Task& task = task_for_model(flags.trial.model);
+    HFTA_CHECK(task.reads_flag(flags.trial.model, "--device"),
+               "--device {}: --model {} ({}) runs on the CPU only so far", flags.trial.device,
+               flags.trial.model, task.kind());
+  }
   HFTA_CHECK(device_available(device), "--device {}: {}", flags.trial.device,
              describe_device(device));
   // Before any trial starts: a measured sgemm choice is then cached, and every trial process

@@ -316,10 +316,11 @@ const std::vector<ModelInfo>& registry() {
       {"mobilenetv3_small", Shape{3, 32, 32}, 10, define_mobilenetv3_small, ModelTask::kClassify,
        true},
       {"pointnet_cls", Shape{1024, 3}, 10, define_pointnet_cls, ModelTask::kClassify, true},
-      {"pointnet_cls_ft", Shape{1024, 3}, 10, define_pointnet_cls_ft},
-      {"pointnet_seg", Shape{2500, 3}, kShapesParts, define_pointnet_seg, ModelTask::kSegment},
-      {"pointnet_seg_ft", Shape{2500, 3}, kShapesParts, define_pointnet_seg_ft,
-       ModelTask::kSegment},
+      {"pointnet_cls_ft", Shape{1024, 3}, 10, define_pointnet_cls_ft, ModelTask::kClassify, true},
+      {"pointnet_seg", Shape{2500, 3}, kShapesParts, define_pointnet_seg, ModelTask::kSegment,
+       true},
+      {"pointnet_seg_ft", Shape{2500, 3}, kShapesParts, define_pointnet_seg_ft, ModelTask::kSegment,
+       true},
       {"resnet18", Shape{3, 32, 32}, 10, define_resnet18, ModelTask::kClassify, true},
   };
   return table;

@@ -47,7 +47,8 @@ if has tests; then
   # reference runs, garbage-filled outputs, fused == serial bit for bit on the device).
   for t in linear activation add batchnorm2d conv2d conv2d_im2col conv2d_pointwise \
            cross_entropy dropout flatten pool2d scale_channels batchnorm1d bmm max_points \
-           add_identity bce conv_transpose2d positions embedding layernorm attention; do
+           add_identity bce conv_transpose2d positions embedding layernorm attention \
+           repeat_points concat transform_regularizer gather_tokens; do
     timeout 300 "$BUILD/test_$t" --gtest_filter='OnCuda*' > "$OUT/harness_$t.txt" 2>&1
     status=$?
     echo "harness $t: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/harness_$t.txt" | tr '\n' ' ')" \

@@ -1,5 +1,6 @@
 // Whole models on a CUDA device (skipped without one): the classifiers whose every op has a CUDA
-// kernel (MLP, LeNet, ResNet-18, MobileNetV2, MobileNetV3 small and large, PointNet) as fused
+// kernel (MLP, LeNet, ResNet-18, MobileNetV2, MobileNetV3 small and large, PointNet
+// classification and segmentation, with and without the feature transform) as fused
 // arrays in device memory, trained by the optimizers' device step, against the same arrays on the
 // CPU and PyTorch's golden losses; fused against serial on the device; checkpoints' tensors
 // copied back and restored; `hfta train --device cuda` against `--device cpu` through the command
@@ -56,18 +57,28 @@ std::unique_ptr<Model> array_on(Device device, const std::string& name,
 }
 
 // Runs kSteps training steps on the golden batches, then an evaluation forward: each model's
-// losses, step by step ([kSteps + 1][B]).
+// losses, step by step ([kSteps + 1][B]). Segmentation models (one label per point) get the golden
+// runs' point labels (7n + 3 step + 5j) mod 10, as tests/models/test_torch_golden.cpp gives them.
 std::vector<std::vector<float>> train(Model& model, Optimizer& opt) {
   const Shape sample = model.sample_shape();
+  const int64_t points = model.labels_per_sample();
   std::vector<float> x;
   std::vector<int32_t> y;
   std::vector<std::vector<float>> losses;
   for (int step = 0; step <= kSteps; ++step) {
     fixed_batch(step, sample, x, y);
+    if (points > 1) {
+      y.resize(static_cast<size_t>(kBatch * points));
+      for (int64_t n = 0; n < kBatch; ++n)
+        for (int64_t j = 0; j < points; ++j)
+          y[static_cast<size_t>(n * points + j)] =
+              static_cast<int32_t>((7 * n + 3 * step + 5 * j) % kClasses);
+    }
     Shape shape{kBatch};
     for (int64_t d : sample) shape.push_back(d);
     const bool training = step < kSteps;
-    model.forward(TensorView(x.data(), shape), IndexView(y.data(), Shape{kBatch}), training);
+    const Shape labels = points > 1 ? Shape{kBatch, points} : Shape{kBatch};
+    model.forward(TensorView(x.data(), shape), IndexView(y.data(), labels), training);
     losses.push_back(model.losses());
     if (!training) break;
     model.backward();
@@ -112,11 +123,12 @@ TEST_P(CudaModel, TrainsAsOnTheCpuAndAsPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaModel,
-                         ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18",
-                                                              "mobilenetv2", "mobilenetv3_small",
-                                                              "mobilenetv3_large", "pointnet_cls"),
-                                            ::testing::Values("adam", "adadelta")));
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaModel,
+    ::testing::Combine(::testing::Values("mlp", "lenet", "resnet18", "mobilenetv2",
+                                         "mobilenetv3_small", "mobilenetv3_large", "pointnet_cls",
+                                         "pointnet_cls_ft", "pointnet_seg", "pointnet_seg_ft"),
+                       ::testing::Values("adam", "adadelta")));
 
 // Model b of a device array of 3 trains as model b alone on the device (the same ids, so the same
 // initial weights).

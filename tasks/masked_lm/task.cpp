@@ -20,7 +20,8 @@ class MaskedLmTask final : public Task {
 
   // BERT reads text or WikiText-2 only: no synthetic-text flags (--vocab, --synthetic-size).
   bool reads_flag(const std::string&, std::string_view flag) const override {
-    return reads_text_model_flag(flag);
+    // --device: every op of BERT has a CUDA kernel (docs/cuda.md).
+    return reads_text_model_flag(flag) || flag == "--device";
   }
 
   std::optional<TaskMetric> primary_metric(const std::string&) const override {

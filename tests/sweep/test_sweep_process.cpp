@@ -360,9 +360,6 @@ TEST(RealSweep, BadFlagsNameTheProblem) {
            {"sweep --model mlp --quiet-wait inf", "--quiet-wait: 'inf' is not a finite number"},
            {"sweep --model mlp --dataset nosuch", "--dataset: nosuch not in"},
            {"sweep --model mlp --device gpu", "--device: unknown device 'gpu'"},
-           {"sweep --model bert --device cuda",
-            "--model bert (masked language model) runs on the "
-            "CPU only so far"},
            {"trial --model mlp --device gpu", "--device: unknown device 'gpu'"},
            {"trial --model mlp --device cuda --plan chunk:2", "--device cuda runs plan fused"},
            {"trial --model mlp --B 0", "--B: 0 is less than 1"},

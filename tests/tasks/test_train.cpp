@@ -166,7 +166,7 @@ TEST(TrainCliErrors, BadFlagsNameTheProblem) {
            {"--synthetic-size ''", "--synthetic-size: '' is not an integer"},
            {"--device gpu", "--device: unknown device 'gpu': choose cpu or cuda"},
            {"--device cuda --plan chunk:2", "--device cuda runs plan fused"},
-           {"--model bert --device cuda", "--device: --model bert"}}) {
+           {"--model bert --device cuda --plan chunk:2", "--device cuda runs plan fused"}}) {
     expect_hfta_error("train " + c.args + out, c.message);
   }
   TempDir missing("missing");

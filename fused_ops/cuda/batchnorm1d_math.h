@@ -22,6 +22,7 @@ namespace hfta::cuda::bn1 {
 // Where channel k's row r lives in [B, R, C].
 struct RowsGeometry {
   int64_t R, C;
+  HFTA_HOST_DEVICE int64_t count() const { return R; }
   HFTA_HOST_DEVICE int64_t offset(int64_t k, int64_t r) const {
     return ((k / C) * R + r) * C + k % C;
   }

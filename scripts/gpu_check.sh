@@ -11,19 +11,35 @@
 #                 cuDNN (one grouped call, and B per-model calls) and on hfta's implicit-GEMM
 #                 kernels (HFTA_CUDA_CONV), for docs/benchmarks.md's choice of library
 #   cpu16.txt     with CPU_SWEEP=1: ResNet-18 and LeNet on the host's cores, fused B=16 vs serial
-# Steps are bounded by `timeout`, so a hang costs minutes, not the whole lease. STAGES picks
-# what runs (default "build tests sweep torch"); SWEEP_B the array sizes.
+# Steps are bounded by `timeout`, and every timeout by what is left of DEADLINE (seconds from the
+# start, default 570: the device tool's 10 minutes a command, with time to bring $OUT back), so a
+# hang costs minutes, not the whole lease, and a step that would start too late is skipped and
+# says so in tests.txt. STAGES picks what runs, in this order (default "build tests convs sweep
+# torch"); SWEEP_B the array sizes.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 BUILD=${BUILD:-/tmp/build}
 STAGES=${STAGES:-build tests convs sweep torch}
 SWEEP_B=${SWEEP_B:-1,2,4,8,16,32}
+DEADLINE=${DEADLINE:-570}
 mkdir -p "$OUT"
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+# within LIMIT NAME COMMAND...: runs COMMAND under `timeout` of LIMIT seconds or what is left of
+# DEADLINE, whichever is less; with under 15 s left it is skipped, noted in tests.txt as NAME.
+within() {
+  local limit=$1 name=$2 left=$((DEADLINE - SECONDS))
+  shift 2
+  if ((left < 15)); then
+    echo "$name: skipped, $DEADLINE s deadline reached" | tee -a "$OUT/tests.txt"
+    return 124
+  fi
+  timeout $((left < limit ? left : limit)) "$@"
+}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 
 if has build; then
-  BUILD=$BUILD timeout 420 bash .device/build-on-device.sh -DHFTA_CUDA=ON > "$OUT/build.log" 2>&1
+  within 420 build env BUILD="$BUILD" bash .device/build-on-device.sh -DHFTA_CUDA=ON \
+    > "$OUT/build.log" 2>&1
   echo "build: exit $?" | tee -a "$OUT/tests.txt"
 fi
 L=${P:-/opt/deb}/usr/lib/x86_64-linux-gnu
@@ -38,7 +54,7 @@ CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0] + '/
 if has tests; then
   for t in "$BUILD"/test_cuda_* "$BUILD/test_device_memory" "$BUILD/test_device_dispatch"; do
     name=$(basename "$t")
-    timeout 300 "$t" > "$OUT/$name.txt" 2>&1
+    within 300 "$name" "$t" > "$OUT/$name.txt" 2>&1
     status=$?
     echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/$name.txt" | tr '\n' ' ')" \
       | tee -a "$OUT/tests.txt"
@@ -49,7 +65,7 @@ if has tests; then
            cross_entropy dropout flatten pool2d scale_channels batchnorm1d bmm max_points \
            add_identity bce conv_transpose2d positions embedding layernorm attention \
            repeat_points concat transform_regularizer gather_tokens; do
-    timeout 300 "$BUILD/test_$t" --gtest_filter='OnCuda*' > "$OUT/harness_$t.txt" 2>&1
+    within 300 "harness $t" "$BUILD/test_$t" --gtest_filter='OnCuda*' > "$OUT/harness_$t.txt" 2>&1
     status=$?
     echo "harness $t: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/harness_$t.txt" | tr '\n' ' ')" \
       | tee -a "$OUT/tests.txt"
@@ -61,9 +77,9 @@ if has convs; then
     for m in lenet resnet18; do
       batch=64; [ "$m" = resnet18 ] && batch=32
       echo "HFTA_CUDA_CONV=$backend $m B=32:" >> "$OUT/conv_backends.txt"
-      HFTA_CUDA_CONV=$backend timeout 180 "$BUILD/hfta" trial --model "$m" --device cuda \
-        --plan fused --B 32 --batch-size "$batch" --warmup 5 --steps 30 \
-        >> "$OUT/conv_backends.txt" 2>&1
+      within 180 "conv backend $backend $m" env HFTA_CUDA_CONV="$backend" \
+        "$BUILD/hfta" trial --model "$m" --device cuda --plan fused --B 32 \
+        --batch-size "$batch" --warmup 5 --steps 30 >> "$OUT/conv_backends.txt" 2>&1
       echo "conv backend $backend $m: exit $?" | tee -a "$OUT/tests.txt"
     done
   done
@@ -72,7 +88,7 @@ fi
 if has sweep; then
   for m in mlp lenet resnet18; do
     batch=64; [ "$m" = resnet18 ] && batch=32
-    timeout 240 "$BUILD/hfta" sweep --device cuda --model "$m" --batch-size "$batch" \
+    within 240 "sweep $m" "$BUILD/hfta" sweep --device cuda --model "$m" --batch-size "$batch" \
       --B "$SWEEP_B" --modes serial,fused --repeats 1 --warmup 5 --steps 30 --no-plot \
       --out "$OUT/sweep" > "$OUT/sweep_$m.txt" 2>&1
     echo "sweep $m: exit $?" | tee -a "$OUT/tests.txt"
@@ -80,14 +96,14 @@ if has sweep; then
 fi
 
 if has torch; then
-  timeout 240 python3 benchmarks/torch_compare.py --hfta "$BUILD/hfta" --device cuda \
+  within 240 torch_compare python3 benchmarks/torch_compare.py --hfta "$BUILD/hfta" --device cuda \
     --models mlp,lenet,resnet18 --threads "$(nproc)" --rounds 3 > "$OUT/torch_compare.txt" 2>&1
   echo "torch_compare: exit $?" | tee -a "$OUT/tests.txt"
 fi
 
 if [ "${CPU_SWEEP:-0}" = 1 ]; then
   for m in resnet18 lenet; do
-    timeout 300 "$BUILD/hfta" sweep --model "$m" --threads "$(nproc)" --modes serial,fused \
+    within 300 "cpu sweep $m" "$BUILD/hfta" sweep --model "$m" --threads "$(nproc)" --modes serial,fused \
       --B 1,16 --repeats 1 --steps 10 --no-plot --out "$OUT/cpu16" >> "$OUT/cpu16.txt" 2>&1
     echo "cpu sweep $m: exit $?" | tee -a "$OUT/tests.txt"
   done

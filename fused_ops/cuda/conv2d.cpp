@@ -16,6 +16,7 @@
 #include "backend/cuda/cudnn.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/scratch.h"
+#include "core/determinism.h"
 #include "fused_ops/cuda/conv2d_cudnn.h"
 #include "fused_ops/cuda/conv2d_gemms.h"
 #include "fused_ops/cuda/conv2d_implicit.h"
@@ -74,10 +75,18 @@ std::optional<CudnnConvShapes> cudnn_shapes_to_run(const Conv2dParams& p, CudaCo
              backend == CudaConvBackend::kCudnn ? "cudnn" : "cudnn-per-model");
   return std::nullopt;
 }
+
+// HFTA_CUDA_CONV's choice; in deterministic mode auto is the GEMM path, whose per-entry calls give
+// model b the bits of its run alone (cuDNN's grouped call, and the algorithm it picks, depend on
+// B).
+CudaConvBackend conv_backend() {
+  const CudaConvBackend backend = cuda_conv_backend_from_env();
+  return backend == CudaConvBackend::kAuto && deterministic() ? CudaConvBackend::kGemm : backend;
+}
 }  // namespace
 
 void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
-  const CudaConvBackend backend = cuda_conv_backend_from_env();
+  const CudaConvBackend backend = conv_backend();
   if (backend == CudaConvBackend::kImplicit) return implicit_conv2d_forward(p, a);
   if (const auto shapes = cudnn_shapes_to_run(p, backend))
     return cudnn_conv2d_forward(p, *shapes, a);
@@ -85,7 +94,7 @@ void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
 }
 
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
-  const CudaConvBackend backend = cuda_conv_backend_from_env();
+  const CudaConvBackend backend = conv_backend();
   if (backend == CudaConvBackend::kImplicit) return implicit_conv2d_backward(p, a);
   if (const auto shapes = cudnn_shapes_to_run(p, backend))
     return cudnn_conv2d_backward(p, *shapes, a);

@@ -12,6 +12,7 @@
 #include "backend/cuda/cublas.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/scratch.h"
+#include "core/determinism.h"
 #include "core/error.h"
 #include "fused_ops/cuda/conv2d_math.h"
 #include "fused_ops/cuda/kernels.h"
@@ -51,7 +52,14 @@ struct ConvDeviceExec {
               bool accumulate) {
     launched(kernels::col2im(g, col, x, images, accumulate, s), "col2im");
   }
+  // In deterministic mode one call per batch entry (issue_per_entry): a (model, group, image)'s
+  // product is the call its model's run alone makes.
   void gemm(const ColumnMajorGemm& g) {
+    if (deterministic() && g.batch > 1)
+      return issue_per_entry(g, [&](const ColumnMajorGemm& one) { strided_batched(one); });
+    strided_batched(g);
+  }
+  void strided_batched(const ColumnMajorGemm& g) {
     const float one = 1.0f;
     HFTA_CUDA_CHECK(cublas().sgemm_strided_batched(
         blas(), g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,

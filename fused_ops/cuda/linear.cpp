@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cublas.h"
 #include "backend/cuda/runtime.h"
+#include "core/determinism.h"
 #include "fused_ops/cuda/kernels.h"
 #include "fused_ops/cuda/linear_gemms.h"
 
@@ -31,17 +32,25 @@ void issue(const ColumnMajorGemm& g) {
       g.stride_c, blas_int(g.batch, "B")));
 }
 
+// In deterministic mode one call per model (issue_per_entry): model b's bits as alone.
+void issue_gemm(const ColumnMajorGemm& g) {
+  if (deterministic())
+    issue_per_entry(g, issue);
+  else
+    issue(g);
+}
+
 }  // namespace
 
 void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
   if (p.bias)  // then the GEMM adds onto y (beta = 1); without bias it does not read y
     check(kernels::fill_bias(a.bias.data, a.y.data, p.B, p.N, p.out_features, stream()),
           "linear fill_bias kernel launch");
-  linear_forward_gemms(p, a, issue);
+  linear_forward_gemms(p, a, issue_gemm);
 }
 
 void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
-  linear_backward_gemms(p, a, issue);
+  linear_backward_gemms(p, a, issue_gemm);
   if (p.bias && !a.dbias.empty()) {
     HFTA_CHECK(p.B <= 65535, "CUDA linear: B = {} models exceed the bias kernel's grid (65535)",
                p.B);

@@ -36,6 +36,22 @@ struct ColumnMajorGemm {
   int64_t batch = 1;
 };
 
+// `g` as one call per batch entry (batch 1, each operand offset by its stride), in entry order:
+// deterministic mode's way (core/determinism.h), so that model b's products are the calls its run
+// alone (B = 1) makes, whatever kernel cuBLAS would pick for a larger batch. C must not be shared
+// between entries (stride_c > 0 when batch > 1), as a strided-batched call requires anyway.
+template <typename Issue>
+void issue_per_entry(const ColumnMajorGemm& g, Issue&& issue) {
+  for (int64_t i = 0; i < g.batch; ++i) {
+    ColumnMajorGemm one = g;
+    one.a += i * g.stride_a;
+    one.b += i * g.stride_b;
+    one.c += i * g.stride_c;
+    one.batch = 1;
+    issue(one);
+  }
+}
+
 // The forward's GEMM, given to issue(const ColumnMajorGemm&). With bias, y must already hold the
 // bias (beta = 1).
 template <typename Issue>

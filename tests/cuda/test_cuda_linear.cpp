@@ -231,6 +231,39 @@ TEST_P(CudaLinear, ColumnMajorGemmsMatchReferenceOnHost) {
   expect_matches_reference(c, got, reference(c, start));
 }
 
+// Deterministic mode's per-entry calls (cuda::issue_per_entry) compute what the batched calls do,
+// bit for bit, one call per model: the plan of model b alone is the same call.
+TEST_P(CudaLinear, PerEntryCallsEqualTheBatchedCallsOnHost) {
+  const LinearCase& c = GetParam();
+  const uint64_t seed = test::case_seed(c.name);
+  HFTA_CASE_TRACE(seed);
+  RngStream rng(seed, 0);
+  const LinearTensors start = make_inputs(c, rng);
+  LinearTensors batched = start, per_entry = start;
+  int64_t calls = 0, entries = 0;
+  auto run = [&](LinearTensors& t, bool split) {
+    std::vector<TensorView> d;
+    for (Buffer* b : all(t)) d.push_back(b->view());
+    auto issue = [&](const cuda::ColumnMajorGemm& g) {
+      if (!split) return host_gemm(g);
+      entries += g.batch;
+      cuda::issue_per_entry(g, [&](const cuda::ColumnMajorGemm& one) {
+        EXPECT_EQ(one.batch, 1);
+        ++calls;
+        host_gemm(one);
+      });
+    };
+    cuda::linear_forward_gemms(c.p, forward_args(c, d), issue);
+    cuda::linear_backward_gemms(c.p, backward_args(c, d), issue);
+  };
+  run(batched, false);
+  run(per_entry, true);
+  EXPECT_EQ(calls, entries);
+  const std::vector<Buffer*> want = all(batched), got = all(per_entry);
+  for (size_t i = 0; i < want.size(); ++i)
+    test::expect_same_bits(got[i]->values, want[i]->values, fmt::format("tensor {}", i));
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, CudaLinear, ::testing::ValuesIn(linear_cases()),
                          [](const auto& info) { return info.param.name; });
 

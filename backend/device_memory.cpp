@@ -107,8 +107,7 @@ void copy_memory(void* dst, Device dst_device, const void* src, Device src_devic
 
 #if HFTA_WITH_CUDA
 struct StagedUpload::Staging {
-  cuda::PinnedHostBuffer buffers[2];
-  cuda::StreamEvent copied[2];  // the last copy out of each buffer
+  cuda::PinnedStaging stages[2];  // used in turn
   int next = 0;
 };
 #else
@@ -126,8 +125,7 @@ StagedUpload::StagedUpload(Device device, size_t capacity, std::string what)
 #if HFTA_WITH_CUDA
   HFTA_CHECK(cuda::device_available(), "{}: no CUDA device: {}", what_, cuda::device_status());
   staging_ = std::make_unique<Staging>();
-  for (cuda::PinnedHostBuffer& buffer : staging_->buffers)
-    buffer = cuda::PinnedHostBuffer(capacity_);
+  for (cuda::PinnedStaging& stage : staging_->stages) stage.acquire(capacity_);  // allocated now
 #else
   no_cuda_backend(what_);
 #endif
@@ -142,13 +140,12 @@ void StagedUpload::upload_bytes(void* dst, const void* src, size_t bytes) {
     return;
   }
 #if HFTA_WITH_CUDA
-  Staging& s = *staging_;
-  const int k = s.next;
-  s.next = 1 - k;
-  s.copied[k].wait();  // the buffer's previous copy to the device has read it
-  std::memcpy(s.buffers[k].data(), src, bytes);
-  cuda::device_copy_from_pinned_async(dst, s.buffers[k].data(), bytes);
-  s.copied[k].record();
+  cuda::PinnedStaging& stage = staging_->stages[staging_->next];
+  staging_->next = 1 - staging_->next;
+  float* pinned = stage.acquire(bytes);  // once the buffer's previous copy has read it
+  std::memcpy(pinned, src, bytes);
+  cuda::device_copy_from_pinned_async(dst, pinned, bytes);
+  stage.copied.record();
 #else
   (void)dst;
   no_cuda_backend(what_);

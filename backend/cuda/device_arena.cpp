@@ -75,6 +75,19 @@ TensorView PinnedHostBuffer::view(const Shape& shape) const {
   return TensorView(reinterpret_cast<float*>(data_), shape, Device::kCpu);
 }
 
+PinnedStaging::~PinnedStaging() {
+  try {
+    copied.wait();
+  } catch (const Error&) {  // the stream or the context is gone: nothing is copying any more
+  }
+}
+
+float* PinnedStaging::acquire(size_t bytes) {
+  copied.wait();
+  if (buffer.bytes() < bytes) buffer = PinnedHostBuffer(bytes);
+  return reinterpret_cast<float*>(buffer.data());
+}
+
 namespace {
 
 void check_copy(const TensorView& host, const TensorView& device, const char* what) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/runtime.h"
 #include "core/arena.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -68,6 +69,21 @@ class PinnedHostBuffer {
  private:
   std::byte* data_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// A pinned buffer that values drawn on the host (dropout masks) are staged in before their
+// asynchronous copy to the device, reused call after call (one per thread and op: thread_local).
+// acquire() hands it out once the copy that last read it has finished, grown to `bytes`; the
+// caller records `copied` after enqueueing its copy out of it. Freed only after that copy.
+struct PinnedStaging {
+  PinnedHostBuffer buffer;
+  StreamEvent copied;
+
+  PinnedStaging() = default;
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  ~PinnedStaging();
+  float* acquire(size_t bytes);
 };
 
 // Copies a host view (device kCpu) to a device view (kCuda) of the same shape, or back, on the

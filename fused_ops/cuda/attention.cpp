@@ -47,23 +47,16 @@ void issue(const AttentionGemm& e) {
 
 int64_t probs_numel(const AttentionParams& p) { return p.B * p.n * p.H * p.T * p.T; }
 
-// The calling thread's staging buffer for masks, and an event recorded after the last copy out of
-// it: the next forward waits for that copy before it draws into the buffer again.
-struct MaskStaging {
-  PinnedHostBuffer buffer;
-  StreamEvent copied;
-};
-
 void upload_dropout_mask(const AttentionParams& p, const AttentionForwardArgs& a) {
-  thread_local MaskStaging staging;
-  staging.copied.wait();
+  // The calling thread's staging for masks: the next forward draws into it once this one's copy
+  // has read it.
+  thread_local PinnedStaging staging;
   const int64_t n = probs_numel(p);
-  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  if (staging.buffer.bytes() < bytes) staging.buffer = PinnedHostBuffer(bytes);
+  float* host_mask = staging.acquire(static_cast<size_t>(n) * sizeof(float));
   // Model b's mask over its [n, H, T, T] probs from streams[b], in that order: the attention's
   // dropout is the dropout op's draw over a model-major tensor of that size.
   cpu::dropout_draw_mask(DropoutParams::model_major(p.B, n / p.B, p.dropout_p, true), a.streams,
-                         reinterpret_cast<float*>(staging.buffer.data()));
+                         host_mask);
   copy_to_device_async(staging.buffer.view(p.probs_shape()), a.saved.dropout_mask);
   staging.copied.record();
 }

@@ -16,24 +16,6 @@
 
 namespace hfta::cuda {
 
-namespace {
-
-// The calling thread's staging buffer for masks, and an event recorded after the last copy out of
-// it: the next forward waits for that copy before it draws into the buffer again.
-struct MaskStaging {
-  PinnedHostBuffer buffer;
-  StreamEvent copied;
-};
-
-float* staging_for(MaskStaging& s, int64_t floats) {
-  s.copied.wait();
-  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-  if (s.buffer.bytes() < bytes) s.buffer = PinnedHostBuffer(bytes);
-  return reinterpret_cast<float*>(s.buffer.data());
-}
-
-}  // namespace
-
 void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
   const int64_t n = a.x.numel();
   if (!p.active()) {
@@ -43,8 +25,10 @@ void dropout_forward(const DropoutParams& p, const DropoutForwardArgs& a) {
             "cudaMemcpyAsync (dropout in eval mode)");
     return;
   }
-  thread_local MaskStaging staging;
-  float* host_mask = staging_for(staging, n);
+  // The calling thread's staging for masks: the next forward draws into it once this one's copy
+  // has read it.
+  thread_local PinnedStaging staging;
+  float* host_mask = staging.acquire(static_cast<size_t>(n) * sizeof(float));
   cpu::dropout_draw_mask(p, a.streams, host_mask);
   copy_to_device_async(staging.buffer.view(a.x.shape), a.saved.mask);
   staging.copied.record();

@@ -111,11 +111,15 @@ TEST(EmbeddingGroups, EveryNonPaddingRowOnceInOrder) {
     EXPECT_EQ(g.starts.back(), static_cast<int32_t>(g.order.size()));
     std::vector<int> seen(ids.size(), 0);
     for (int64_t k = 0; k < g.groups(); ++k) {
-      if (k > 0) EXPECT_LT(g.vocab[k - 1], g.vocab[k]);
+      if (k > 0) {
+        EXPECT_LT(g.vocab[k - 1], g.vocab[k]);
+      }
       EXPECT_NE(g.vocab[k], padding);
       for (int32_t j = g.starts[k]; j < g.starts[k + 1]; ++j) {
         EXPECT_EQ(ids[g.order[j]], g.vocab[k]);
-        if (j > g.starts[k]) EXPECT_LT(g.order[j - 1], g.order[j]);
+        if (j > g.starts[k]) {
+          EXPECT_LT(g.order[j - 1], g.order[j]);
+        }
         ++seen[g.order[j]];
       }
     }

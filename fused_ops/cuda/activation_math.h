@@ -44,37 +44,6 @@ enum Kind : int {
 inline constexpr float kInvSqrt2 = 0.70710678118654752440f;
 inline constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
-// The libm calls, spelled once for both compilers: CUDA's float overloads on the device, the
-// host's std:: ones in the mirror.
-HFTA_HOST_DEVICE inline float tanh_f(float v) {
-#if defined(__CUDA_ARCH__)
-  return tanhf(v);
-#else
-  return std::tanh(v);
-#endif
-}
-HFTA_HOST_DEVICE inline float exp_f(float v) {
-#if defined(__CUDA_ARCH__)
-  return expf(v);
-#else
-  return std::exp(v);
-#endif
-}
-HFTA_HOST_DEVICE inline float erfc_f(float v) {
-#if defined(__CUDA_ARCH__)
-  return erfcf(v);
-#else
-  return std::erfc(v);
-#endif
-}
-HFTA_HOST_DEVICE inline float fma_f(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return fmaf(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
 // sigmoid(v) from e = exp(-|v|), which neither overflows nor loses v's sign; NaN stays NaN.
 HFTA_HOST_DEVICE inline float sigmoid_value(float v) {
   const float e = exp_f(-(v < 0.0f ? -v : v)), d = 1.0f + e;
@@ -133,12 +102,12 @@ HFTA_HOST_DEVICE inline float backward_value(int kind, float slope, float v, flo
       return v > -3.0f && v < 3.0f ? inside : 0.0f;
     }
     case kTanh:
-      return rounded_product(fma_f(-v, v, 1.0f), g);
+      return rounded_product(fma_rn(-v, v, 1.0f), g);
     case kSigmoid:
-      return rounded_product(fma_f(-v, v, v), g);
+      return rounded_product(fma_rn(-v, v, v), g);
     case kGelu: {
       const float pdf = rounded_product(kInvSqrt2Pi, exp_f(-0.5f * rounded_product(v, v)));
-      return rounded_product(fma_f(v, pdf, normal_cdf(v)), g);
+      return rounded_product(fma_rn(v, pdf, normal_cdf(v)), g);
     }
     default:
       return v > 0.0f ? g : 0.0f;

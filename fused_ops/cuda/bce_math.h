@@ -26,22 +26,6 @@
 
 namespace hfta::bce_math {
 
-HFTA_HOST_DEVICE inline float exp_f(float v) {
-#if defined(__CUDA_ARCH__)
-  return expf(v);
-#else
-  return std::exp(v);
-#endif
-}
-
-HFTA_HOST_DEVICE inline float log1p_f(float v) {
-#if defined(__CUDA_ARCH__)
-  return log1pf(v);
-#else
-  return std::log1p(v);
-#endif
-}
-
 // exp(-|x|): never overflows; NaN for NaN.
 HFTA_HOST_DEVICE inline float exp_minus_abs(float x) { return exp_f(-(x < 0.0f ? -x : x)); }
 

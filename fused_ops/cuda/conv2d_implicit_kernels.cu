@@ -71,7 +71,7 @@ __device__ void accumulate(Staging<T>& s, int M, int cols, int K, int m0, int co
 #pragma unroll
       for (int i = 0; i < T::TM; ++i)
 #pragma unroll
-        for (int j = 0; j < T::TN; ++j) acc[i][j] = implicit_math::fma_rn(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < T::TN; ++j) acc[i][j] = fma_rn(a[i], b[j], acc[i][j]);
     }
     __syncthreads();
   }

@@ -37,15 +37,6 @@ namespace hfta::implicit_math {
 // parallelism along long N*P.
 inline constexpr int kDweightChunk = 4096;
 
-// a*b + c rounded once: the device's and the host's fmaf, which round identically.
-HFTA_HOST_DEVICE inline float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
 struct ImplicitGeometry {
   int B = 1, N = 1, in_channels = 1, out_channels = 1, groups = 1, H = 1, W = 1;
   int kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;

@@ -19,15 +19,6 @@
 
 namespace hfta::optim_math {
 
-// IEEE-rounded square root on both sides (nvcc's default -prec-sqrt=true).
-HFTA_HOST_DEVICE inline float sqrt_rn(float x) {
-#if defined(__CUDA_ARCH__)
-  return sqrtf(x);
-#else
-  return std::sqrt(x);
-#endif
-}
-
 // Exponent bits all ones: Inf or NaN, as the CPU optimizer's has_nonfinite tests it.
 HFTA_HOST_DEVICE inline bool is_nonfinite(float x) {
 #if defined(__CUDA_ARCH__)

@@ -1,9 +1,10 @@
 #!/bin/bash
-# The GPU machine's one command (docs/cuda.md): builds the project with the CUDA backend from the
-# Debian packages carried in .device/ (../shared/device/README.md: fetch-debs.sh fills it here),
-# runs every CUDA test and the device training tests, then times MLP, LeNet and ResNet-18 arrays
-# on the GPU (`hfta sweep --device cuda`, HFTA's shapes) and PyTorch's B = 1 beside ours on the
-# same GPU. Everything lands in $OUT (the device tool brings that folder back):
+# The GPU machine's one command (docs/cuda.md). Gets the project's binaries (built there from the
+# Debian packages carried in .device/, ../shared/device/README.md, or built here by
+# scripts/pack_device_binaries.sh and carried in .device/bin.tar.xz), runs every CUDA test and the
+# op harness's GPU cases, then times MLP, LeNet and ResNet-18 arrays on the GPU (`hfta sweep
+# --device cuda`, HFTA's shapes) and PyTorch's B = 1 beside ours on the same GPU. Results land in
+# $RESULTS, bundled at the end into $OUT/gpu_results.tar.gz (the device tool brings back 8 files):
 #   tests.txt     one line per test executable: its exit status and gtest's summary
 #   <test>.txt    each test executable's output
 #   sweep/        the sweeps' throughput.csv and logs;  torch_compare.txt  PyTorch against hfta
@@ -14,15 +15,24 @@
 # Steps are bounded by `timeout`, and every timeout by what is left of DEADLINE (seconds from the
 # start, default 570: the device tool's 10 minutes a command, with time to bring $OUT back), so a
 # hang costs minutes, not the whole lease, and a step that would start too late is skipped and
-# says so in tests.txt. STAGES picks what runs, in this order (default "build tests convs sweep
-# torch"); SWEEP_B the array sizes.
+# says so in tests.txt. STAGES picks what runs, in this order (default "build tests sweep torch
+# convs"; "carried" instead of "build" unpacks .device/bin.tar.xz); SWEEP_B the array sizes; JOBS
+# how many test executables share the GPU at once.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
+RESULTS=${RESULTS:-/tmp/gpu_results}
 BUILD=${BUILD:-/tmp/build}
-STAGES=${STAGES:-build tests convs sweep torch}
+JOBS=${JOBS:-8}
+STAGES=${STAGES:-build tests sweep torch convs}
 SWEEP_B=${SWEEP_B:-1,2,4,8,16,32}
 DEADLINE=${DEADLINE:-570}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$RESULTS"
+# One bundle back, whatever stops the script; tests.txt last, so the tool's output tail shows it.
+bundle() {
+  tar -czf "$OUT/gpu_results.tar.gz" -C "$RESULTS" .
+  cat "$RESULTS/tests.txt" 2>/dev/null
+}
+trap bundle EXIT
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 # within LIMIT NAME COMMAND...: runs COMMAND under `timeout` of LIMIT seconds or what is left of
 # DEADLINE, whichever is less; with under 15 s left it is skipped, noted in tests.txt as NAME.
@@ -30,59 +40,64 @@ within() {
   local limit=$1 name=$2 left=$((DEADLINE - SECONDS))
   shift 2
   if ((left < 15)); then
-    echo "$name: skipped, $DEADLINE s deadline reached" | tee -a "$OUT/tests.txt"
+    echo "$name: skipped, $DEADLINE s deadline reached" | tee -a "$RESULTS/tests.txt"
     return 124
   fi
   timeout $((left < limit ? left : limit)) "$@"
 }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$RESULTS/gpu.txt" 2>&1
 
 if has build; then
   within 420 build env BUILD="$BUILD" bash .device/build-on-device.sh -DHFTA_CUDA=ON \
-    > "$OUT/build.log" 2>&1
-  echo "build: exit $?" | tee -a "$OUT/tests.txt"
+    > "$RESULTS/build.log" 2>&1
+  echo "build: exit $?" | tee -a "$RESULTS/tests.txt"
 fi
-L=${P:-/opt/deb}/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$L:$L/openblas-openmp:${LD_LIBRARY_PATH:-}
+P=${P:-/opt/deb}
+if has carried; then
+  # Binaries built elsewhere (scripts/pack_device_binaries.sh) need the carried packages' shared
+  # libraries and, for the tests' compiled-in paths, the source tree where they were built.
+  mkdir -p "$P" "$BUILD"
+  for f in .device/debs/*.deb; do dpkg -x "$f" "$P"; done
+  tar -xJf .device/bin.tar.xz -C "$BUILD"
+  source_dir=$(cat .device/source_dir)
+  [ -e "$source_dir" ] || { mkdir -p "$(dirname "$source_dir")" && ln -s "$PWD" "$source_dir"; }
+  echo "carried: binaries of $(cat .device/commit) unpacked into $BUILD" | tee -a "$RESULTS/tests.txt"
+fi
+L=$P/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$L:$L/openblas-openmp:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 # cuDNN (loaded at run time, backend/cuda/cudnn.h): PyTorch's wheel carries one when the image
 # has no system copy.
 CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0] + '/lib')" 2>/dev/null)
 [ -n "$CUDNN_DIR" ] && export LD_LIBRARY_PATH=$CUDNN_DIR:$LD_LIBRARY_PATH
 [ -x "$BUILD/hfta" ] || { echo "no $BUILD/hfta: the build failed (build.log)"; exit 1; }
-"$BUILD/hfta" --version > "$OUT/version.txt" 2>&1
+"$BUILD/hfta" --version > "$RESULTS/version.txt" 2>&1
 
 if has tests; then
+  # test NAME EXECUTABLE [ARGS...]: one test executable, its summary line in tests.txt.
+  run_test() {
+    local name=$1
+    shift
+    within 150 "$name" "$@" > "$RESULTS/$name.txt" 2>&1
+    local status=$?
+    echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$RESULTS/$name.txt" | tr '\n' ' ')" \
+      | tee -a "$RESULTS/tests.txt"
+  }
+  # Up to JOBS executables share the GPU at once (each is small; the host has the cores).
+  start_test() {
+    while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
+    run_test "$@" &
+  }
   for t in "$BUILD"/test_cuda_* "$BUILD/test_device_memory" "$BUILD/test_device_dispatch"; do
-    name=$(basename "$t")
-    within 300 "$name" "$t" > "$OUT/$name.txt" 2>&1
-    status=$?
-    echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/$name.txt" | tr '\n' ' ')" \
-      | tee -a "$OUT/tests.txt"
+    [[ $(basename "$t") == *.* ]] || start_test "$(basename "$t")" "$t"
   done
   # The op harness's GPU cases (tests/op_harness.h: the CPU cases' shapes, fused(B) against B
   # reference runs, garbage-filled outputs, fused == serial bit for bit on the device).
-  for t in linear activation add batchnorm2d conv2d conv2d_im2col conv2d_pointwise \
-           cross_entropy dropout flatten pool2d scale_channels batchnorm1d bmm max_points \
-           add_identity bce conv_transpose2d positions embedding layernorm attention \
-           repeat_points concat transform_regularizer gather_tokens; do
-    within 300 "harness $t" "$BUILD/test_$t" --gtest_filter='OnCuda*' > "$OUT/harness_$t.txt" 2>&1
-    status=$?
-    echo "harness $t: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/harness_$t.txt" | tr '\n' ' ')" \
-      | tee -a "$OUT/tests.txt"
+  for t in "$BUILD"/test_*; do
+    name=$(basename "$t")
+    case $name in test_cuda_* | test_device_* | *.*) continue ;; esac
+    grep -q OnCuda "$t" && start_test "harness_${name#test_}" "$t" --gtest_filter='OnCuda*'
   done
-fi
-
-if has convs; then
-  for backend in gemm cudnn cudnn-per-model implicit; do
-    for m in lenet resnet18; do
-      batch=64; [ "$m" = resnet18 ] && batch=32
-      echo "HFTA_CUDA_CONV=$backend $m B=32:" >> "$OUT/conv_backends.txt"
-      within 180 "conv backend $backend $m" env HFTA_CUDA_CONV="$backend" \
-        "$BUILD/hfta" trial --model "$m" --device cuda --plan fused --B 32 \
-        --batch-size "$batch" --warmup 5 --steps 30 >> "$OUT/conv_backends.txt" 2>&1
-      echo "conv backend $backend $m: exit $?" | tee -a "$OUT/tests.txt"
-    done
-  done
+  wait
 fi
 
 if has sweep; then
@@ -90,21 +105,34 @@ if has sweep; then
     batch=64; [ "$m" = resnet18 ] && batch=32
     within 240 "sweep $m" "$BUILD/hfta" sweep --device cuda --model "$m" --batch-size "$batch" \
       --B "$SWEEP_B" --modes serial,fused --repeats 1 --warmup 5 --steps 30 --no-plot \
-      --out "$OUT/sweep" > "$OUT/sweep_$m.txt" 2>&1
-    echo "sweep $m: exit $?" | tee -a "$OUT/tests.txt"
+      --out "$RESULTS/sweep" > "$RESULTS/sweep_$m.txt" 2>&1
+    echo "sweep $m: exit $?" | tee -a "$RESULTS/tests.txt"
   done
 fi
 
 if has torch; then
   within 240 torch_compare python3 benchmarks/torch_compare.py --hfta "$BUILD/hfta" --device cuda \
-    --models mlp,lenet,resnet18 --threads "$(nproc)" --rounds 3 > "$OUT/torch_compare.txt" 2>&1
-  echo "torch_compare: exit $?" | tee -a "$OUT/tests.txt"
+    --models mlp,lenet,resnet18 --threads "$(nproc)" --rounds 3 > "$RESULTS/torch_compare.txt" 2>&1
+  echo "torch_compare: exit $?" | tee -a "$RESULTS/tests.txt"
+fi
+
+if has convs; then
+  for backend in gemm cudnn cudnn-per-model implicit; do
+    for m in lenet resnet18; do
+      batch=64; [ "$m" = resnet18 ] && batch=32
+      echo "HFTA_CUDA_CONV=$backend $m B=32:" >> "$RESULTS/conv_backends.txt"
+      within 180 "conv backend $backend $m" env HFTA_CUDA_CONV="$backend" \
+        "$BUILD/hfta" trial --model "$m" --device cuda --plan fused --B 32 \
+        --batch-size "$batch" --warmup 5 --steps 30 >> "$RESULTS/conv_backends.txt" 2>&1
+      echo "conv backend $backend $m: exit $?" | tee -a "$RESULTS/tests.txt"
+    done
+  done
 fi
 
 if [ "${CPU_SWEEP:-0}" = 1 ]; then
   for m in resnet18 lenet; do
     within 300 "cpu sweep $m" "$BUILD/hfta" sweep --model "$m" --threads "$(nproc)" --modes serial,fused \
-      --B 1,16 --repeats 1 --steps 10 --no-plot --out "$OUT/cpu16" >> "$OUT/cpu16.txt" 2>&1
-    echo "cpu sweep $m: exit $?" | tee -a "$OUT/tests.txt"
+      --B 1,16 --repeats 1 --steps 10 --no-plot --out "$RESULTS/cpu16" >> "$RESULTS/cpu16.txt" 2>&1
+    echo "cpu sweep $m: exit $?" | tee -a "$RESULTS/tests.txt"
   done
 fi

@@ -13,8 +13,7 @@ static void check_embedding_params(const EmbeddingParams& p) {
              p.padding_idx.value_or(0), p.V);
 }
 
-// Ids in device memory are checked by the CUDA op, on a host copy (fused_ops/cuda/embedding.cpp).
-static void check_ids(const EmbeddingParams& p, const IndexView& ids) {
+void check_embedding_ids(const EmbeddingParams& p, const IndexView& ids) {
   check_shape(ids, p.ids_shape(), "embedding ids");
   if (ids.device != Device::kCpu) return;
   for (int64_t r = 0; r < p.R; ++r)
@@ -30,7 +29,7 @@ void check_embedding(const EmbeddingParams& p, const EmbeddingForwardArgs& a) {
   check_shape(a.y, p.y_shape(), "embedding output");
   check_device(a.ids, a.weight.device, "embedding ids");
   check_device(a.y, a.weight.device, "embedding output");
-  check_ids(p, a.ids);
+  check_embedding_ids(p, a.ids);
 }
 
 void check_embedding_backward(const EmbeddingParams& p, const EmbeddingBackwardArgs& a) {
@@ -39,7 +38,7 @@ void check_embedding_backward(const EmbeddingParams& p, const EmbeddingBackwardA
   check_shape(a.dweight, p.weight_shape(), "embedding weight gradient");
   check_device(a.ids, a.dy.device, "embedding ids");
   check_device(a.dweight, a.dy.device, "embedding weight gradient");
-  check_ids(p, a.ids);
+  check_embedding_ids(p, a.ids);
 }
 
 void embedding_forward(const EmbeddingParams& p, const EmbeddingForwardArgs& a) {

@@ -47,6 +47,9 @@ struct EmbeddingBackwardArgs {
 // Throws hfta::Error when a size is not positive, padding_idx is outside [0, V), a tensor does
 // not match its shape above, or an id is outside [0, V).
 void check_embedding(const EmbeddingParams& p, const EmbeddingForwardArgs& a);
+// Every id in [0, V). Ids in device memory pass here unread: the CUDA op checks them on a host
+// copy (fused_ops/cuda/embedding.cpp).
+void check_embedding_ids(const EmbeddingParams& p, const IndexView& ids);
 void check_embedding_backward(const EmbeddingParams& p, const EmbeddingBackwardArgs& a);
 
 void embedding_forward(const EmbeddingParams& p, const EmbeddingForwardArgs& a);

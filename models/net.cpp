@@ -311,8 +311,12 @@ void Net::forward(bool training) {
       run();
       continue;
     }
+    // A device's kernels run asynchronously: each node's time is measured from an idle stream
+    // to the node's last kernel's end.
+    if (spec_.device != Device::kCpu) synchronize(spec_.device);
     const auto start = std::chrono::steady_clock::now();
     run();
+    if (spec_.device != Device::kCpu) synchronize(spec_.device);
     forward_ms_[i] +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
@@ -338,6 +342,7 @@ void Net::backward() {
   for (size_t i = nodes_.size(); i-- > 0;) {
     Node& node = *nodes_[i];
     if (!info(node.output).grad_written) continue;  // no loss depends on it
+    if (profile_ && spec_.device != Device::kCpu) synchronize(spec_.device);
     const auto start = std::chrono::steady_clock::now();
     pending_scratch_ = -1;
     try {
@@ -350,6 +355,7 @@ void Net::backward() {
       add_backward({.dy = scratch_.leading(target.shape), .dx = target, .accumulate_dx = true});
       pending_scratch_ = -1;
     }
+    if (profile_ && spec_.device != Device::kCpu) synchronize(spec_.device);
     if (profile_)
       backward_ms_[i] +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

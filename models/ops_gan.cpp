@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "fused_ops/bce.h"
 #include "fused_ops/conv_transpose2d.h"
@@ -72,7 +73,7 @@ class BceNode : public Node {
   void forward(Net& net, int64_t n, bool) override {
     const BceWithLogitsParams p{.B = net.B(), .N = n};
     const TensorView t = targets(net, n);
-    std::fill(t.data, t.data + n, target_);
+    fill_view(t, target_);  // on the net's device
     bce_with_logits_forward(p, {.logits = net.value(inputs[0]).reshaped(p.logits_shape()),
                                 .targets = t,
                                 .losses = net.value(output),

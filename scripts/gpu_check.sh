@@ -16,8 +16,9 @@
 # start, default 570: the device tool's 10 minutes a command, with time to bring $OUT back), so a
 # hang costs minutes, not the whole lease, and a step that would start too late is skipped and
 # says so in tests.txt. STAGES picks what runs, in this order (default "build tests sweep torch
-# convs"; "carried" instead of "build" unpacks .device/bin.tar.xz); SWEEP_B the array sizes; JOBS
-# how many test executables share the GPU at once.
+# convs"; "carried" instead of "build" unpacks .device/bin.tar.xz; "profile" times each node of
+# LeNet and ResNet-18 arrays, before convs); SWEEP_B the array sizes; JOBS how many test
+# executables share the GPU at once.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 RESULTS=${RESULTS:-/tmp/gpu_results}
@@ -77,18 +78,26 @@ if has tests; then
   run_test() {
     local name=$1
     shift
-    within 150 "$name" "$@" > "$RESULTS/$name.txt" 2>&1
+    within 240 "$name" env OMP_NUM_THREADS=$threads_each OMP_WAIT_POLICY=passive "$@" \
+      > "$RESULTS/$name.txt" 2>&1
     local status=$?
     echo "$name: exit $status; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$RESULTS/$name.txt" | tr '\n' ' ')" \
       | tee -a "$RESULTS/tests.txt"
   }
-  # Up to JOBS executables share the GPU at once (each is small; the host has the cores).
+  # Up to JOBS executables share the GPU at once (each is small), and the host's cores: the CPU
+  # runs some tests compare with would otherwise spin JOBS times nproc OpenMP threads.
+  threads_each=$(($(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1))
   start_test() {
     while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
     run_test "$@" &
   }
-  for t in "$BUILD"/test_cuda_* "$BUILD/test_device_memory" "$BUILD/test_device_dispatch"; do
-    [[ $(basename "$t") == *.* ]] || start_test "$(basename "$t")" "$t"
+  # The whole-model tests first: they run longest.
+  for t in "$BUILD"/test_cuda_model "$BUILD"/test_cuda_lm "$BUILD"/test_cuda_gan "$BUILD"/test_cuda_* \
+    "$BUILD/test_device_memory" "$BUILD/test_device_dispatch"; do
+    name=$(basename "$t")
+    [[ $name == *.* || " ${started:-} " == *" $name "* ]] && continue
+    started="${started:-} $name"
+    start_test "$name" "$t"
   done
   # The op harness's GPU cases (tests/op_harness.h: the CPU cases' shapes, fused(B) against B
   # reference runs, garbage-filled outputs, fused == serial bit for bit on the device).
@@ -114,6 +123,21 @@ if has torch; then
   within 240 torch_compare python3 benchmarks/torch_compare.py --hfta "$BUILD/hfta" --device cuda \
     --models mlp,lenet,resnet18 --threads "$(nproc)" --rounds 3 > "$RESULTS/torch_compare.txt" 2>&1
   echo "torch_compare: exit $?" | tee -a "$RESULTS/tests.txt"
+fi
+
+if has profile; then
+  # Where a step's time goes on the device (HFTA_PROFILE: each node's forward and backward, the
+  # stream synchronized around it), for LeNet and ResNet-18 arrays of 1 and 32.
+  for m in lenet resnet18; do
+    batch=64; [ "$m" = resnet18 ] && batch=32
+    for B in 1 32; do
+      echo "== $m B=$B" >> "$RESULTS/profile.txt"
+      within 60 "profile $m B=$B" env HFTA_PROFILE=1 "$BUILD/hfta" trial --model "$m" \
+        --device cuda --plan fused --B "$B" --batch-size "$batch" --warmup 3 --steps 10 \
+        >> "$RESULTS/profile.txt" 2>&1
+      echo "profile $m B=$B: exit $?" | tee -a "$RESULTS/tests.txt"
+    done
+  done
 fi
 
 if has convs; then

@@ -41,7 +41,7 @@ HFTA_HOST_DEVICE inline double partial_sq_dev(const float* x, const RowsGeometry
                                               int t, float mean) {
   double s = 0.0;
   for (int64_t r = t; r < g.R; r += bn::kThreads) {
-    const double d = static_cast<double>(x[g.offset(k, r)] - mean);
+    const double d = static_cast<double>(x[g.offset(k, r)]) - mean;
     s = fma(d, d, s);
   }
   return s;
@@ -57,7 +57,7 @@ HFTA_HOST_DEVICE inline void partial_grad_sums(const float* x, const float* dy,
     const int64_t o = g.offset(k, r);
     const double grad = static_cast<double>(dy[o]);
     sum_dy += grad;
-    sum_dy_xmu = fma(grad, static_cast<double>(x[o] - mean), sum_dy_xmu);
+    sum_dy_xmu = fma(grad, static_cast<double>(x[o]) - mean, sum_dy_xmu);
   }
 }
 

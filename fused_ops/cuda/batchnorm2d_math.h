@@ -43,7 +43,7 @@ HFTA_HOST_DEVICE inline double partial_sq_dev(const float* x, const Geometry& g,
                                               float mean) {
   double s = 0.0;
   for (int64_t j = t; j < g.count(); j += kThreads) {
-    const double d = static_cast<double>(x[g.offset(k, j)] - mean);
+    const double d = static_cast<double>(x[g.offset(k, j)]) - mean;
     s = fma(d, d, s);
   }
   return s;
@@ -59,7 +59,7 @@ HFTA_HOST_DEVICE inline void partial_grad_sums(const float* x, const float* dy, 
     const int64_t o = g.offset(k, j);
     const double grad = static_cast<double>(dy[o]);
     sum_dy += grad;
-    sum_dy_xmu = fma(grad, static_cast<double>(x[o] - mean), sum_dy_xmu);
+    sum_dy_xmu = fma(grad, static_cast<double>(x[o]) - mean, sum_dy_xmu);
   }
 }
 

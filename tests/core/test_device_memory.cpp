@@ -133,7 +133,9 @@ TEST(StagedUpload, OnTheHostCopiesAndChecks) {
 TEST(StagedUpload, OnTheDeviceEveryUploadArrives) {
   if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda);
   constexpr int64_t kUploads = 7, kFloats = 1000;
-  Arena arena(kUploads * kFloats * sizeof(float), "uploads", Device::kCuda);
+  Arena counting(Device::kCuda);  // sizes the arena with each carve's alignment
+  for (int64_t k = 0; k < kUploads; ++k) counting.carve(Shape{kFloats});
+  Arena arena(counting.used(), "uploads", Device::kCuda);
   StagedUpload u(Device::kCuda, kFloats * sizeof(float), "device upload");
   std::vector<float> src(kFloats);
   std::vector<TensorView> targets;

@@ -139,12 +139,14 @@ TEST(CudaMaskedLm, TrainsAsOnTheCpu) {
 }
 
 // `hfta train --model transformer --device cuda` (clipping on) writes the metrics the CPU run
-// writes, epoch by epoch.
+// writes, epoch by epoch, to rounding (test_cuda_model.cpp's device-against-CPU bound). The
+// learning rates keep the tiny model training: at 1 and 2 it diverges (losses of 20 to 110 by the
+// second epoch), and there the device and the CPU part by 5% on an H200.
 TEST(CudaLanguageModel, CliRunMatchesTheCpuRun) {
   if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda);
   const std::string common =
       "train --model transformer --dataset synthetic-text --vocab 50 --emsize 16 --nhid 16 "
-      "--nlayers 1 --nhead 2 --bptt 8 --batch-size 4 --lr 1,2 --clip 0.25 --epochs 2 "
+      "--nlayers 1 --nhead 2 --bptt 8 --batch-size 4 --lr 0.1,0.2 --clip 0.25 --epochs 2 "
       "--iters-per-epoch 3 --seed 5 --no-progress --out ";
   test::TempDir cpu_dir("cuda_lm_cpu"), gpu_dir("cuda_lm_gpu");
   const test::CommandResult cpu = test::run_hfta(common + cpu_dir.str() + " --plan fused");
@@ -157,7 +159,7 @@ TEST(CudaLanguageModel, CliRunMatchesTheCpuRun) {
   for (const std::string column : {"train_loss", "valid_loss"}) {
     const size_t c = want.column(column);
     for (size_t r = 0; r < want.rows.size(); ++r)
-      EXPECT_NEAR(got.number(r, c), want.number(r, c), 1e-4 * std::fabs(want.number(r, c)))
+      EXPECT_NEAR(got.number(r, c), want.number(r, c), 3e-4 * std::fabs(want.number(r, c)))
           << column << " row " << r;
   }
 }

@@ -9,7 +9,8 @@
 #   <test>.txt    each test executable's output
 #   sweep/        the sweeps' throughput.csv and logs;  torch_compare.txt  PyTorch against hfta
 #   conv_backends.txt  LeNet and ResNet-18 arrays of 32 with the convolutions on hfta's GEMMs, on
-#                 cuDNN (one grouped call, and B per-model calls) and on hfta's implicit-GEMM
+#                 cuDNN (one grouped call, with and without the backward's atomic algorithms,
+#                 and B per-model calls) and on hfta's implicit-GEMM
 #                 kernels (HFTA_CUDA_CONV), for docs/benchmarks.md's choice of library
 #   cpu16.txt     with CPU_SWEEP=1: ResNet-18 and LeNet on the host's cores, fused B=16 vs serial
 # Steps are bounded by `timeout`, and every timeout by what is left of DEADLINE (seconds from the
@@ -141,13 +142,19 @@ if has profile; then
 fi
 
 if has convs; then
-  for backend in gemm cudnn cudnn-per-model implicit; do
+  # cudnn+atomic: the grouped call with the backward's atomic algorithms admitted
+  # (HFTA_CUDNN_BACKWARD=atomic).
+  for backend in gemm cudnn cudnn+atomic cudnn-per-model implicit; do
+    conv=${backend%+atomic} cudnn_backward=deterministic
+    [ "$conv" != "$backend" ] && cudnn_backward=atomic
     for m in lenet resnet18; do
       batch=64; [ "$m" = resnet18 ] && batch=32
-      echo "HFTA_CUDA_CONV=$backend $m B=32:" >> "$RESULTS/conv_backends.txt"
-      within 180 "conv backend $backend $m" env HFTA_CUDA_CONV="$backend" \
-        "$BUILD/hfta" trial --model "$m" --device cuda --plan fused --B 32 \
-        --batch-size "$batch" --warmup 5 --steps 30 >> "$RESULTS/conv_backends.txt" 2>&1
+      echo "HFTA_CUDA_CONV=$conv HFTA_CUDNN_BACKWARD=$cudnn_backward $m B=32:" \
+        >> "$RESULTS/conv_backends.txt"
+      within 180 "conv backend $backend $m" env HFTA_CUDA_CONV="$conv" \
+        HFTA_CUDNN_BACKWARD="$cudnn_backward" "$BUILD/hfta" trial --model "$m" --device cuda \
+        --plan fused --B 32 --batch-size "$batch" --warmup 5 --steps 30 \
+        >> "$RESULTS/conv_backends.txt" 2>&1
       echo "conv backend $backend $m: exit $?" | tee -a "$RESULTS/tests.txt"
     done
   done

@@ -36,6 +36,14 @@ CudaConvBackend cuda_conv_backend_from_env() {
   fail("HFTA_CUDA_CONV={}: choose auto (the default), gemm, cudnn, cudnn-per-model or implicit", v);
 }
 
+bool cudnn_atomic_backward_from_env() {
+  const char* env = std::getenv("HFTA_CUDNN_BACKWARD");
+  const std::string_view v = env != nullptr ? env : "";
+  if (v.empty() || v == "deterministic") return false;
+  if (v == "atomic") return !deterministic();
+  fail("HFTA_CUDNN_BACKWARD={}: choose deterministic (the default) or atomic", v);
+}
+
 CudnnConvMapping cudnn_conv_mapping(CudaConvBackend backend) {
   return backend == CudaConvBackend::kCudnnPerModel ? CudnnConvMapping::kPerModel
                                                     : CudnnConvMapping::kGrouped;

@@ -2,7 +2,8 @@
 // one grouped convolution, or onto B per-model ones; fused_ops/cuda/conv2d.cpp decides when it
 // runs). fp32 without TF32 (CUDNN_FMA_MATH, algorithms using tensor-op math skipped),
 // deterministic direct-sum algorithms only (no FFT, no Winograd, no atomics), the workspace in
-// the thread's device scratch (at most kCudnnWorkspaceCapBytes). Each direction's algorithm is
+// the thread's device scratch (at most kCudnnWorkspaceCapBytes); HFTA_CUDNN_BACKWARD=atomic also
+// admits the backward algorithms that add with atomics. Each direction's algorithm is
 // the best-ranked such candidate of cuDNN's heuristics, looked up once per mapped problem and
 // thread; the per-model mapping's B calls share it (they are one problem at B offsets).
 #include "fused_ops/cuda/conv2d_cudnn.h"
@@ -92,17 +93,23 @@ bool accurate(cudnnConvolutionFwdAlgo_t a) {
          a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
          a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
 }
-bool accurate(cudnnConvolutionBwdDataAlgo_t a) { return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1; }
-bool accurate(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+bool accurate(cudnnConvolutionFwdAlgo_t a, bool) { return accurate(a); }
+bool accurate(cudnnConvolutionBwdDataAlgo_t a, bool atomic) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 ||
+         (atomic && a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+}
+bool accurate(cudnnConvolutionBwdFilterAlgo_t a, bool atomic) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+         (atomic &&
+          (a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3));
 }
 
-// A candidate cuDNN ranked that ran its heuristics, is deterministic and accurate, does plain
-// fp32 math and fits the workspace cap.
+// A candidate cuDNN ranked that ran its heuristics, is deterministic (unless `atomic` admits the
+// atomic ones) and accurate, does plain fp32 math and fits the workspace cap.
 template <typename Perf>
-bool usable(const Perf& perf) {
-  return perf.status == CUDNN_STATUS_SUCCESS && perf.determinism == CUDNN_DETERMINISTIC &&
-         accurate(perf.algo) &&
+bool usable(const Perf& perf, bool atomic) {
+  return perf.status == CUDNN_STATUS_SUCCESS &&
+         (perf.determinism == CUDNN_DETERMINISTIC || atomic) && accurate(perf.algo, atomic) &&
          (perf.mathType == CUDNN_FMA_MATH || perf.mathType == CUDNN_DEFAULT_MATH) &&
          perf.memory <= kCudnnWorkspaceCapBytes;
 }
@@ -116,40 +123,42 @@ struct Algorithms {
 
 // The best-ranked usable candidate, or nullopt.
 template <typename Perf, typename Query>
-std::optional<Perf> pick(const char* query_name, Query query) {
+std::optional<Perf> pick(const char* query_name, bool atomic, Query query) {
   Perf perfs[16];
   int returned = 0;
   check(query(16, &returned, perfs), query_name);
   for (int k = 0; k < returned; ++k)
-    if (usable(perfs[k])) return perfs[k];
+    if (usable(perfs[k], atomic)) return perfs[k];
   return std::nullopt;
 }
 
 // Looked up once per mapped problem and thread (cuDNN's heuristics cost tens of microseconds):
-// the algorithms depend only on the descriptors, which `s` describes; `d` is made from `s`.
-// nullopt when some direction has no usable algorithm.
+// the algorithms depend only on the descriptors, which `s` describes (`d` is made from `s`), and
+// on whether the backward may use atomics. nullopt when some direction has no usable algorithm.
 const std::optional<Algorithms>& algorithms(const CudnnConvShapes& s, const Descriptors& d) {
-  thread_local std::map<CudnnConvShapes, std::optional<Algorithms>> cache;
-  if (auto it = cache.find(s); it != cache.end()) return it->second;
+  thread_local std::map<std::pair<bool, CudnnConvShapes>, std::optional<Algorithms>> cache;
+  const bool atomic = cudnn_atomic_backward_from_env();
+  const auto key = std::make_pair(atomic, s);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   const Cudnn& lib = cudnn();
   cudnnHandle_t h = cudnn_handle();
   const auto forward = pick<cudnnConvolutionFwdAlgoPerf_t>(
-      "cudnnGetConvolutionForwardAlgorithm_v7",
+      "cudnnGetConvolutionForwardAlgorithm_v7", false,
       [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
         return lib.forward_algorithms(h, d.x, d.w, d.conv, d.y, n, got, out);
       });
   const auto backward_data = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-      "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+      "cudnnGetConvolutionBackwardDataAlgorithm_v7", atomic,
       [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
         return lib.backward_data_algorithms(h, d.w, d.y, d.conv, d.x, n, got, out);
       });
   const auto backward_filter = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", atomic,
       [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
         return lib.backward_filter_algorithms(h, d.x, d.y, d.conv, d.w, n, got, out);
       });
   if (!forward || !backward_data || !backward_filter)
-    return cache.emplace(s, std::nullopt).first->second;
+    return cache.emplace(key, std::nullopt).first->second;
   Algorithms a;
   a.forward = forward->algo;
   a.backward_data = backward_data->algo;
@@ -162,7 +171,7 @@ const std::optional<Algorithms>& algorithms(const CudnnConvShapes& s, const Desc
   check(lib.backward_filter_workspace(h, d.x, d.y, d.conv, d.w, a.backward_filter,
                                       &a.backward_filter_bytes),
         "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-  return cache.emplace(s, a).first->second;
+  return cache.emplace(key, a).first->second;
 }
 
 const Algorithms& required_algorithms(const Conv2dParams& p, const CudnnConvShapes& s,

@@ -24,6 +24,13 @@ void cudnn_conv2d_backward(const Conv2dParams& p, const CudnnConvShapes& s,
 // HFTA_CUDA_CONV: "auto" (or unset), "gemm", "cudnn", "cudnn-per-model" or "implicit"; throws
 // hfta::Error naming the choices for any other value.
 CudaConvBackend cuda_conv_backend_from_env();
+// HFTA_CUDNN_BACKWARD: "deterministic" (or unset) admits only the backward algorithms that sum
+// in a fixed order (data and filter ALGO_1); "atomic" also those that add with atomics (data
+// ALGO_0, filter ALGO_0 and ALGO_3): full fp32 sums whose order changes from run to run, so never
+// in deterministic mode (false there). Opt-in until a GPU run shows what they are worth (the
+// grouped backward with ALGO_1 is most of a ResNet-18 array's step, docs/benchmarks.md). Throws
+// hfta::Error naming the choices for any other value.
+bool cudnn_atomic_backward_from_env();
 // How `backend`'s cuDNN calls map the models: per model for kCudnnPerModel, else grouped.
 CudnnConvMapping cudnn_conv_mapping(CudaConvBackend backend);
 // Whether the CUDA conv2d of `p` runs on cuDNN under `backend` where `cudnn_loaded` says whether

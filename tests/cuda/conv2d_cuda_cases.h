@@ -182,25 +182,34 @@ inline void expect_matches_reference(const Conv2dCudaCase& c, const Conv2dTensor
     expect_same(got.dx, want.dx, "dx (not wanted: untouched)");
 }
 
-// HFTA_CUDA_CONV set to `value` (unset for null) while it lives, then restored.
-class ScopedConvBackend {
+// Environment variable `name` set to `value` (unset for null) while it lives, then restored.
+class ScopedEnv {
  public:
-  explicit ScopedConvBackend(const char* value) {
-    if (const char* old = std::getenv("HFTA_CUDA_CONV")) old_ = old;
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
     if (value != nullptr)
-      setenv("HFTA_CUDA_CONV", value, 1);
+      setenv(name, value, 1);
     else
-      unsetenv("HFTA_CUDA_CONV");
+      unsetenv(name);
   }
-  ~ScopedConvBackend() {
+  ~ScopedEnv() {
     if (old_)
-      setenv("HFTA_CUDA_CONV", old_->c_str(), 1);
+      setenv(name_.c_str(), old_->c_str(), 1);
     else
-      unsetenv("HFTA_CUDA_CONV");
+      unsetenv(name_.c_str());
   }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
+  std::string name_;
   std::optional<std::string> old_;
+};
+
+// HFTA_CUDA_CONV set to `value` (unset for null) while it lives, then restored.
+class ScopedConvBackend : public ScopedEnv {
+ public:
+  explicit ScopedConvBackend(const char* value) : ScopedEnv("HFTA_CUDA_CONV", value) {}
 };
 
 }  // namespace hfta::conv2d_cuda_test

@@ -25,6 +25,7 @@
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/runtime.h"
 #include "conv2d_cuda_cases.h"
+#include "core/determinism.h"
 #include "fused_ops/conv2d.h"
 #include "fused_ops/cuda/conv2d_cudnn.h"
 #include "fused_ops/cuda/conv2d_gemms.h"
@@ -431,6 +432,24 @@ TEST(CudnnConvShapes, BackendChoice) {
     test::expect_error_containing(
         [] { cuda::cuda_conv_backend_from_env(); },
         "HFTA_CUDA_CONV=fast: choose auto (the default), gemm, cudnn, cudnn-per-model or implicit");
+  }
+  {
+    const ScopedEnv unset("HFTA_CUDNN_BACKWARD", nullptr);
+    EXPECT_FALSE(cuda::cudnn_atomic_backward_from_env());
+  }
+  {
+    const ScopedEnv atomic("HFTA_CUDNN_BACKWARD", "atomic");
+    EXPECT_TRUE(cuda::cudnn_atomic_backward_from_env());
+    const bool was = deterministic();
+    set_deterministic(true);  // deterministic mode keeps the fixed-order algorithms
+    EXPECT_FALSE(cuda::cudnn_atomic_backward_from_env());
+    set_deterministic(was);
+  }
+  {
+    const ScopedEnv bad("HFTA_CUDNN_BACKWARD", "fast");
+    test::expect_error_containing(
+        [] { cuda::cudnn_atomic_backward_from_env(); },
+        "HFTA_CUDNN_BACKWARD=fast: choose deterministic (the default) or atomic");
   }
   if (!cuda::device_available()) {
     EXPECT_FALSE(cuda::cudnn_available());

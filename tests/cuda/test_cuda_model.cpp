@@ -231,6 +231,15 @@ std::vector<double> eval_numbers(const std::string& output) {
   return numbers;
 }
 
+// `hfta train` of 3 models on small synthetic data for `steps` steps.
+std::string train_command(const std::string& model, int steps) {
+  return fmt::format(
+      "train --model {} --dataset synthetic --synthetic-size 256 --synthetic-test-size 128 "
+      "--lr 0.0003,0.001,0.0001 --epochs 1 --iters-per-epoch {} --batch-size 16 --seed 3 "
+      "--no-progress",
+      model, steps);
+}
+
 // `hfta train --device cuda` gives every model the loss curve `--device cpu --plan fused` gives,
 // over two steps (the forward from the same weights, then one Adam step: later steps drift apart
 // as rounding-level differences meet Adam's sign-like first steps, docs/cuda.md).
@@ -238,11 +247,7 @@ TEST(CudaTrainCli, DeviceRunMatchesTheCpuRun) {
   SKIP_WITHOUT_DEVICE();
   for (const std::string model : {"mlp", "lenet", "resnet18"}) {
     SCOPED_TRACE(model);
-    const std::string common =
-        "train --model " + model +
-        " --dataset synthetic --synthetic-size 256 --synthetic-test-size 128 "
-        "--lr 0.0003,0.001,0.0001 --epochs 1 --iters-per-epoch 2 "
-        "--batch-size 16 --seed 3 --no-progress --out ";
+    const std::string common = train_command(model, 2) + " --out ";
     test::TempDir cpu_dir("cuda_cli_cpu_" + model), gpu_dir("cuda_cli_gpu_" + model);
     const test::CommandResult cpu = test::run_hfta(common + cpu_dir.str() + " --plan fused");
     ASSERT_EQ(cpu.exit_code, 0) << cpu.output();
@@ -280,19 +285,15 @@ std::map<std::string, std::string> column_by_model(const CsvTable& t, const std:
   return out;
 }
 
-// The promise on the device: `hfta train --device cuda --deterministic` trains each model
-// of a fused array bit for bit as `--serial` trains it alone (every loss, and the CRC-32 of the
-// final parameters, buffers and optimizer state), over five steps.
+// Deterministic mode's promise on the device: `hfta train --device cuda --deterministic` trains
+// each model of a fused array bit for bit as `--serial` trains it alone (every loss, and the CRC-32
+// of the final parameters, buffers and optimizer state), over five steps.
 TEST(CudaTrainCli, FusedEqualsSerialBitForBitWhenDeterministic) {
   SKIP_WITHOUT_DEVICE();
   for (const std::string model : {"mlp", "lenet", "resnet18"}) {
     SCOPED_TRACE(model);
     const std::string common =
-        "train --model " + model +
-        " --dataset synthetic --synthetic-size 256 --synthetic-test-size 128 "
-        "--lr 0.0003,0.001,0.0001 --epochs 1 --iters-per-epoch 5 "
-        "--batch-size 16 --seed 3 --no-progress --device cuda "
-        "--deterministic --no-checkpoint --out ";
+        train_command(model, 5) + " --device cuda --deterministic --no-checkpoint --out ";
     test::TempDir fused_dir("cuda_det_fused_" + model), serial_dir("cuda_det_serial_" + model);
     const test::CommandResult fused = test::run_hfta(common + fused_dir.str());
     ASSERT_EQ(fused.exit_code, 0) << fused.output();

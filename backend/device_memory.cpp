@@ -7,6 +7,7 @@
 
 #if HFTA_WITH_CUDA
 #include "backend/cuda/device_arena.h"
+#include "backend/cuda/peak.h"
 #include "backend/cuda/runtime.h"
 #endif
 
@@ -67,6 +68,16 @@ void free_device_memory(std::byte* p) noexcept {
   cuda::device_free(p);
 #else
   (void)p;  // nothing was ever allocated
+#endif
+}
+
+double measure_device_peak_gflops(Device device) {
+  HFTA_CHECK(device != Device::kCpu,
+             "measure_device_peak_gflops is for devices; the CPU's peak is backend/cpu/peak.h's");
+#if HFTA_WITH_CUDA
+  return cuda::measure_sgemm_peak_gflops();
+#else
+  no_cuda_backend("measuring the device's peak");
 #endif
 }
 

@@ -97,6 +97,10 @@ class StagedUpload {
   std::unique_ptr<Staging> staging_;
 };
 
+// The device's fp32 peak in GFLOP/s (a large sgemm of its BLAS), what "% of peak" means for runs
+// on it. Throws hfta::Error for the CPU (backend/cpu/peak.h measures that) and without a device.
+double measure_device_peak_gflops(Device device);
+
 // Sets every element of `t` to `value`; on the device through a host copy of the values (for
 // small tensors, such as the B loss gradients of a backward).
 void fill_view(const TensorView& t, float value);

@@ -276,6 +276,9 @@ void sweep_command(const SweepFlags& flags) {
     }
     if (flags.peak_gflops > 0) {
       o.peak_gflops = flags.peak_gflops;
+    } else if (device != Device::kCpu) {
+      o.peak_gflops = measure_device_peak_gflops(device);
+      say(fmt::format("device peak: {:.1f} GFLOP/s (cuBLAS sgemm 4096^3, fp32)", o.peak_gflops));
     } else {
       o.peak_gflops = measure_peak_quietly(o.threads, flags.busy_threshold, *wait_budget);
       say(

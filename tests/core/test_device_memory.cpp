@@ -105,6 +105,18 @@ TEST(DeviceMemory, WithoutADeviceDeviceMemoryIsRefused) {
       error_of([] { StagedUpload u(Device::kCuda, 256, "the test upload"); });
   EXPECT_TRUE(says_no_device(upload)) << upload;
   EXPECT_NE(upload.find("the test upload"), std::string::npos) << upload;
+  const std::string peak = error_of([] { measure_device_peak_gflops(Device::kCuda); });
+  EXPECT_TRUE(says_no_device(peak)) << peak;
+}
+
+// The device's sgemm peak (`hfta sweep --device cuda`'s "% of peak"): positive on a device, and
+// never asked of the CPU.
+TEST(DeviceMemory, DevicePeakIsMeasuredOnDevicesOnly) {
+  const std::string cpu = error_of([] { measure_device_peak_gflops(Device::kCpu); });
+  EXPECT_NE(cpu.find("backend/cpu/peak.h"), std::string::npos) << cpu;
+  if (!device_available(Device::kCuda)) GTEST_SKIP() << describe_device(Device::kCuda);
+  const double peak = measure_device_peak_gflops(Device::kCuda);
+  EXPECT_GT(peak, 100.0) << "GFLOP/s: any GPU the backend builds for does more";
 }
 
 TEST(StagedUpload, OnTheHostCopiesAndChecks) {

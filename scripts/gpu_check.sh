@@ -9,8 +9,8 @@
 #   <test>.txt    each test executable's output
 #   sweep/        the sweeps' throughput.csv and logs;  torch_compare.txt  PyTorch against hfta
 #   conv_backends.txt  LeNet and ResNet-18 arrays of 32 with the convolutions on hfta's GEMMs, on
-#                 cuDNN (one grouped call, with and without the backward's atomic algorithms,
-#                 and B per-model calls) and on hfta's implicit-GEMM
+#                 cuDNN (one grouped call: as is, with the backward's atomic algorithms, with
+#                 TF32; and B per-model calls) and on hfta's implicit-GEMM
 #                 kernels (HFTA_CUDA_CONV), for docs/benchmarks.md's choice of library
 #   cpu16.txt     with CPU_SWEEP=1: ResNet-18 and LeNet on the host's cores, fused B=16 vs serial
 # Steps are bounded by `timeout`, and every timeout by what is left of DEADLINE (seconds from the
@@ -143,18 +143,19 @@ fi
 
 if has convs; then
   # cudnn+atomic: the grouped call with the backward's atomic algorithms admitted
-  # (HFTA_CUDNN_BACKWARD=atomic).
-  for backend in gemm cudnn cudnn+atomic cudnn-per-model implicit; do
-    conv=${backend%+atomic} cudnn_backward=deterministic
-    [ "$conv" != "$backend" ] && cudnn_backward=atomic
+  # (HFTA_CUDNN_BACKWARD=atomic); cudnn+tf32: with TF32 tensor cores (HFTA_CUDA_TF32=1).
+  for backend in gemm cudnn cudnn+atomic cudnn+tf32 cudnn-per-model implicit; do
+    conv=${backend%+*} cudnn_backward=deterministic tf32=0
+    [ "$backend" = "$conv+atomic" ] && cudnn_backward=atomic
+    [ "$backend" = "$conv+tf32" ] && tf32=1
     for m in lenet resnet18; do
       batch=64; [ "$m" = resnet18 ] && batch=32
-      echo "HFTA_CUDA_CONV=$conv HFTA_CUDNN_BACKWARD=$cudnn_backward $m B=32:" \
+      echo "HFTA_CUDA_CONV=$conv HFTA_CUDNN_BACKWARD=$cudnn_backward HFTA_CUDA_TF32=$tf32 $m B=32:" \
         >> "$RESULTS/conv_backends.txt"
       within 180 "conv backend $backend $m" env HFTA_CUDA_CONV="$conv" \
-        HFTA_CUDNN_BACKWARD="$cudnn_backward" "$BUILD/hfta" trial --model "$m" --device cuda \
-        --plan fused --B 32 --batch-size "$batch" --warmup 5 --steps 30 \
-        >> "$RESULTS/conv_backends.txt" 2>&1
+        HFTA_CUDNN_BACKWARD="$cudnn_backward" HFTA_CUDA_TF32="$tf32" "$BUILD/hfta" trial \
+        --model "$m" --device cuda --plan fused --B 32 --batch-size "$batch" --warmup 5 \
+        --steps 30 >> "$RESULTS/conv_backends.txt" 2>&1
       echo "conv backend $backend $m: exit $?" | tee -a "$RESULTS/tests.txt"
     done
   done

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "backend/cuda/cublas.h"
@@ -80,13 +82,25 @@ const ThreadContext& thread_context() {
     const cublasStatus_t bound = lib.set_stream(handle, owned.context.stream);
     if (bound != CUBLAS_STATUS_SUCCESS) lib.destroy(handle);
     check(bound, "cublasSetStream(handle, stream)");
-    // fp32 GEMMs stay fp32 (no TF32): the results must match the reference to fp32 rounding.
-    const cublasStatus_t math = lib.set_math_mode(handle, CUBLAS_DEFAULT_MATH);
+    // fp32 GEMMs stay fp32 (no TF32) unless HFTA_CUDA_TF32=1: the results must match the
+    // reference to fp32 rounding.
+    const bool tf32 = tf32_from_env();
+    const cublasStatus_t math =
+        lib.set_math_mode(handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     if (math != CUBLAS_STATUS_SUCCESS) lib.destroy(handle);
-    check(math, "cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH)");
+    check(math, tf32 ? "cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH)"
+                     : "cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH)");
     owned.context.blas = handle;
   }
   return owned.context;
+}
+
+bool tf32_from_env() {
+  const char* env = std::getenv("HFTA_CUDA_TF32");
+  const std::string_view v = env != nullptr ? env : "";
+  if (v.empty() || v == "0") return false;
+  if (v == "1") return true;
+  fail("HFTA_CUDA_TF32={}: choose 0 (plain fp32, the default) or 1 (TF32 tensor cores)", v);
 }
 
 void synchronize() {

@@ -27,6 +27,14 @@ std::string device_status();
 void check(cudaError_t status, const char* call);
 void check(cublasStatus_t status, const char* call);
 
+// HFTA_CUDA_TF32: "1" lets cuBLAS's fp32 GEMMs and cuDNN's fp32 convolutions use TF32 tensor
+// cores (products of 10-bit mantissas: relative errors near 1e-3 instead of fp32's 1e-7), as
+// PyTorch's cuDNN convolutions may by default; "0" or unset keeps plain fp32, which every test and
+// PyTorch's golden losses assume. Read when a thread's cuBLAS handle is made and when a
+// convolution's cuDNN algorithms are chosen. Throws hfta::Error naming the choices for any other
+// value.
+bool tf32_from_env();
+
 // The calling thread's stream and cuBLAS handle (bound to that stream), created on first use.
 // Throws hfta::Error when there is no device or creating them fails.
 struct ThreadContext {

@@ -1,6 +1,7 @@
 // The fused conv2d on cuDNN (fused_ops/cuda/conv2d_cudnn_shapes.h says how the B models map onto
 // one grouped convolution, or onto B per-model ones; fused_ops/cuda/conv2d.cpp decides when it
-// runs). fp32 without TF32 (CUDNN_FMA_MATH, algorithms using tensor-op math skipped),
+// runs). fp32 without TF32 (CUDNN_FMA_MATH, algorithms using tensor-op math skipped; TF32 where
+// HFTA_CUDA_TF32=1 admits it),
 // deterministic direct-sum algorithms only (no FFT, no Winograd, no atomics), the workspace in
 // the thread's device scratch (at most kCudnnWorkspaceCapBytes); HFTA_CUDNN_BACKWARD=atomic also
 // admits the backward algorithms that add with atomics. Each direction's algorithm is
@@ -71,7 +72,9 @@ class Descriptors {
                            s.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
     check(lib_.set_group_count(conv, s.groups), "cudnnSetConvolutionGroupCount");
-    check(lib_.set_math_type(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    // Plain fp32 FMAs; HFTA_CUDA_TF32=1 lets cuDNN use TF32 tensor cores instead.
+    check(lib_.set_math_type(conv, tf32_from_env() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+          "cudnnSetConvolutionMathType");
   }
   void release() {
     if (x) lib_.destroy_tensor(x);
@@ -104,13 +107,21 @@ bool accurate(cudnnConvolutionBwdFilterAlgo_t a, bool atomic) {
           (a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3));
 }
 
-// A candidate cuDNN ranked that ran its heuristics, is deterministic (unless `atomic` admits the
-// atomic ones) and accurate, does plain fp32 math and fits the workspace cap.
+// What the environment admits beyond the default (HFTA_CUDNN_BACKWARD, HFTA_CUDA_TF32).
+struct Admitted {
+  bool atomic_backward = false, tf32 = false;
+  auto operator<=>(const Admitted&) const = default;
+};
+
+// A candidate cuDNN ranked that ran its heuristics, is deterministic (unless the backward's
+// atomic ones are admitted) and accurate, does plain fp32 math (or TF32's tensor-op math where
+// admitted) and fits the workspace cap.
 template <typename Perf>
-bool usable(const Perf& perf, bool atomic) {
+bool usable(const Perf& perf, bool atomic, bool tf32) {
   return perf.status == CUDNN_STATUS_SUCCESS &&
          (perf.determinism == CUDNN_DETERMINISTIC || atomic) && accurate(perf.algo, atomic) &&
-         (perf.mathType == CUDNN_FMA_MATH || perf.mathType == CUDNN_DEFAULT_MATH) &&
+         (perf.mathType == CUDNN_FMA_MATH || perf.mathType == CUDNN_DEFAULT_MATH ||
+          (tf32 && perf.mathType == CUDNN_TENSOR_OP_MATH)) &&
          perf.memory <= kCudnnWorkspaceCapBytes;
 }
 
@@ -123,37 +134,39 @@ struct Algorithms {
 
 // The best-ranked usable candidate, or nullopt.
 template <typename Perf, typename Query>
-std::optional<Perf> pick(const char* query_name, bool atomic, Query query) {
+std::optional<Perf> pick(const char* query_name, bool atomic, bool tf32, Query query) {
   Perf perfs[16];
   int returned = 0;
   check(query(16, &returned, perfs), query_name);
   for (int k = 0; k < returned; ++k)
-    if (usable(perfs[k], atomic)) return perfs[k];
+    if (usable(perfs[k], atomic, tf32)) return perfs[k];
   return std::nullopt;
 }
 
 // Looked up once per mapped problem and thread (cuDNN's heuristics cost tens of microseconds):
 // the algorithms depend only on the descriptors, which `s` describes (`d` is made from `s`), and
-// on whether the backward may use atomics. nullopt when some direction has no usable algorithm.
+// on what the environment admits. nullopt when some direction has no usable algorithm.
 const std::optional<Algorithms>& algorithms(const CudnnConvShapes& s, const Descriptors& d) {
-  thread_local std::map<std::pair<bool, CudnnConvShapes>, std::optional<Algorithms>> cache;
-  const bool atomic = cudnn_atomic_backward_from_env();
-  const auto key = std::make_pair(atomic, s);
+  thread_local std::map<std::pair<Admitted, CudnnConvShapes>, std::optional<Algorithms>> cache;
+  const Admitted admitted{.atomic_backward = cudnn_atomic_backward_from_env(),
+                          .tf32 = tf32_from_env()};
+  const bool atomic = admitted.atomic_backward, tf32 = admitted.tf32;
+  const auto key = std::make_pair(admitted, s);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   const Cudnn& lib = cudnn();
   cudnnHandle_t h = cudnn_handle();
   const auto forward = pick<cudnnConvolutionFwdAlgoPerf_t>(
-      "cudnnGetConvolutionForwardAlgorithm_v7", false,
+      "cudnnGetConvolutionForwardAlgorithm_v7", false, tf32,
       [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* out) {
         return lib.forward_algorithms(h, d.x, d.w, d.conv, d.y, n, got, out);
       });
   const auto backward_data = pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-      "cudnnGetConvolutionBackwardDataAlgorithm_v7", atomic,
+      "cudnnGetConvolutionBackwardDataAlgorithm_v7", atomic, tf32,
       [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* out) {
         return lib.backward_data_algorithms(h, d.w, d.y, d.conv, d.x, n, got, out);
       });
   const auto backward_filter = pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", atomic,
+      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", atomic, tf32,
       [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
         return lib.backward_filter_algorithms(h, d.x, d.y, d.conv, d.w, n, got, out);
       });

@@ -182,32 +182,8 @@ inline void expect_matches_reference(const Conv2dCudaCase& c, const Conv2dTensor
     expect_same(got.dx, want.dx, "dx (not wanted: untouched)");
 }
 
-// Environment variable `name` set to `value` (unset for null) while it lives, then restored.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
-
 // HFTA_CUDA_CONV set to `value` (unset for null) while it lives, then restored.
-class ScopedConvBackend : public ScopedEnv {
+class ScopedConvBackend : public test::ScopedEnv {
  public:
   explicit ScopedConvBackend(const char* value) : ScopedEnv("HFTA_CUDA_CONV", value) {}
 };

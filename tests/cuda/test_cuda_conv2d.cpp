@@ -434,11 +434,11 @@ TEST(CudnnConvShapes, BackendChoice) {
         "HFTA_CUDA_CONV=fast: choose auto (the default), gemm, cudnn, cudnn-per-model or implicit");
   }
   {
-    const ScopedEnv unset("HFTA_CUDNN_BACKWARD", nullptr);
+    const test::ScopedEnv unset("HFTA_CUDNN_BACKWARD", nullptr);
     EXPECT_FALSE(cuda::cudnn_atomic_backward_from_env());
   }
   {
-    const ScopedEnv atomic("HFTA_CUDNN_BACKWARD", "atomic");
+    const test::ScopedEnv atomic("HFTA_CUDNN_BACKWARD", "atomic");
     EXPECT_TRUE(cuda::cudnn_atomic_backward_from_env());
     const bool was = deterministic();
     set_deterministic(true);  // deterministic mode keeps the fixed-order algorithms
@@ -446,7 +446,7 @@ TEST(CudnnConvShapes, BackendChoice) {
     set_deterministic(was);
   }
   {
-    const ScopedEnv bad("HFTA_CUDNN_BACKWARD", "fast");
+    const test::ScopedEnv bad("HFTA_CUDNN_BACKWARD", "fast");
     test::expect_error_containing(
         [] { cuda::cudnn_atomic_backward_from_env(); },
         "HFTA_CUDNN_BACKWARD=fast: choose deterministic (the default) or atomic");

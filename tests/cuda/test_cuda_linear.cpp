@@ -311,6 +311,28 @@ TEST(CudaRuntime, CheckNamesTheCallAndTheError) {
   EXPECT_NO_THROW(cuda::check(cudaSuccess, "cudaFree(p)"));
 }
 
+// HFTA_CUDA_TF32: plain fp32 unless set to 1; anything else names the choices.
+TEST(CudaRuntime, Tf32IsOptIn) {
+  {
+    const test::ScopedEnv unset("HFTA_CUDA_TF32", nullptr);
+    EXPECT_FALSE(cuda::tf32_from_env());
+  }
+  {
+    const test::ScopedEnv off("HFTA_CUDA_TF32", "0");
+    EXPECT_FALSE(cuda::tf32_from_env());
+  }
+  {
+    const test::ScopedEnv on("HFTA_CUDA_TF32", "1");
+    EXPECT_TRUE(cuda::tf32_from_env());
+  }
+  {
+    const test::ScopedEnv bad("HFTA_CUDA_TF32", "yes");
+    test::expect_error_containing(
+        [] { cuda::tf32_from_env(); },
+        "HFTA_CUDA_TF32=yes: choose 0 (plain fp32, the default) or 1 (TF32 tensor cores)");
+  }
+}
+
 // Without a device, a CUDA op and a device arena raise hfta::Error saying so (never crash).
 TEST(CudaRuntime, WithoutADeviceCudaWorkRaises) {
   if (cuda::device_available()) GTEST_SKIP() << "a CUDA device is present";

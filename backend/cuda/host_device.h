@@ -74,5 +74,28 @@ HFTA_HOST_DEVICE inline float erfc_f(float v) {
   return std::erfc(v);
 #endif
 }
+// Double precision, for sums kept in double: IEEE-rounded sqrt on both sides, exp and log as each
+// side's libm computes them.
+HFTA_HOST_DEVICE inline double sqrt_d(double v) {
+#if defined(__CUDA_ARCH__)
+  return sqrt(v);
+#else
+  return std::sqrt(v);
+#endif
+}
+HFTA_HOST_DEVICE inline double exp_d(double v) {
+#if defined(__CUDA_ARCH__)
+  return exp(v);
+#else
+  return std::exp(v);
+#endif
+}
+HFTA_HOST_DEVICE inline double log_d(double v) {
+#if defined(__CUDA_ARCH__)
+  return log(v);
+#else
+  return std::log(v);
+#endif
+}
 
 }  // namespace hfta

@@ -44,22 +44,6 @@ HFTA_HOST_DEVICE inline bool ignored(const CeShape& s, int32_t label) {
   return s.has_ignore_index && label == s.ignore_index;
 }
 
-HFTA_HOST_DEVICE inline float exp_to_float(double v) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<float>(exp(v));
-#else
-  return static_cast<float>(std::exp(v));
-#endif
-}
-
-HFTA_HOST_DEVICE inline double log_double(double v) {
-#if defined(__CUDA_ARCH__)
-  return log(v);
-#else
-  return std::log(v);
-#endif
-}
-
 // Thread t's partial maximum of row x over k = t, t + threads, ... (-inf when it has none).
 HFTA_HOST_DEVICE inline float row_max_partial(const float* x, int64_t K, int t, int threads) {
   float m = -__builtin_huge_valf();
@@ -76,7 +60,7 @@ HFTA_HOST_DEVICE inline double row_exp_partial(const float* x, float* probs, int
                                                int t, int threads) {
   double s = 0.0;
   for (int64_t k = t; k < K; k += threads) {
-    const float e = exp_to_float(double(x[k] - m));
+    const float e = static_cast<float>(exp_d(double(x[k] - m)));
     probs[k] = e;
     s += e;
   }
@@ -91,7 +75,7 @@ HFTA_HOST_DEVICE inline void row_scale(float* probs, int64_t K, double sum, int 
 
 // The row's log-likelihood log softmax(x)[label], rounded to float to be parked in its slot.
 HFTA_HOST_DEVICE inline float row_log_likelihood(float x_label, float m, double sum) {
-  return static_cast<float>(double(x_label) - m - log_double(sum));
+  return static_cast<float>(double(x_label) - m - log_d(sum));
 }
 
 // losses[b]: model b's parked log-likelihoods summed in row order in double, over -M.
@@ -111,7 +95,7 @@ HFTA_HOST_DEVICE inline void restore_label_prob_at(const CeShape& s, float* prob
   const int32_t label = labels[row % s.N];
   if (ignored(s, label)) return;
   float& slot = probs[row * s.K + label];
-  slot = exp_to_float(double(slot));
+  slot = static_cast<float>(exp_d(double(slot)));
 }
 
 // dlogits[i] for flat index i of [B, N, K].

@@ -145,11 +145,7 @@ HFTA_HOST_DEVICE inline void clip_tree_level(double* partial, int t, int stride)
 // (norm + 1e-6) when that is below 1 and the norm is finite, else 1 (left as they are), as
 // clip_grad_norm_models decides.
 HFTA_HOST_DEVICE inline float clip_norm(double sum_of_squares) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<float>(sqrt(sum_of_squares));  // IEEE-rounded in double, as the host's
-#else
-  return static_cast<float>(std::sqrt(sum_of_squares));
-#endif
+  return static_cast<float>(sqrt_d(sum_of_squares));  // IEEE-rounded in double, as the host's
 }
 HFTA_HOST_DEVICE inline float clip_coefficient(float norm, float max_norm) {
   const float coef = max_norm / (norm + 1e-6f);

@@ -12,14 +12,17 @@
 #                 cuDNN (one grouped call: as is, with the backward's atomic algorithms, with
 #                 TF32; and B per-model calls) and on hfta's implicit-GEMM
 #                 kernels (HFTA_CUDA_CONV), for docs/benchmarks.md's choice of library
-#   cpu16.txt     with CPU_SWEEP=1: ResNet-18 and LeNet on the host's cores, fused B=16 vs serial
+#   cpu16/, cpu16.txt  stage cpu16: ResNet-18 and LeNet on the host's cores, fused B=16 against
+#                 serial B=1 (CPU_MODELS, CPU_B, CPU_PLANS pick others)
 # Steps are bounded by `timeout`, and every timeout by what is left of DEADLINE (seconds from the
 # start, default 570: the device tool's 10 minutes a command, with time to bring $OUT back), so a
 # hang costs minutes, not the whole lease, and a step that would start too late is skipped and
 # says so in tests.txt. STAGES picks what runs, in this order (default "build tests sweep torch
-# convs"; "carried" instead of "build" unpacks .device/bin.tar.xz; "profile" times each node of
-# LeNet and ResNet-18 arrays, before convs); SWEEP_B the array sizes; JOBS how many test
-# executables share the GPU at once.
+# convs"; "carried" instead of "build" unpacks .device/bin.tar.xz; "cpu16", before the tests,
+# sweeps CPU arrays on the host's cores; "profile" times each node of LeNet and ResNet-18 arrays,
+# before convs); SWEEP_B the array sizes; JOBS how many test executables share the GPU at once;
+# TESTS limits the tests stage to the test_cuda_* executables named (e.g. "model lm");
+# CONV_BACKENDS the convs stage's backends.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 RESULTS=${RESULTS:-/tmp/gpu_results}
@@ -74,6 +77,20 @@ CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0] + '/
 [ -x "$BUILD/hfta" ] || { echo "no $BUILD/hfta: the build failed (build.log)"; exit 1; }
 "$BUILD/hfta" --version > "$RESULTS/version.txt" 2>&1
 
+if has cpu16; then
+  # The host's cores as a many-core CPU (issue 32): fused arrays of CPU_B (default 16) models on
+  # all of them under each of CPU_PLANS, against serial B = 1 on all of them (the sweep measures
+  # that baseline whatever the modes), three repeats; before the GPU stages, on a quiet host.
+  lscpu > "$RESULTS/lscpu.txt" 2>&1
+  for m in ${CPU_MODELS:-resnet18 lenet}; do
+    batch=64; [[ $m == resnet18 || $m == mobilenetv2 ]] && batch=32
+    within 240 "cpu sweep $m" "$BUILD/hfta" sweep --model "$m" --threads "$(nproc)" --modes fused \
+      --batch-size "$batch" --B "${CPU_B:-16}" --plan "${CPU_PLANS:-auto,threads:1}" --repeats 3 \
+      --steps 10 --no-plot --out "$RESULTS/cpu16" >> "$RESULTS/cpu16.txt" 2>&1
+    echo "cpu sweep $m: exit $?" | tee -a "$RESULTS/tests.txt"
+  done
+fi
+
 if has tests; then
   # test NAME EXECUTABLE [ARGS...]: one test executable, its summary line in tests.txt.
   run_test() {
@@ -92,21 +109,25 @@ if has tests; then
     while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
     run_test "$@" &
   }
-  # The whole-model tests first: they run longest.
-  for t in "$BUILD"/test_cuda_model "$BUILD"/test_cuda_lm "$BUILD"/test_cuda_gan "$BUILD"/test_cuda_* \
-    "$BUILD/test_device_memory" "$BUILD/test_device_dispatch"; do
-    name=$(basename "$t")
-    [[ $name == *.* || " ${started:-} " == *" $name "* ]] && continue
-    started="${started:-} $name"
-    start_test "$name" "$t"
-  done
-  # The op harness's GPU cases (tests/op_harness.h: the CPU cases' shapes, fused(B) against B
-  # reference runs, garbage-filled outputs, fused == serial bit for bit on the device).
-  for t in "$BUILD"/test_*; do
-    name=$(basename "$t")
-    case $name in test_cuda_* | test_device_* | *.*) continue ;; esac
-    grep -q OnCuda "$t" && start_test "harness_${name#test_}" "$t" --gtest_filter='OnCuda*'
-  done
+  if [ -n "${TESTS:-}" ]; then
+    for t in $TESTS; do start_test "test_cuda_$t" "$BUILD/test_cuda_$t"; done
+  else
+    # The whole-model tests first: they run longest.
+    for t in "$BUILD"/test_cuda_model "$BUILD"/test_cuda_lm "$BUILD"/test_cuda_gan "$BUILD"/test_cuda_* \
+      "$BUILD/test_device_memory" "$BUILD/test_device_dispatch"; do
+      name=$(basename "$t")
+      [[ $name == *.* || " ${started:-} " == *" $name "* ]] && continue
+      started="${started:-} $name"
+      start_test "$name" "$t"
+    done
+    # The op harness's GPU cases (tests/op_harness.h: the CPU cases' shapes, fused(B) against B
+    # reference runs, garbage-filled outputs, fused == serial bit for bit on the device).
+    for t in "$BUILD"/test_*; do
+      name=$(basename "$t")
+      case $name in test_cuda_* | test_device_* | *.*) continue ;; esac
+      grep -q OnCuda "$t" && start_test "harness_${name#test_}" "$t" --gtest_filter='OnCuda*'
+    done
+  fi
   wait
 fi
 
@@ -144,7 +165,7 @@ fi
 if has convs; then
   # cudnn+atomic: the grouped call with the backward's atomic algorithms admitted
   # (HFTA_CUDNN_BACKWARD=atomic); cudnn+tf32: with TF32 tensor cores (HFTA_CUDA_TF32=1).
-  for backend in gemm cudnn cudnn+atomic cudnn+tf32 cudnn-per-model implicit; do
+  for backend in ${CONV_BACKENDS:-gemm cudnn cudnn+atomic cudnn+tf32 cudnn-per-model implicit}; do
     conv=${backend%+*} cudnn_backward=deterministic tf32=0
     [ "$backend" = "$conv+atomic" ] && cudnn_backward=atomic
     [ "$backend" = "$conv+tf32" ] && tf32=1
@@ -161,10 +182,3 @@ if has convs; then
   done
 fi
 
-if [ "${CPU_SWEEP:-0}" = 1 ]; then
-  for m in resnet18 lenet; do
-    within 300 "cpu sweep $m" "$BUILD/hfta" sweep --model "$m" --threads "$(nproc)" --modes serial,fused \
-      --B 1,16 --repeats 1 --steps 10 --no-plot --out "$RESULTS/cpu16" >> "$RESULTS/cpu16.txt" 2>&1
-    echo "cpu sweep $m: exit $?" | tee -a "$RESULTS/tests.txt"
-  done
-fi

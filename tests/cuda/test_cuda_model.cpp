@@ -103,6 +103,13 @@ double golden_rtol(const std::string& model) {
   return model == "mobilenetv2" ? kDeviceVsCpuRtol : kRtol;
 }
 
+// The device against the CPU: within the sum of both sides' golden bounds. MobileNetV2's device
+// side is held to kDeviceVsCpuRtol of PyTorch (above), so the two may part by more than the other
+// models' bound: 3.0e-4 at Adadelta's third step on an H200 (cuDNN's algorithms differ run to run).
+double device_vs_cpu_rtol(const std::string& model) {
+  return model == "mobilenetv2" ? golden_rtol(model) + kDeviceVsCpuRtol : kDeviceVsCpuRtol;
+}
+
 bool close(double a, double b, double rtol) { return std::fabs(a - b) <= rtol * std::fabs(b); }
 
 class CudaModel : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
@@ -125,7 +132,7 @@ TEST_P(CudaModel, TrainsAsOnTheCpuAndAsPyTorch) {
     const auto want = train(*cpu, *cpu_opt), got = train(*gpu, *gpu_opt);
     for (size_t step = 0; step < want.size(); ++step)
       for (size_t b = 0; b < ids.size(); ++b)
-        EXPECT_TRUE(close(got[step][b], want[step][b], kDeviceVsCpuRtol))
+        EXPECT_TRUE(close(got[step][b], want[step][b], device_vs_cpu_rtol(name)))
             << "step " << step << " model " << b << ": device " << got[step][b] << ", CPU "
             << want[step][b];
     for (int step = 1; step <= kSteps + 1; ++step) {

@@ -77,7 +77,7 @@ void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   check_conv2d_backward(p, a);
   HFTA_DISPATCH_CUDA("conv2d_backward", a.x.device, cpu::conv2d_backward(p, a),
-                     cuda::conv2d_backward(p, a));
+                     cuda::conv2d_backward(p, with_param_grads_zeroed(a)));
 }
 
 }  // namespace hfta

@@ -9,8 +9,10 @@
 // [B*groups, C_out/groups, C_in/groups, kH, kW] of that convolution.
 // Backward: dx is written (=), or added to (+=) with accumulate_dx; when shared_input, the
 // gradient put into dx is the sum over models of x's gradient (the shared input feeds every
-// model). dweight and dbias accumulate (+=). Any gradient may be an empty view to skip it. Backward
-// needs only x and weight, so there is no Conv2dSaved.
+// model). dweight and dbias accumulate (+=), or with accumulate_dparams = false are written (=): a
+// step's first gradient, which then needs no zeroing pass before it, and on the oneDNN path no
+// read of the old values either. Any gradient may be an empty view to skip it. Backward needs
+// only x and weight, so there is no Conv2dSaved.
 #pragma once
 
 #include <compare>
@@ -67,6 +69,7 @@ struct Conv2dBackwardArgs {
   TensorView x{}, weight{}, dy{};       // inputs
   TensorView dx{}, dweight{}, dbias{};  // outputs; an empty view = not wanted
   bool accumulate_dx = false;           // dx += gradient instead of dx = gradient
+  bool accumulate_dparams = true;       // false: dweight = gradient, dbias = gradient
 };
 
 // Throws hfta::Error when a size or hyperparameter is invalid (non-positive sizes, channels not

@@ -7,6 +7,7 @@
 
 #include <string_view>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -39,6 +40,18 @@ void check_device(const View<T>& t, Device device, std::string_view name) {
              "{} is on the {}, but the op runs on the {}: put every tensor of one call on one "
              "device",
              name, device_name(t.device), device_name(device));
+}
+
+// For a kernel that only adds parameter gradients (+=): the call's arguments with dweight and
+// dbias zeroed first when the call asked for them written (accumulate_dparams = false), so that
+// adding gives what writing would.
+template <typename BackwardArgs>
+BackwardArgs with_param_grads_zeroed(BackwardArgs a) {
+  if (a.accumulate_dparams) return a;
+  if (!a.dweight.empty()) fill_view(a.dweight, 0.0f);
+  if (!a.dbias.empty()) fill_view(a.dbias, 0.0f);
+  a.accumulate_dparams = true;
+  return a;
 }
 
 }  // namespace hfta

@@ -45,7 +45,7 @@ void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
 void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
   check_linear_backward(p, a);
   HFTA_DISPATCH_CUDA("linear_backward", a.x.device, cpu::linear_backward(p, a),
-                     cuda::linear_backward(p, a));
+                     cuda::linear_backward(p, with_param_grads_zeroed(a)));
 }
 
 }  // namespace hfta

@@ -6,7 +6,9 @@
 //   y       [B, N, F_out]
 // Backward: dx is written (=), or added to (+=) with accumulate_dx; when shared_input, the
 // gradient put into dx is the sum over models of x's gradient (the shared input feeds every
-// model). dweight and dbias accumulate (+=). Any gradient may be an empty view to skip it.
+// model). dweight and dbias accumulate (+=), or with accumulate_dparams = false are written (=)
+// (a step's first gradient: no zeroing pass before it, no read of the old values on the CPU). Any
+// gradient may be an empty view to skip it.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,7 @@ struct LinearBackwardArgs {
   TensorView x{}, weight{}, dy{};       // inputs
   TensorView dx{}, dweight{}, dbias{};  // outputs; an empty view = not wanted
   bool accumulate_dx = false;           // dx += gradient instead of dx = gradient
+  bool accumulate_dparams = true;       // false: dweight = gradient, dbias = gradient
 };
 
 // Throws hfta::Error when a size is not positive or a tensor does not match its shape above.

@@ -113,8 +113,8 @@ void LanguageModel::run_groups(const IndexView& inputs, const IndexView& targets
     copy_memory(losses_.data() + g.first, Device::kCpu, loss.data, loss.device,
                 static_cast<size_t>(g.count) * sizeof(float));
     if (!with_backward) return;
-    r.net->zero_grad();  // the bound net's gradients are this group's slices of the main net's
-    r.net->backward();
+    // the bound net's gradients are this group's slices of the main net's
+    r.net->zero_grad_and_backward();
     if (after_backward) after_backward(g.first, g.count);
   };
   run_plan_groups(layout_, run_group);
@@ -185,8 +185,7 @@ void LanguageModel::backward() {
   HFTA_CHECK(layout_.is_fused(), "{}: under plan {} backward runs in train_step()", name_,
              spec_.plan.str());
   HFTA_CHECK(last_ != nullptr, "{}: backward() needs a forward() first", name_);
-  last_->net->zero_grad();
-  last_->net->backward();
+  last_->net->zero_grad_and_backward();
 }
 
 size_t LanguageModel::arena_bytes() const {

@@ -206,8 +206,7 @@ void MaskedLm::backward() {
   HFTA_CHECK(layout_.is_fused(), "{}: under plan {} backward runs in train_step()", name_,
              spec_.plan.str());
   HFTA_CHECK(forwarded_, "{}: backward() needs a forward() first", name_);
-  main_.net->zero_grad();
-  main_.net->backward();
+  main_.net->zero_grad_and_backward();
 }
 
 void MaskedLm::train_step(const MlmBatch& batch, const AfterBackward& after_backward) {
@@ -241,8 +240,8 @@ void MaskedLm::run_groups(const MlmBatch& batch, bool training,
       std::copy(c.begin(), c.end(), group_correct_.begin() + g.first);
       return;
     }
-    r.net->zero_grad();  // the bound net's gradients are this group's slices of the main net's
-    r.net->backward();
+    // the bound net's gradients are this group's slices of the main net's
+    r.net->zero_grad_and_backward();
     if (after_backward) after_backward(g.first, g.count);
   };
   run_plan_groups(layout_, run_group);

@@ -183,8 +183,8 @@ void Model::run_groups(std::span<const StepBatch> steps, bool training, bool wit
       if (!with_backward) continue;
       std::copy_n(losses_.begin() + group.first, group.count,
                   step_losses_.begin() + k * spec_.B + group.first);
-      r.net->zero_grad();  // the bound net's gradients are this group's slices of net_'s
-      r.net->backward();
+      // the bound net's gradients are this group's slices of net_'s
+      r.net->zero_grad_and_backward();
       if (after_backward) after_backward(k, group.first, group.count);
     }
   };
@@ -207,8 +207,7 @@ void Model::forward(const TensorView& images, const IndexView& labels, bool trai
 void Model::backward() {
   HFTA_CHECK(layout_.is_fused(), "{}: under plan {} backward runs in train_step()", name_,
              spec_.plan.str());
-  net_.zero_grad();
-  net_.backward();
+  net_.zero_grad_and_backward();
 }
 
 void Model::train_step(const TensorView& images, const IndexView& labels,

@@ -134,6 +134,7 @@ Value Net::add_node(std::unique_ptr<Node> node, const std::vector<Value>& inputs
   node->inputs = inputs;
   node->output = {static_cast<int32_t>(values_.size() - 1)};
   nodes_.push_back(std::move(node));
+  node_params_.push_back(static_cast<int32_t>(params_.size()));
   return nodes_.back()->output;
 }
 
@@ -325,8 +326,47 @@ void Net::forward(bool training) {
 
 void Net::zero_grad() {
   if (!spec_.external_state) return grad_arena_.zero();
-  for (const Param& p : params_)
-    zero_memory(p.grad.device, p.grad.data, static_cast<size_t>(p.grad.numel()) * sizeof(float));
+  for (const Param& p : params_) zero_param_grad(p);
+}
+
+void Net::zero_grad_and_backward() {
+  // A device zeroes the arena in one call; per-node zeroing would add a launch per parameter.
+  if (spec_.device != Device::kCpu) {
+    zero_grad();
+    return backward();
+  }
+  grads_unzeroed_.assign(params_.size(), 1);
+  try {
+    backward();
+  } catch (...) {
+    grads_unzeroed_.clear();  // a later backward() must not take up this one's zeroing
+    throw;
+  }
+  // Parameters no loss reached (their nodes skipped) still start the next step from zero.
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (grads_unzeroed_[k]) zero_param_grad(params_[k]);
+  grads_unzeroed_.clear();
+}
+
+void Net::zero_param_grad(const Param& p) {
+  zero_memory(p.grad.device, p.grad.data, static_cast<size_t>(p.grad.numel()) * sizeof(float));
+}
+
+// Before node i's backward in zero_grad_and_backward(): the node writes its parameter gradients
+// when all of them are still unzeroed and it can; otherwise the unzeroed ones are zeroed now.
+void Net::prepare_param_grads(size_t i) {
+  param_grads_fresh_ = false;
+  if (grads_unzeroed_.empty()) return;
+  const auto first = static_cast<size_t>(node_params_[i]);
+  const auto end = static_cast<size_t>(node_params_[i + 1]);
+  if (first == end) return;
+  bool all_unzeroed = true;
+  for (size_t k = first; k < end; ++k) all_unzeroed = all_unzeroed && grads_unzeroed_[k];
+  param_grads_fresh_ = all_unzeroed && nodes_[i]->writes_param_grads();
+  for (size_t k = first; k < end; ++k) {
+    if (grads_unzeroed_[k] && !param_grads_fresh_) zero_param_grad(params_[k]);
+    grads_unzeroed_[k] = 0;
+  }
 }
 
 void Net::backward() {
@@ -345,11 +385,14 @@ void Net::backward() {
     if (profile_ && spec_.device != Device::kCpu) synchronize(spec_.device);
     const auto start = std::chrono::steady_clock::now();
     pending_scratch_ = -1;
+    prepare_param_grads(i);
     try {
       node.backward(*this, n_);
     } catch (const Error& e) {
+      param_grads_fresh_ = false;
       fail("{} (backward): {}", node.describe(), e.what());
     }
+    param_grads_fresh_ = false;
     if (pending_scratch_ >= 0) {  // the scratch gradient added in: the add op's backward
       const TensorView target = grad(Value{pending_scratch_});
       add_backward({.dy = scratch_.leading(target.shape), .dx = target, .accumulate_dx = true});

@@ -22,7 +22,8 @@
 // gradients: the first backward to reach it writes, the others add (ops' accumulate flag, or a
 // scratch buffer and an add where an op cannot accumulate). Losses are nodes; each model's loss
 // gradient is 1, so each model gets exactly its own gradient. Gradients are zeroed explicitly
-// (zero_grad()), parameter gradients accumulate.
+// (zero_grad()), parameter gradients accumulate; zero_grad_and_backward() does both for a step,
+// zeroing each node's parameter gradients only when its backward comes (see there).
 //
 // Parameters carry PyTorch's state_dict name (scope() nests names: "layer1.0.conv1.weight"), an
 // init rule and a weight-decay class. Persistent buffers (BatchNorm's running statistics) live in
@@ -121,6 +122,9 @@ class Node {
   // overwritten by such a consumer (the default is the safe answer for both).
   virtual bool may_overwrite_input() const { return false; }
   virtual bool backward_reads_output() const { return true; }
+  // Whether backward writes (=) its parameters' gradients instead of adding to them when
+  // Net::param_grads_fresh() says they hold nothing yet (in zero_grad_and_backward()).
+  virtual bool writes_param_grads() const { return false; }
   // Multiply-add x2 FLOPs per sample for one model: forward, and backward (parameters and, when
   // with_dx, the input gradient). Memory-bound elementwise nodes count 0.
   virtual double forward_flops() const { return 0.0; }
@@ -372,6 +376,16 @@ class Net {
   void zero_grad();
   // Gradients of every loss (sum over losses, each model's weight 1) for the last forward.
   void backward();
+  // zero_grad() then backward(), with the same result, but on the CPU each node's parameter
+  // gradients are zeroed just before its backward (in cache when the op adds to them, instead of
+  // a pass over the whole arena that the ops then read back from memory), or not at all when the
+  // node writes them (Node::writes_param_grads: convolutions and linear layers). A node's
+  // parameters are those declared (add_param) since the previous node was added; no node adds to
+  // another node's parameter gradients.
+  void zero_grad_and_backward();
+  // During a node's backward in zero_grad_and_backward(): whether its parameter gradients hold
+  // nothing yet, so that a node that writes_param_grads() writes them (=) instead of adding.
+  bool param_grads_fresh() const { return param_grads_fresh_; }
 
   // Views for n rows, for nodes and callers.
   TensorView value(Value v) const;
@@ -438,6 +452,8 @@ class Net {
   // Assigns each activation gradient its offset; returns the arena bytes they need.
   size_t plan_gradient_memory();
   void plan_in_place();
+  void zero_param_grad(const Param& p);
+  void prepare_param_grads(size_t node);
   void check_input_device(Device device, const char* what) const;
   // Host views of the parameters and buffers (in recording order): the tensors themselves on the
   // CPU; on a device, the same layout in host copies of the two arenas (read from the device when
@@ -463,6 +479,11 @@ class Net {
   Arena param_arena_, grad_arena_, buffer_arena_, act_arena_, act_grad_arena_;
   TensorView scratch_;            // an input gradient for ops that cannot accumulate, then added
   int32_t pending_scratch_ = -1;  // the value whose gradient scratch_ holds during a backward
+  // The parameters each node declared: [node_params_[i], node_params_[i + 1]) for node i.
+  std::vector<int32_t> node_params_{0};
+  // zero_grad_and_backward(): the parameters whose gradients are not zeroed yet.
+  std::vector<uint8_t> grads_unzeroed_;
+  bool param_grads_fresh_ = false;
   std::vector<RngStream> dropout_streams_;
   int64_t training_forwards_ = 0;
   std::vector<int64_t> forward_origins_;  // [B], see forward_origins()

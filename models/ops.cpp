@@ -49,9 +49,11 @@ class Conv2dNode : public Node {
                         .dx = dx.view,
                         .dweight = net.param(weight_).grad,
                         .dbias = bias_ >= 0 ? net.param(bias_).grad : TensorView(),
-                        .accumulate_dx = dx.accumulate});
+                        .accumulate_dx = dx.accumulate,
+                        .accumulate_dparams = !net.param_grads_fresh()});
   }
   bool accumulates_dx() const override { return true; }
+  bool writes_param_grads() const override { return true; }
   bool backward_reads_output() const override { return false; }
   double forward_flops() const override {
     Conv2dParams one = p_;
@@ -99,9 +101,11 @@ class LinearNode : public Node {
                         .dx = dx.view.empty() ? dx.view : dx.view.reshaped(p.x_shape()),
                         .dweight = net.param(weight_).grad,
                         .dbias = bias_ >= 0 ? net.param(bias_).grad : TensorView(),
-                        .accumulate_dx = dx.accumulate});
+                        .accumulate_dx = dx.accumulate,
+                        .accumulate_dparams = !net.param_grads_fresh()});
   }
   bool accumulates_dx() const override { return true; }
+  bool writes_param_grads() const override { return true; }
   bool backward_reads_output() const override { return false; }
   double forward_flops() const override { return 2.0 * p_.in_features * p_.out_features; }
   double backward_flops(bool with_dx) const override {

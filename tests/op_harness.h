@@ -2,13 +2,14 @@
 //
 // A test file describes its op once, as an adapter (struct with Params, tensors(), run(),
 // describe(); see LinearOp in tests/fused_ops/test_linear.cpp), and lists cases: params, B,
-// threads, GEMM backend, conv strategy, accumulate_dx, no dx, finite differences. Each case is
+// threads, GEMM backend, conv strategy, accumulate_dx, write_dparams, no dx, finite differences. Each case is
 // its own gtest test (value-parameterized, named after the case), and run_case() checks:
 //   1. fast(B) == B reference single-model runs: every output, saved tensor, running state,
 //      parameter gradient and input gradient, model by model;
 //   2. outputs start as garbage (NaN and +-1e30, int -7), so an element a kernel forgets to
 //      write, or reads before writing, shows up; parameter gradients start random and must end
-//      at start + gradient (+=); input gradients start as garbage, or random with accumulate_dx
+//      at start + gradient (+=), or with write_dparams start as garbage and must end at the
+//      gradient (=, the ops' accumulate_dparams = false); input gradients start as garbage, or random with accumulate_dx
 //      (then they must end at start + gradient; the reference's accumulate_dx is checked the
 //      same way against its own gradient written over garbage);
 //   3. with fd: the reference's gradients against central finite differences (model 0, B = 1).
@@ -54,8 +55,9 @@ enum class Layout { kModelMajor, kChannels, kShared };
 
 // kInput: random in [lo, hi]. kState: random in [lo, hi], updated in place (running stats).
 // kOutput / kSaved: written by the op (start as garbage). kParamGrad: accumulates (+=) onto a
-// random start. kInputGrad: written (garbage start), or accumulated onto a random start with
-// accumulate_dx; a kShared input gradient gets the sum over models.
+// random start, or with write_dparams is written (=) over garbage. kInputGrad: written (garbage
+// start), or accumulated onto a random start with accumulate_dx; a kShared input gradient gets the
+// sum over models.
 enum class Role { kInput, kState, kOutput, kSaved, kParamGrad, kInputGrad };
 
 // How kInput / kState floats are drawn: uniform in [lo, hi]; uniform with every third value
@@ -96,8 +98,9 @@ struct RunContext {
   bool ref = false;         // run ref:: (else the dispatching fast path)
   int64_t first_model = 0;  // model index of the first model in this run (for RNG streams)
   bool accumulate_dx = false;
-  bool forward_only = false;  // finite differences re-run the forward alone
-  uint64_t seed = 0;          // the case's seed (dropout streams derive from it)
+  bool write_dparams = false;  // the fast path writes parameter gradients (accumulate_dparams)
+  bool forward_only = false;   // finite differences re-run the forward alone
+  uint64_t seed = 0;           // the case's seed (dropout streams derive from it)
 };
 
 template <typename P>
@@ -110,6 +113,7 @@ struct OpCase {
   cpu::Conv2dStrategy strategy = cpu::Conv2dStrategy::kAuto;
   cpu::ModelParallelism parallelism = cpu::ModelParallelism::kAuto;
   bool accumulate_dx = false;
+  bool write_dparams = false;    // parameter gradients written (=) over garbage, not added to
   bool no_dx = false;            // no input gradient wanted (a first layer)
   bool fd = false;               // also check the reference against finite differences
   Device device = Device::kCpu;  // where the fast path runs (the reference: always the host)
@@ -334,7 +338,10 @@ void check_deterministic(const OpCase<typename Op::Params>& c, const typename Op
   set_deterministic(true);
   std::map<std::string, detail::HBuf> fused = start;
   detail::run_fast<Op>(fused_p, fused,
-                       RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed},
+                       RunContext{.ref = false,
+                                  .accumulate_dx = c.accumulate_dx,
+                                  .write_dparams = c.write_dparams,
+                                  .seed = seed},
                        c.device);
   cpu::set_num_threads(1);
   for (int64_t b = 0; b < c.B; ++b) {
@@ -349,10 +356,13 @@ void check_deterministic(const OpCase<typename Op::Params>& c, const typename Op
         detail::copy_slice(from.f, buf.f, fused_specs[k], one_specs[k], c.B, b, true);
       one.emplace(one_specs[k].name, std::move(buf));
     }
-    detail::run_fast<Op>(
-        one_p, one,
-        RunContext{.ref = false, .first_model = b, .accumulate_dx = c.accumulate_dx, .seed = seed},
-        c.device);
+    detail::run_fast<Op>(one_p, one,
+                         RunContext{.ref = false,
+                                    .first_model = b,
+                                    .accumulate_dx = c.accumulate_dx,
+                                    .write_dparams = c.write_dparams,
+                                    .seed = seed},
+                         c.device);
     for (size_t k = 0; k < one_specs.size(); ++k) {
       const TensorSpec &fs = fused_specs[k], &os = one_specs[k];
       if (fs.role == Role::kInput || fs.layout == Layout::kShared) continue;
@@ -391,10 +401,10 @@ void run_case(const OpCase<typename Op::Params>& c) {
   fused_p.B = c.B;
   one_p.B = 1;
   SCOPED_TRACE(
-      fmt::format("B={} threads={} gemm={} strategy={} accumulate_dx={} no_dx={} "
-                  "device={} {}",
+      fmt::format("B={} threads={} gemm={} strategy={} accumulate_dx={} write_dparams={} "
+                  "no_dx={} device={} {}",
                   c.B, c.threads, c.gemm == cpu::GemmBackend::kOneDnn ? "onednn" : "openblas",
-                  static_cast<int>(c.strategy), c.accumulate_dx, c.no_dx,
+                  static_cast<int>(c.strategy), c.accumulate_dx, c.write_dparams, c.no_dx,
                   device_flag_name(c.device), Op::describe(fused_p)));
   detail::Settings restore;
   cpu::set_num_threads(c.threads);
@@ -410,7 +420,7 @@ void run_case(const OpCase<typename Op::Params>& c) {
   for (const TensorSpec& s : fused_specs) {
     HBuf b = detail::make(s);
     const bool random = s.role == Role::kInput || s.role == Role::kState ||
-                        s.role == Role::kParamGrad ||
+                        (s.role == Role::kParamGrad && !c.write_dparams) ||
                         (s.role == Role::kInputGrad && c.accumulate_dx);
     if (random)
       detail::fill_random(b, rng);
@@ -420,7 +430,10 @@ void run_case(const OpCase<typename Op::Params>& c) {
     fused.emplace(s.name, std::move(b));
   }
   detail::run_fast<Op>(fused_p, fused,
-                       RunContext{.ref = false, .accumulate_dx = c.accumulate_dx, .seed = seed},
+                       RunContext{.ref = false,
+                                  .accumulate_dx = c.accumulate_dx,
+                                  .write_dparams = c.write_dparams,
+                                  .seed = seed},
                        c.device);
 
   // Model by model through the reference, each from its slice of the same starting values.
@@ -439,6 +452,9 @@ void run_case(const OpCase<typename Op::Params>& c) {
           detail::copy_slice(from.i, buf.i, fs, os, c.B, b, true);
         else
           detail::copy_slice(from.f, buf.f, fs, os, c.B, b, true);
+        // Written parameter gradients: the reference adds its gradient to zeros.
+        if (fs.role == Role::kParamGrad && c.write_dparams)
+          std::fill(buf.f.begin(), buf.f.end(), 0.0f);
         if (fs.role == Role::kInputGrad && !accumulate) {
           if (fs.layout == Layout::kShared && accumulate == c.accumulate_dx)
             std::fill(buf.f.begin(), buf.f.end(), 0.0f);  // written (=): start from zeros to sum

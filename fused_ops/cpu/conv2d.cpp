@@ -77,6 +77,7 @@
 #include "fused_ops/cpu/conv2d_pointwise.h"
 #include "fused_ops/cpu/dnnl_edges.h"
 #include "fused_ops/cpu/primitive_cache.h"
+#include "fused_ops/dispatch.h"
 
 namespace hfta::cpu {
 
@@ -348,13 +349,13 @@ BackwardWeights& backward_weights_part(const Entry& e, Lane& lane) {
     f->prim = dnnl::convolution_backward_weights(pd);
     f->x = input_edge(g.x, pd.src_desc(), &lane.x_pool);
     f->dy = input_edge(g.y, pd.diff_dst_desc(), &lane.y_pool);
-    f->dw = output_edge(g.w, pd.diff_weights_desc(), /*can_write=*/false, /*can_add=*/true);
+    f->dw = output_edge(g.w, pd.diff_weights_desc(), /*can_write=*/true, /*can_add=*/true);
     f->args = {{DNNL_ARG_SRC, f->x.inner},
                {DNNL_ARG_DIFF_DST, f->dy.inner},
                {DNNL_ARG_DIFF_WEIGHTS, f->dw.inner},
                {DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), dnnl_engine())}};
     if (e.p.bias) {  // computed even when the caller skips dbias, then left in scratch
-      f->db = output_edge(g.bias, pd.diff_bias_desc(), /*can_write=*/false, /*can_add=*/true);
+      f->db = output_edge(g.bias, pd.diff_bias_desc(), /*can_write=*/true, /*can_add=*/true);
       f->args.emplace(DNNL_ARG_DIFF_BIAS, f->db.inner);
     }
     lane.bwd_weights = std::move(f);
@@ -489,10 +490,16 @@ void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
       bring_in(stream, f.x, first, g.x_step, x_clobbered);
       if (!dy_shared) bring_in(stream, f.dy, first, g.y_step);
       f.prim.execute(stream, f.args);
-      add_out(stream, f.dw);
+      if (a.accumulate_dparams)
+        add_out(stream, f.dw);
+      else
+        write_out(stream, f.dw);
       if (want_db) {
         f.db.set(dbias.data + r * g.bias_step);
-        add_out(stream, f.db);
+        if (a.accumulate_dparams)
+          add_out(stream, f.db);
+        else
+          write_out(stream, f.db);
       }
     }
   });
@@ -551,7 +558,12 @@ void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   dnnl_stream().wait();
 }
 
-void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
+void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& args) {
+  // oneDNN's backward-weights writes the parameter gradients wherever it runs; the other kernels
+  // add to them, so a call that wants them written gets them zeroed first.
+  const bool onednn_weights = !args.dweight.empty() && !uses_depthwise(p) && !uses_direct(p) &&
+                              !uses_im2col(p) && !uses_pointwise(p);
+  const Conv2dBackwardArgs a = onednn_weights ? args : with_param_grads_zeroed(args);
   if (uses_depthwise(p))
     return depthwise_conv2d_backward(
         p, a.x.data, a.weight.data, a.dy.data, a.dx.empty() ? nullptr : a.dx.data,

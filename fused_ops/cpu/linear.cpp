@@ -87,13 +87,16 @@ void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
       sgemm(false, true, N, fi, fo, 1.0f, dy.data + b * N * fo, fo, weight.data + b * fi * fo, fo,
             b == 0 ? dx_beta : 1.0f, dx.data, fi);
   };
+  const float dparams_beta = a.accumulate_dparams ? 1.0f : 0.0f;
   auto weight_grad = [&](int64_t b) {
     const float* xb = p.shared_input ? x.data : x.data + b * N * fi;
     const float* dyb = dy.data + b * N * fo;
     if (!dweight.empty())
-      sgemm(true, false, fi, fo, N, 1.0f, xb, fi, dyb, fo, 1.0f, dweight.data + b * fi * fo, fo);
+      sgemm(true, false, fi, fo, N, 1.0f, xb, fi, dyb, fo, dparams_beta, dweight.data + b * fi * fo,
+            fo);
     if (p.bias && !dbias.empty()) {
       float* db = dbias.data + b * fo;
+      if (!a.accumulate_dparams) std::fill(db, db + fo, 0.0f);
       for (int64_t n = 0; n < N; ++n)
         for (int64_t o = 0; o < fo; ++o) db[o] += dyb[n * fo + o];
     }

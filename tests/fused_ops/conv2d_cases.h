@@ -97,7 +97,8 @@ struct Conv2dOp {
                                .dx = v("dx"),
                                .dweight = v("dweight"),
                                .dbias = v("dbias"),
-                               .accumulate_dx = ctx.accumulate_dx};
+                               .accumulate_dx = ctx.accumulate_dx,
+                               .accumulate_dparams = !ctx.write_dparams};
     if (ctx.ref) {
       ref::conv2d_forward(p, f);
       if (!ctx.forward_only) ref::conv2d_backward(p, b);
@@ -138,11 +139,13 @@ inline OpCase<Conv2dParams> conv_case(const ConvCase& cc, int64_t B, cpu::Conv2d
   c.strategy = strategy;
   c.accumulate_dx = accumulate && !no_dx;
   c.no_dx = no_dx;
-  c.name = fmt::format("N{}_c{}to{}_{}x{}_k{}x{}_s{}x{}_p{}x{}_d{}x{}_g{}{}{}_B{}_{}{}{}{}", cc.N,
+  // Half the cases write the parameter gradients (a step's first backward), across strategies.
+  c.write_dparams = (B + cc.cin + cc.kh) % 2 == 1;
+  c.name = fmt::format("N{}_c{}to{}_{}x{}_k{}x{}_s{}x{}_p{}x{}_d{}x{}_g{}{}{}_B{}_{}{}{}{}{}", cc.N,
                        cc.cin, cc.cout, cc.H, cc.W, cc.kh, cc.kw, cc.sh, cc.sw, cc.ph, cc.pw, cc.dh,
                        cc.dw, cc.groups, cc.bias ? "" : "_nobias", cc.shared ? "_shared" : "", B,
-                       strategy_name(strategy), c.accumulate_dx ? "_acc" : "", no_dx ? "_nodx" : "",
-                       suffix);
+                       strategy_name(strategy), c.accumulate_dx ? "_acc" : "",
+                       c.write_dparams ? "_wdp" : "", no_dx ? "_nodx" : "", suffix);
   return c;
 }
 

@@ -61,7 +61,8 @@ struct LinearOp {
                                .dx = v("dx"),
                                .dweight = v("dweight"),
                                .dbias = v("dbias"),
-                               .accumulate_dx = ctx.accumulate_dx};
+                               .accumulate_dx = ctx.accumulate_dx,
+                               .accumulate_dparams = !ctx.write_dparams};
     if (ctx.ref) {
       ref::linear_forward(p, f);
       if (!ctx.forward_only) ref::linear_backward(p, b);
@@ -101,12 +102,13 @@ std::vector<OpCase<LinearParams>> linear_cases() {
           c.B = B;
           c.gemm = gemm;
           c.accumulate_dx = (s.fi + B) % 2 == 0;
+          c.write_dparams = (s.N + B + (shared ? 1 : 0)) % 2 == 1;  // a step's first backward
           c.no_dx = shared && s.fo == 32;  // the first layer of an MLP: no dx
           c.fd = s.N * s.fi * s.fo <= 256 && B == 1;
-          c.name = fmt::format("N{}_fi{}_fo{}_B{}{}{}{}{}", s.N, s.fi, s.fo, B,
+          c.name = fmt::format("N{}_fi{}_fo{}_B{}{}{}{}{}{}", s.N, s.fi, s.fo, B,
                                shared ? "_shared" : "", c.p.bias ? "" : "_nobias",
                                gemm == cpu::GemmBackend::kOneDnn ? "_onednn" : "_openblas",
-                               c.accumulate_dx ? "_acc" : "") +
+                               c.accumulate_dx ? "_acc" : "", c.write_dparams ? "_wdp" : "") +
                    (c.no_dx ? "_nodx" : "");
           cases.push_back(c);
         }

@@ -9,6 +9,7 @@
 // and every parameter to 0.05 * lr (a model that diverged would differ by ~lr per step).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -163,6 +164,56 @@ TEST_P(ModelArray, StepLockedFusedEqualsSingle) {
           0.05 * lr[static_cast<size_t>(b)], fmt::format("model {} after step {}", b, step));
       array->insert(b, one.extract(0));
     }
+  }
+}
+
+// Net::zero_grad_and_backward (what Model::backward runs) zeroes each node's parameter gradients
+// as its backward comes, or lets a convolution or linear layer write them: it must leave every
+// gradient as zero_grad() then backward() do, whatever the gradients held before (garbage here),
+// under the fused plan and under a threads plan (nets bound to slices of the array's state).
+TEST_P(ModelArray, GradientsZeroedNodeByNodeEqualZeroedAtOnce) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  const int64_t B = 3, batch = 8;
+  auto model = make_model(GetParam(), {.B = B, .batch_size = batch, .seed = seed});
+  Dataset data = make_synthetic(model->sample_shape(), 10, batch, seed);
+  Loader loader(data, {.batch_size = batch, .seed = seed});
+  Batch batch_data = loader.make_batch();
+  loader.next(batch_data);
+  model->forward(batch_data.images(), batch_data.labels(), true);
+  Net& net = model->net();
+  net.zero_grad();
+  net.backward();
+  std::vector<std::vector<float>> want;
+  for (const Param& p : net.params()) want.emplace_back(p.grad.data, p.grad.data + p.grad.numel());
+  for (const Param& p : net.params())
+    std::fill(p.grad.data, p.grad.data + p.grad.numel(), std::nanf(""));
+  net.zero_grad_and_backward();
+  for (size_t i = 0; i < want.size(); ++i) {
+    const TensorView got = net.params()[i].grad;
+    int64_t differ = 0;
+    for (int64_t k = 0; k < got.numel(); ++k)
+      differ += !(got[k] == want[i][static_cast<size_t>(k)]);  // -0 and +0 alike
+    EXPECT_EQ(differ, 0) << net.params()[i].name << ": " << differ << " of " << got.numel();
+  }
+
+  // A threads plan's groups run on nets bound to the array's state, through
+  // Model::train_steps: their gradients must hold this step's alone, not the garbage under them.
+  auto threads = make_model(
+      GetParam(), {.B = B, .batch_size = batch, .seed = seed, .plan = ExecutionPlan::threads(1)});
+  for (const Param& p : threads->params())
+    std::fill(p.grad.data, p.grad.data + p.grad.numel(), std::nanf(""));
+  const Model::StepBatch step{batch_data.images(), batch_data.labels()};
+  threads->train_steps({&step, 1}, nullptr);
+  for (size_t i = 0; i < want.size(); ++i) {
+    // Each model alone against the fused call: to rounding (as in StepLockedFusedEqualsSingle).
+    const TensorView got = threads->params()[i].grad;
+    double largest = 0.0;
+    for (float w : want[i]) largest = std::max(largest, std::fabs(static_cast<double>(w)));
+    int64_t far = 0;
+    for (int64_t k = 0; k < got.numel(); ++k)
+      far += !(std::fabs(got[k] - want[i][static_cast<size_t>(k)]) <= 1e-4 * largest + 1e-6);
+    EXPECT_EQ(far, 0) << "threads plan: " << net.params()[i].name;  // NaN counts as far
   }
 }
 

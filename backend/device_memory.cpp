@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/parallel.h"
+
 #if HFTA_WITH_CUDA
 #include "backend/cuda/device_arena.h"
 #include "backend/cuda/peak.h"
@@ -161,6 +163,15 @@ void StagedUpload::upload_bytes(void* dst, const void* src, size_t bytes) {
   (void)dst;
   no_cuda_backend(what_);
 #endif
+}
+
+void zero_view(const TensorView& t) {
+  if (t.empty()) return;
+  if (t.device != Device::kCpu)
+    return zero_memory(t.device, t.data, static_cast<size_t>(t.numel()) * sizeof(float));
+  for_each_chunk(t.numel(), [&](int64_t begin, int64_t end) {
+    std::fill(t.data + begin, t.data + end, 0.0f);
+  });
 }
 
 void fill_view(const TensorView& t, float value) {

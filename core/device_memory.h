@@ -104,5 +104,8 @@ double measure_device_peak_gflops(Device device);
 // Sets every element of `t` to `value`; on the device through a host copy of the values (for
 // small tensors, such as the B loss gradients of a backward).
 void fill_view(const TensorView& t, float value);
+// Zeroes t; on the CPU spread over the threads (a gradient of megabytes zeroed just before an op
+// adds to it, where one thread's stores would reach half the memory bandwidth).
+void zero_view(const TensorView& t);
 
 }  // namespace hfta

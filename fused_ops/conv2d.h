@@ -10,8 +10,8 @@
 // Backward: dx is written (=), or added to (+=) with accumulate_dx; when shared_input, the
 // gradient put into dx is the sum over models of x's gradient (the shared input feeds every
 // model). dweight and dbias accumulate (+=), or with accumulate_dparams = false are written (=): a
-// step's first gradient, which then needs no zeroing pass before it, and on the oneDNN path no
-// read of the old values either. Any gradient may be an empty view to skip it. Backward needs
+// step's first gradient, which then needs no zeroing pass before it, and on the oneDNN, im2col and
+// pointwise paths no read of the old values either. Any gradient may be an empty view to skip it. Backward needs
 // only x and weight, so there is no Conv2dSaved.
 #pragma once
 

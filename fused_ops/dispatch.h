@@ -48,8 +48,8 @@ void check_device(const View<T>& t, Device device, std::string_view name) {
 template <typename BackwardArgs>
 BackwardArgs with_param_grads_zeroed(BackwardArgs a) {
   if (a.accumulate_dparams) return a;
-  if (!a.dweight.empty()) fill_view(a.dweight, 0.0f);
-  if (!a.dbias.empty()) fill_view(a.dbias, 0.0f);
+  zero_view(a.dweight);
+  zero_view(a.dbias);
   a.accumulate_dparams = true;
   return a;
 }

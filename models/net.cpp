@@ -348,9 +348,7 @@ void Net::zero_grad_and_backward() {
   grads_unzeroed_.clear();
 }
 
-void Net::zero_param_grad(const Param& p) {
-  zero_memory(p.grad.device, p.grad.data, static_cast<size_t>(p.grad.numel()) * sizeof(float));
-}
+void Net::zero_param_grad(const Param& p) { zero_view(p.grad); }
 
 // Before node i's backward in zero_grad_and_backward(): the node writes its parameter gradients
 // when all of them are still unzeroed and it can; otherwise the unzeroed ones are zeroed now.

@@ -559,11 +559,11 @@ void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
 }
 
 void conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& args) {
-  // oneDNN's backward-weights writes the parameter gradients wherever it runs; the other kernels
-  // add to them, so a call that wants them written gets them zeroed first.
-  const bool onednn_weights = !args.dweight.empty() && !uses_depthwise(p) && !uses_direct(p) &&
-                              !uses_im2col(p) && !uses_pointwise(p);
-  const Conv2dBackwardArgs a = onednn_weights ? args : with_param_grads_zeroed(args);
+  // oneDNN's backward-weights and the im2col and pointwise GEMMs write the parameter gradients
+  // when asked to; the direct and depthwise kernels only add to them, so a call that wants them
+  // written there gets them zeroed first.
+  const bool writes = !args.dweight.empty() && !uses_depthwise(p) && !uses_direct(p);
+  const Conv2dBackwardArgs a = writes ? args : with_param_grads_zeroed(args);
   if (uses_depthwise(p))
     return depthwise_conv2d_backward(
         p, a.x.data, a.weight.data, a.dy.data, a.dx.empty() ? nullptr : a.dx.data,

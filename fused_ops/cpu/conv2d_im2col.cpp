@@ -200,12 +200,14 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
       if (b == 0 || !p.shared_input) build_cols(p, l, a.x.data + b * l.x_model, cols);
       float* dw = a.dweight.data + b * l.O * l.I * l.taps;
       if (!l.compact()) {  // straight into the caller's gradient
-        sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K, 1.0f, dw, l.K);
+        sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K,
+              a.accumulate_dparams ? 1.0f : 0.0f, dw, l.K);
       } else {  // the live taps' gradient, then added to theirs (the others' is zero)
         float* live = sized(s.live_weights, l.O * l.K);
         sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K, 0.0f, live, l.K);
         parallel_for(l.O, [&](int64_t o) {
           float* dwo = dw + o * l.I * l.taps;
+          if (!a.accumulate_dparams) std::fill(dwo, dwo + l.I * l.taps, 0.0f);
           const float* from = live + o * l.K;
           for (int64_t i = 0; i < l.I; ++i)
             for (int64_t t = 0; t < l.T; ++t)
@@ -218,7 +220,7 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
       parallel_for(l.O, [&](int64_t o) {
         float sum = 0.0f;
         for (int64_t r = 0; r < l.NP; ++r) sum += dy_cols[r * l.O + o];
-        db[o] += sum;
+        db[o] = a.accumulate_dparams ? db[o] + sum : sum;
       });
     }
     if (want_dx) {

@@ -32,16 +32,17 @@ struct Layout {
   int64_t y_at(int64_t n, int64_t b) const { return n * y_image + b * y_model; }
 };
 
-// dweight[b] += dY_n X_n^T over the images of each model, cut into kWeightChunks ranges of
-// images: chunk 0 adds into dweight, the others into a scratch that is added after them in chunk
-// order. Each per-image GEMM is small, so one call per image on every thread beats splitting each
-// call's rows or threading inside it; and with a fixed number of chunks (as the depthwise and
-// direct kernels' fixed image ranges) a model's bits depend neither on B nor on the thread count.
-// The models go in rounds of enough (model, chunk) tasks for every thread, so the scratch grows
-// with the threads, not with B.
+// dweight[b] += dY_n X_n^T (or = with `accumulate` false) over the images of each model, cut into
+// kWeightChunks ranges of images: chunk 0 adds into (or writes) dweight, the others into a scratch
+// that is added after them in chunk order. Each per-image GEMM is small, so one call per image on
+// every thread beats splitting each call's rows or threading inside it; and with a fixed number of
+// chunks (as the depthwise and direct kernels' fixed image ranges) a model's bits depend neither on
+// B nor on the thread count. The models go in rounds of enough (model, chunk) tasks for every
+// thread, so the scratch grows with the threads, not with B.
 constexpr int64_t kWeightChunks = 4;
 
-void add_weight_gradient(const Layout& l, const float* x, const float* dy, float* dweight) {
+void add_weight_gradient(const Layout& l, const float* x, const float* dy, float* dweight,
+                         bool accumulate) {
   const int64_t chunks = std::min(l.N, kWeightChunks);
   const int64_t size = l.O * l.I;  // one model's weight
   const int64_t per_round = std::clamp<int64_t>((num_threads() + chunks - 1) / chunks, 1, l.B);
@@ -57,7 +58,7 @@ void add_weight_gradient(const Layout& l, const float* x, const float* dy, float
       float* to = c == 0 ? dweight + b * size : partial + ((c - 1) * per_round + m) * size;
       for (int64_t n = first; n < end; ++n)
         sgemm(false, true, l.O, l.I, l.P, 1.0f, dy + l.y_at(n, b), l.P, x + l.x_at(n, b), l.P,
-              c == 0 || n > first ? 1.0f : 0.0f, to, l.I);
+              (c == 0 && accumulate) || n > first ? 1.0f : 0.0f, to, l.I);
     });
     float* dw = dweight + first_model * size;
     for_each_chunk(models * size, [&](int64_t begin, int64_t end) {
@@ -102,7 +103,8 @@ void conv2d_pointwise_backward(const Conv2dParams& p, const Conv2dBackwardArgs& 
       }
     });
   }
-  if (!a.dweight.empty()) add_weight_gradient(l, a.x.data, a.dy.data, a.dweight.data);
+  if (!a.dweight.empty())
+    add_weight_gradient(l, a.x.data, a.dy.data, a.dweight.data, a.accumulate_dparams);
   if (!p.bias || a.dbias.empty()) return;
   parallel_for(l.B * l.O, [&](int64_t row) {  // model b's channel o: row b*O + o of dbias
     const int64_t b = row / l.O, o = row % l.O;
@@ -111,7 +113,7 @@ void conv2d_pointwise_backward(const Conv2dParams& p, const Conv2dBackwardArgs& 
       const float* dy = a.dy.data + l.y_at(n, b) + o * l.P;
       for (int64_t q = 0; q < l.P; ++q) sum += dy[q];
     }
-    a.dbias.data[row] += sum;
+    a.dbias.data[row] = a.accumulate_dparams ? a.dbias.data[row] + sum : sum;
   });
 }
 

@@ -11,8 +11,8 @@
 // gradient put into dx is the sum over models of x's gradient (the shared input feeds every
 // model). dweight and dbias accumulate (+=), or with accumulate_dparams = false are written (=): a
 // step's first gradient, which then needs no zeroing pass before it, and on the oneDNN, im2col and
-// pointwise paths no read of the old values either. Any gradient may be an empty view to skip it. Backward needs
-// only x and weight, so there is no Conv2dSaved.
+// pointwise paths no read of the old values either. Any gradient may be an empty view to skip it.
+// Backward needs only x and weight, so there is no Conv2dSaved.
 #pragma once
 
 #include <compare>

@@ -2,16 +2,17 @@
 //
 // A test file describes its op once, as an adapter (struct with Params, tensors(), run(),
 // describe(); see LinearOp in tests/fused_ops/test_linear.cpp), and lists cases: params, B,
-// threads, GEMM backend, conv strategy, accumulate_dx, write_dparams, no dx, finite differences. Each case is
-// its own gtest test (value-parameterized, named after the case), and run_case() checks:
+// threads, GEMM backend, conv strategy, accumulate_dx, write_dparams, no dx, finite differences.
+// Each case is its own gtest test (value-parameterized, named after the case), and run_case()
+// checks:
 //   1. fast(B) == B reference single-model runs: every output, saved tensor, running state,
 //      parameter gradient and input gradient, model by model;
 //   2. outputs start as garbage (NaN and +-1e30, int -7), so an element a kernel forgets to
 //      write, or reads before writing, shows up; parameter gradients start random and must end
 //      at start + gradient (+=), or with write_dparams start as garbage and must end at the
-//      gradient (=, the ops' accumulate_dparams = false); input gradients start as garbage, or random with accumulate_dx
-//      (then they must end at start + gradient; the reference's accumulate_dx is checked the
-//      same way against its own gradient written over garbage);
+//      gradient (=, the ops' accumulate_dparams = false); input gradients start as garbage, or
+//      random with accumulate_dx (then they must end at start + gradient; the reference's
+//      accumulate_dx is checked the same way against its own gradient written over garbage);
 //   3. with fd: the reference's gradients against central finite differences (model 0, B = 1).
 //   4. deterministic mode (core/determinism.h): fast(B) on the case's threads gives every model
 //      the bits of fast(B = 1) on one thread, for every output, saved tensor, state and gradient

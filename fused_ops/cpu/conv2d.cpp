@@ -477,10 +477,7 @@ void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
       bring_in(stream, f.dy, first, g.y_step);
       bring_in(stream, f.w, first, g.w_step);
       f.prim.execute(stream, *data_args);
-      if (a.accumulate_dx || (r > 0 && g.dx_sums_runs))
-        add_out(stream, *dx_edge);
-      else
-        write_out(stream, *dx_edge);
+      store_out(stream, *dx_edge, a.accumulate_dx || (r > 0 && g.dx_sums_runs));
     }
     if (weights != nullptr) {
       BackwardWeights& f = *weights;
@@ -490,16 +487,10 @@ void onednn_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
       bring_in(stream, f.x, first, g.x_step, x_clobbered);
       if (!dy_shared) bring_in(stream, f.dy, first, g.y_step);
       f.prim.execute(stream, f.args);
-      if (a.accumulate_dparams)
-        add_out(stream, f.dw);
-      else
-        write_out(stream, f.dw);
+      store_out(stream, f.dw, a.accumulate_dparams);
       if (want_db) {
         f.db.set(dbias.data + r * g.bias_step);
-        if (a.accumulate_dparams)
-          add_out(stream, f.db);
-        else
-          write_out(stream, f.db);
+        store_out(stream, f.db, a.accumulate_dparams);
       }
     }
   });

@@ -363,10 +363,7 @@ void backward(const ConvTranspose2dParams& p, const ConvTranspose2dBackwardArgs&
       bring_in(stream, f.dy);
       bring_in(stream, f.w);
       f.prim.execute(stream, add ? f.add_args : f.write_args);
-      if (add)
-        add_out(stream, dx);
-      else
-        write_out(stream, dx);
+      store_out(stream, dx, add);
     }
     if (weights != nullptr) {
       BackwardWeights& f = *weights;

@@ -224,4 +224,11 @@ void add_out(dnnl::stream& stream, const Edge& e) {
     reorder(stream, e.add, e.inner, e.user);
 }
 
+void store_out(dnnl::stream& stream, const Edge& e, bool add) {
+  if (add)
+    add_out(stream, e);
+  else
+    write_out(stream, e);
+}
+
 }  // namespace hfta::cpu

@@ -72,5 +72,7 @@ void bring_in(dnnl::stream& stream, const Edge& e, bool first = true, int64_t st
 void write_out(dnnl::stream& stream, const Edge& e);
 // Adds an output edge's result to the caller's buffer (+=); the edge was built with can_add.
 void add_out(dnnl::stream& stream, const Edge& e);
+// add_out when `add` (accumulating into the caller's buffer), else write_out.
+void store_out(dnnl::stream& stream, const Edge& e, bool add);
 
 }  // namespace hfta::cpu

@@ -9,7 +9,8 @@
 # The libraries, the command and the fuzz replays are instrumented; the test files are not (see
 # HFTA_SANITIZE in CMakeLists.txt). A report fails the test that made it: UBSan stops at its first
 # (-fno-sanitize-recover), ASan and TSan always exit non-zero.
-# Extra arguments go to ctest (e.g. -R Checkpoint).
+# Extra arguments go to ctest, whose tests here are whole test executables (e.g. -R test_checkpoint);
+# GTEST_FILTER in the environment picks tests inside them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh address|thread [ctest arguments]}
@@ -31,11 +32,14 @@ case $kind in
     # serial runs of every model through `hfta train`, the same library code as the op and model
     # tests at larger shapes, 37% of the suite's time under ASan) and the MPI runs, which go next
     # without leak checks: Open MPI keeps allocations to its exit that LeakSanitizer reports.
+    # A sanitizer build's ctest tests are whole test executables (HFTA_TESTS_PER_EXECUTABLE in
+    # CMakeLists.txt); GTEST_FILTER picks the tests inside them.
     # Sanitized code runs 2-5x slower, hence the longer timeout.
-    ASAN_OPTIONS=detect_leaks=1:$asan ctest --test-dir "$build" -L fast -E '^Models/TrainCli|^TuneMpirun' \
-      -j"$jobs" --timeout 1200 --output-on-failure "$@"
-    ASAN_OPTIONS=detect_leaks=0:$asan ctest --test-dir "$build" -L fast -R '^TuneMpirun' \
-      -j"$jobs" --timeout 1200 --output-on-failure "$@"
+    GTEST_FILTER='-Models/TrainCli*:TuneMpirun*' ASAN_OPTIONS=detect_leaks=1:$asan \
+      ctest --test-dir "$build" -L fast -j"$jobs" --timeout 1200 --output-on-failure "$@"
+    GTEST_FILTER='TuneMpirun*' ASAN_OPTIONS=detect_leaks=0:$asan \
+      ctest --test-dir "$build" -L fast -R '^test_tune_mpi$' -j"$jobs" --timeout 1200 \
+      --output-on-failure "$@"
     ;;
   thread)
     build=build-tsan
@@ -60,7 +64,7 @@ case $kind in
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1"
     # The label `threads` marks these executables' tests (HFTA_THREAD_TESTS in CMakeLists.txt);
     # of the plans, those with threads (chunk plans run one group at a time, as fused does).
-    ctest --test-dir "$build" -L threads -E '^Plans/.*chunk' -j"$jobs" --timeout 1200 \
+    GTEST_FILTER='-Plans/*chunk*' ctest --test-dir "$build" -L threads -j"$jobs" --timeout 1200 \
       --output-on-failure "$@"
     ;;
   *)

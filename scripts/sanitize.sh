@@ -9,8 +9,9 @@
 # The libraries, the command and the fuzz replays are instrumented; the test files are not (see
 # HFTA_SANITIZE in CMakeLists.txt). A report fails the test that made it: UBSan stops at its first
 # (-fno-sanitize-recover), ASan and TSan always exit non-zero.
-# Extra arguments go to ctest, whose tests here are whole test executables (e.g. -R test_checkpoint);
-# GTEST_FILTER in the environment picks tests inside them.
+# Extra arguments go to ctest, whose tests here are whole test executables
+# (HFTA_TESTS_PER_EXECUTABLE in CMakeLists.txt; e.g. -R test_checkpoint); GTEST_FILTER in the
+# environment picks the tests inside them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:?usage: scripts/sanitize.sh address|thread [ctest arguments]}
@@ -32,8 +33,6 @@ case $kind in
     # serial runs of every model through `hfta train`, the same library code as the op and model
     # tests at larger shapes, 37% of the suite's time under ASan) and the MPI runs, which go next
     # without leak checks: Open MPI keeps allocations to its exit that LeakSanitizer reports.
-    # A sanitizer build's ctest tests are whole test executables (HFTA_TESTS_PER_EXECUTABLE in
-    # CMakeLists.txt); GTEST_FILTER picks the tests inside them.
     # Sanitized code runs 2-5x slower, hence the longer timeout.
     GTEST_FILTER='-Models/TrainCli*:TuneMpirun*' ASAN_OPTIONS=detect_leaks=1:$asan \
       ctest --test-dir "$build" -L fast -j"$jobs" --timeout 1200 --output-on-failure "$@"

@@ -20,11 +20,15 @@ constexpr int64_t kMaxPositions = 4;
 // that read the input at some output position ("live"; a tap that only ever reads the padding
 // multiplies zeros, and on a 1x1 plane with a 3x3 kernel only the centre tap is live).
 struct Layout {
-  int64_t N, I, O, H, W, OH, OW, P, NP;
+  int64_t N, I, O, H, W, HW, OH, OW, P, NP;
   int64_t taps;                 // kH*kW
   std::vector<int64_t> kh, kw;  // the taps the GEMMs take, in the weight's (kh, kw) order
   int64_t T, K;                 // live taps; the GEMMs' K = C_in*T
-  int64_t x_image, x_model;     // between images of x, between models' channel slices (0: shared)
+  // source[pos*T + t]: where in an input channel's plane tap t reads for output position pos
+  // (ih*W + iw), or -1 in the padding; the im2col and its inverse walk this table rather than
+  // recomputing each element's position (which cost more than the GEMMs on 1x1 planes).
+  std::vector<int64_t> source;
+  int64_t x_image, x_model;  // between images of x, between models' channel slices (0: shared)
   int64_t y_image, y_model;
 
   explicit Layout(const Conv2dParams& p)
@@ -33,6 +37,7 @@ struct Layout {
         O(p.out_channels),
         H(p.H),
         W(p.W),
+        HW(p.H * p.W),
         OH(p.out_h()),
         OW(p.out_w()),
         P(OH * OW),
@@ -70,15 +75,25 @@ struct Layout {
     }
     T = static_cast<int64_t>(kh.size());
     K = I * T;
+    source.resize(static_cast<size_t>(P * T));
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow)
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t ih = oh * p.stride_h - p.pad_h + kh[t] * p.dilation_h;
+          const int64_t iw = ow * p.stride_w - p.pad_w + kw[t] * p.dilation_w;
+          const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
+          source[(oh * OW + ow) * T + t] = inside ? ih * W + iw : -1;
+        }
   }
   // Whether the GEMMs take the live taps' weights (gathered) rather than the whole weight.
   bool compact() const { return T < taps; }
 };
 
 // Per calling thread, grown to the largest problem seen: the im2col, the GEMMs' [N*P, C_out]
-// results / operands, and the input gradient's columns.
+// results / operands, the input gradient's columns, and the live taps' weights and their
+// gradient (two buffers: backward's two GEMMs run side by side).
 struct Scratch {
-  std::vector<float> cols, out_cols, dx_cols, live_weights;
+  std::vector<float> cols, out_cols, dx_cols, live_weights, live_grad;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -89,44 +104,49 @@ float* sized(std::vector<float>& v, int64_t n) {
   return v.data();
 }
 
-// The input position live tap t reads for output position (oh, ow), or false in the padding.
-bool tap_input(const Conv2dParams& p, const Layout& l, int64_t oh, int64_t ow, int64_t t,
-               int64_t& ih, int64_t& iw) {
-  ih = oh * p.stride_h - p.pad_h + l.kh[t] * p.dilation_h;
-  iw = ow * p.stride_w - p.pad_w + l.kw[t] * p.dilation_w;
-  return ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
-}
-
 // cols[n*P + pos, i*T + t] = x[n, i, ih, iw] (0 in the padding), x at model b's slice.
-void build_cols(const Conv2dParams& p, const Layout& l, const float* x, float* cols) {
+void build_cols(const Layout& l, const float* x, float* cols) {
   parallel_for(l.N, [&](int64_t n) {
     const float* xn = x + n * l.x_image;
-    for (int64_t oh = 0; oh < l.OH; ++oh)
-      for (int64_t ow = 0; ow < l.OW; ++ow) {
-        float* row = cols + (n * l.P + oh * l.OW + ow) * l.K;
-        for (int64_t i = 0; i < l.I; ++i)
-          for (int64_t t = 0; t < l.T; ++t) {
-            int64_t ih, iw;
-            *row++ = tap_input(p, l, oh, ow, t, ih, iw) ? xn[(i * l.H + ih) * l.W + iw] : 0.0f;
-          }
+    for (int64_t pos = 0; pos < l.P; ++pos) {
+      float* row = cols + (n * l.P + pos) * l.K;
+      const int64_t* from = l.source.data() + pos * l.T;
+      if (l.T == 1) {  // one tap (1x1 kernels): a strided copy, on a 1x1 plane a contiguous one
+        if (from[0] < 0)
+          std::fill_n(row, l.I, 0.0f);
+        else if (l.HW == 1)
+          std::copy_n(xn, l.I, row);
+        else
+          for (int64_t i = 0; i < l.I; ++i) row[i] = xn[i * l.HW + from[0]];
+        continue;
       }
+      for (int64_t i = 0; i < l.I; ++i)
+        for (int64_t t = 0; t < l.T; ++t) *row++ = from[t] >= 0 ? xn[i * l.HW + from[t]] : 0.0f;
+    }
   });
 }
 
 // dx[n, i, ih, iw] += dx_cols[n*P + pos, i*T + t] over every position and tap that reads
-// (ih, iw), in a fixed order; one image per task, so no two tasks touch one element.
-void add_cols_to_input(const Conv2dParams& p, const Layout& l, const float* dx_cols, float* dx) {
+// (ih, iw), in a fixed order (position, then tap); one image per task, so no two tasks touch one
+// element.
+void add_cols_to_input(const Layout& l, const float* dx_cols, float* dx) {
   parallel_for(l.N, [&](int64_t n) {
     float* dxn = dx + n * l.x_image;
-    for (int64_t oh = 0; oh < l.OH; ++oh)
-      for (int64_t ow = 0; ow < l.OW; ++ow) {
-        const float* row = dx_cols + (n * l.P + oh * l.OW + ow) * l.K;
-        for (int64_t i = 0; i < l.I; ++i)
-          for (int64_t t = 0; t < l.T; ++t, ++row) {
-            int64_t ih, iw;
-            if (tap_input(p, l, oh, ow, t, ih, iw)) dxn[(i * l.H + ih) * l.W + iw] += *row;
-          }
+    for (int64_t pos = 0; pos < l.P; ++pos) {
+      const float* row = dx_cols + (n * l.P + pos) * l.K;
+      const int64_t* from = l.source.data() + pos * l.T;
+      if (l.T == 1) {
+        if (from[0] < 0) continue;
+        if (l.HW == 1)
+          for (int64_t i = 0; i < l.I; ++i) dxn[i] += row[i];
+        else
+          for (int64_t i = 0; i < l.I; ++i) dxn[i * l.HW + from[0]] += row[i];
+        continue;
       }
+      for (int64_t i = 0; i < l.I; ++i)
+        for (int64_t t = 0; t < l.T; ++t, ++row)
+          if (from[t] >= 0) dxn[i * l.HW + from[t]] += *row;
+    }
   });
 }
 
@@ -144,6 +164,37 @@ const float* gemm_weight(const Conv2dParams& p, const Layout& l, const float* w,
         to[i * l.T + t] = wo[i * l.taps + l.kh[t] * p.kernel_w + l.kw[t]];
   });
   return out;
+}
+
+// out[NP, C_out] = cols x W^T. These GEMMs have a few dozen rows, where oneDNN's own threading
+// gained little over one thread (docs/benchmarks.md, 'Small-plane GEMMs on two threads'): with
+// enough blocks of at least 64 output columns for every thread, each thread runs one block as a
+// single-threaded GEMM, as linear.cpp's forward does (only where blocks compute exactly what the
+// whole GEMM does: sgemm_blocks_are_exact).
+void forward_gemm(const Layout& l, const float* cols, const float* w, float* out) {
+  const int64_t threads = num_threads();
+  const int64_t splits = std::min<int64_t>(threads, l.O / 64);
+  if (threads == 1 || splits < threads || !sgemm_blocks_are_exact(false, true))
+    return sgemm(false, true, l.NP, l.O, l.K, 1.0f, cols, l.K, w, l.K, 0.0f, out, l.O);
+  const int64_t block = ((l.O + splits - 1) / splits + 15) / 16 * 16;
+  parallel_for(splits, [&](int64_t t) {
+    const int64_t c0 = std::min(l.O, t * block), width = std::min(l.O, c0 + block) - c0;
+    if (width > 0)
+      sgemm(false, true, l.NP, width, l.K, 1.0f, cols, l.K, w + c0 * l.K, l.K, 0.0f, out + c0, l.O);
+  });
+}
+
+// Runs the weight-gradient and the input-gradient GEMMs (equal in FLOPs) side by side, each on
+// one thread, where there are two threads; each GEMM is whole, so its bits are those of one call
+// on one thread. With more threads they run one after the other, each on all of them.
+template <typename WeightGemm, typename InputGemm>
+void backward_gemms(bool want_dw, bool want_dx, WeightGemm&& weight_gemm, InputGemm&& input_gemm) {
+  if (want_dw && want_dx && num_threads() == 2) {
+    parallel_for(2, [&](int64_t t) { t == 0 ? weight_gemm() : input_gemm(); });
+    return;
+  }
+  if (want_dw) weight_gemm();
+  if (want_dx) input_gemm();
 }
 
 // Zeroes dx (x's shape: every model's slice, or the shared input) before the models add to it.
@@ -164,12 +215,20 @@ void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   float* cols = sized(s.cols, l.NP * l.K);
   float* out_cols = sized(s.out_cols, l.NP * l.O);
   for (int64_t b = 0; b < p.B; ++b) {
-    if (b == 0 || !p.shared_input) build_cols(p, l, a.x.data + b * l.x_model, cols);
+    if (b == 0 || !p.shared_input) build_cols(l, a.x.data + b * l.x_model, cols);
     const float* w = gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights);
-    sgemm(false, true, l.NP, l.O, l.K, 1.0f, cols, l.K, w, l.K, 0.0f, out_cols, l.O);
+    forward_gemm(l, cols, w, out_cols);
     const float* bias = p.bias ? a.bias.data + b * l.O : nullptr;
     parallel_for(l.N, [&](int64_t n) {
       float* yn = a.y.data + n * l.y_image + b * l.y_model;
+      if (l.P == 1) {  // a 1x1 plane: the row is the image's channels
+        const float* row = out_cols + n * l.O;
+        if (bias)
+          for (int64_t o = 0; o < l.O; ++o) yn[o] = row[o] + bias[o];
+        else
+          std::copy_n(row, l.O, yn);
+        return;
+      }
       for (int64_t pos = 0; pos < l.P; ++pos) {
         const float* row = out_cols + (n * l.P + pos) * l.O;
         for (int64_t o = 0; o < l.O; ++o) yn[o * l.P + pos] = bias ? row[o] + bias[o] : row[o];
@@ -191,29 +250,41 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
     // dy_cols[n*P + pos, o] = dy[n, b*C_out + o, pos]
     parallel_for(l.N, [&](int64_t n) {
       const float* dyn = a.dy.data + n * l.y_image + b * l.y_model;
+      if (l.P == 1) {
+        std::copy_n(dyn, l.O, dy_cols + n * l.O);
+        return;
+      }
       for (int64_t pos = 0; pos < l.P; ++pos) {
         float* row = dy_cols + (n * l.P + pos) * l.O;
         for (int64_t o = 0; o < l.O; ++o) row[o] = dyn[o * l.P + pos];
       }
     });
-    if (want_dw) {
-      if (b == 0 || !p.shared_input) build_cols(p, l, a.x.data + b * l.x_model, cols);
-      float* dw = a.dweight.data + b * l.O * l.I * l.taps;
-      if (!l.compact()) {  // straight into the caller's gradient
-        sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K,
-              a.accumulate_dparams ? 1.0f : 0.0f, dw, l.K);
-      } else {  // the live taps' gradient, then added to theirs (the others' is zero)
-        float* live = sized(s.live_weights, l.O * l.K);
-        sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K, 0.0f, live, l.K);
-        parallel_for(l.O, [&](int64_t o) {
-          float* dwo = dw + o * l.I * l.taps;
-          if (!a.accumulate_dparams) std::fill(dwo, dwo + l.I * l.taps, 0.0f);
-          const float* from = live + o * l.K;
-          for (int64_t i = 0; i < l.I; ++i)
-            for (int64_t t = 0; t < l.T; ++t)
-              dwo[i * l.taps + l.kh[t] * p.kernel_w + l.kw[t]] += from[i * l.T + t];
+    if (want_dw && (b == 0 || !p.shared_input)) build_cols(l, a.x.data + b * l.x_model, cols);
+    float* dw = want_dw ? a.dweight.data + b * l.O * l.I * l.taps : nullptr;
+    // The live taps' gradient goes to scratch, then into theirs (the others' is zero); with every
+    // tap live, straight into the caller's gradient.
+    float* dw_gemm = want_dw && l.compact() ? sized(s.live_grad, l.O * l.K) : dw;
+    const float dw_beta = want_dw && !l.compact() && a.accumulate_dparams ? 1.0f : 0.0f;
+    const float* w = want_dx
+                         ? gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights)
+                         : nullptr;
+    backward_gemms(
+        want_dw, want_dx,
+        [&] {
+          sgemm(true, false, l.O, l.K, l.NP, 1.0f, dy_cols, l.O, cols, l.K, dw_beta, dw_gemm, l.K);
+        },
+        [&] {
+          sgemm(false, false, l.NP, l.K, l.O, 1.0f, dy_cols, l.O, w, l.K, 0.0f, dx_cols, l.K);
         });
-      }
+    if (want_dw && l.compact()) {
+      parallel_for(l.O, [&](int64_t o) {
+        float* dwo = dw + o * l.I * l.taps;
+        if (!a.accumulate_dparams) std::fill(dwo, dwo + l.I * l.taps, 0.0f);
+        const float* from = dw_gemm + o * l.K;
+        for (int64_t i = 0; i < l.I; ++i)
+          for (int64_t t = 0; t < l.T; ++t)
+            dwo[i * l.taps + l.kh[t] * p.kernel_w + l.kw[t]] += from[i * l.T + t];
+      });
     }
     if (want_db) {
       float* db = a.dbias.data + b * l.O;
@@ -223,11 +294,7 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
         db[o] = a.accumulate_dparams ? db[o] + sum : sum;
       });
     }
-    if (want_dx) {
-      const float* w = gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights);
-      sgemm(false, false, l.NP, l.K, l.O, 1.0f, dy_cols, l.O, w, l.K, 0.0f, dx_cols, l.K);
-      add_cols_to_input(p, l, dx_cols, a.dx.data + b * l.x_model);
-    }
+    if (want_dx) add_cols_to_input(l, dx_cols, a.dx.data + b * l.x_model);
   }
 }
 

@@ -12,10 +12,14 @@
 //   forward          ycols[N*P, C_out] = cols x W^T, scattered to y's [N, C_out, P] (+ bias)
 //   backward-data    dxcols = dycols x W, summed back over taps and positions into dx (col2im)
 //   backward-weights dW += dycols^T x cols;  dbias += column sums of dycols
-// The GEMMs run on backend/cpu/runtime.h's sgemm (threaded inside; one thread in deterministic
-// mode, so a model's bits depend neither on B nor on the thread count). Every model's calls are
-// those of the model alone, so fused equals serial bit for bit here too. cpu/conv2d.cpp picks it
-// (Conv2dStrategy::kIm2col) when conv2d_im2col_applies.
+// The GEMMs run on backend/cpu/runtime.h's sgemm. They have a few dozen to a few hundred rows,
+// where single-threaded GEMMs side by side beat one GEMM threaded inside (linear.cpp's split):
+// forward cuts the output columns into one block per thread where each gets at least 64, and on
+// two threads backward runs the weight-gradient and input-gradient GEMMs side by side; otherwise
+// sgemm is threaded inside (one thread in deterministic mode, so a model's bits depend neither on
+// B nor on the thread count). Every model's calls are those of the model alone, so fused equals
+// serial bit for bit here too. cpu/conv2d.cpp picks it (Conv2dStrategy::kIm2col) when
+// conv2d_im2col_applies.
 #pragma once
 
 #include "core/tensor.h"

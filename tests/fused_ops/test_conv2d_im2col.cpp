@@ -37,6 +37,13 @@ const ConvCase kIm2colCases[] = {
     {2, 8, 16, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true},     // shared input, stride 2
     {4, 32, 64, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},  // ResNet-18's layer 4, small
     {3, 16, 48, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true},   // shared, 2x2
+    // Enough output channels (>= 64 per thread) for the forward GEMM's column blocks, one per
+    // thread, and a last block shorter than the others (150 = 80 + 70); 1x1 kernels on 1x1
+    // planes (MobileNetV2's last blocks, the im2col a copy of each image) and on a 2x2 plane.
+    {3, 40, 160, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 1x1 plane, 1x1 kernel
+    {2, 33, 150, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, true},   // the same, shared, uneven
+    {2, 24, 144, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 2x2 plane, 1x1 kernel
+    {2, 20, 130, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},  // centre tap, 130 columns
 };
 
 std::vector<OpCase<Conv2dParams>> im2col_cases() {

@@ -109,7 +109,7 @@ int g_openblas_threads = 1;
 void set_openblas_threads(int threads) { g_openblas_threads = threads; }
 
 bool sgemm_blocks_are_exact(bool trans_a, bool trans_b) {
-  return g_gemm_routing[gemm_case(trans_a, trans_b)] == GemmBackend::kOneDnn;
+  return !trans_a && !trans_b && g_gemm_routing[gemm_case(false, false)] == GemmBackend::kOneDnn;
 }
 
 std::string describe_gemm_libraries() {

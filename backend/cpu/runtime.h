@@ -50,11 +50,13 @@ void set_model_parallelism(ModelParallelism mode);
 ModelParallelism model_parallelism();
 
 // Whether the library's result for an element of C is the same however a GEMM of the case is
-// cut into calls (row or column blocks) and whatever its thread count. oneDNN's sgemm: yes.
-// OpenBLAS 0.3.21's: no (a 256x64x64 product cut into two row blocks, or run on 2 threads,
-// changed 10-20% of the elements in the last bit on a Zen 3). So OpenBLAS runs every GEMM as one
-// single-threaded call, and fused_ops/cpu/linear.cpp cuts a forward GEMM into column blocks only
-// when this holds: fused, serial and every plan then compute each model's GEMMs identically.
+// cut into column blocks. oneDNN's sgemm: yes for NN (every shape measured, linear layers' among
+// them), not for NT (a 32x160x960 NT product cut into two column blocks changed 4,292 of 5,120
+// elements in the last bits on a Zen 5), so only NN says yes. OpenBLAS 0.3.21's: no (a 256x64x64
+// product cut into two row blocks, or run on 2 threads, changed 10-20% of the elements in the
+// last bit on a Zen 3), so OpenBLAS runs every GEMM as one single-threaded call, and
+// fused_ops/cpu/linear.cpp cuts a forward GEMM into column blocks only when this holds: fused,
+// serial and every plan then compute each model's GEMMs identically.
 bool sgemm_blocks_are_exact(bool trans_a, bool trans_b);
 
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, with leading dimensions.

@@ -1,6 +1,8 @@
 // Small-plane convolutions as GEMMs on plain buffers (conv2d_im2col.h).
 #include "fused_ops/cpu/conv2d_im2col.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -166,22 +168,44 @@ const float* gemm_weight(const Conv2dParams& p, const Layout& l, const float* w,
   return out;
 }
 
-// out[NP, C_out] = cols x W^T. These GEMMs have a few dozen rows, where oneDNN's own threading
-// gained little over one thread (docs/benchmarks.md, 'Small-plane GEMMs on two threads'): with
-// enough blocks of at least 64 output columns for every thread, each thread runs one block as a
-// single-threaded GEMM, as linear.cpp's forward does (only where blocks compute exactly what the
-// whole GEMM does: sgemm_blocks_are_exact).
-void forward_gemm(const Layout& l, const float* cols, const float* w, float* out) {
-  const int64_t threads = num_threads();
-  const int64_t splits = std::min<int64_t>(threads, l.O / 64);
-  if (threads == 1 || splits < threads || !sgemm_blocks_are_exact(false, true))
+// The threads this call may use: one inside a task that already runs on one of them.
+int64_t threads_here() { return omp_in_parallel() ? 1 : num_threads(); }
+
+// Runs per_model(b) for b in [0, B): with at least as many models as threads, one model per thread
+// (each model's GEMMs single-threaded: the bits of the model alone on one thread), else one model
+// after another, each on every thread.
+template <typename F>
+void for_each_model(int64_t B, F&& per_model) {
+  const int64_t threads = threads_here();
+  if (threads > 1 && B >= threads)
+    parallel_for(B, per_model);
+  else
+    for (int64_t b = 0; b < B; ++b) per_model(b);
+}
+
+// Forward's GEMM runs in two blocks of output columns (where each gets at least 16), each a
+// single-threaded GEMM: these GEMMs have a few dozen rows, where oneDNN's own threading gained
+// little over one thread (docs/benchmarks.md, 'Small-plane GEMMs on two threads'). oneDNN does not
+// compute a block as it computes those columns of the whole GEMM (N=32 960->160: 4,292 of 5,120
+// outputs differ in their last bits), so the cut is fixed, whatever the threads, B or the plan:
+// two threads run the blocks side by side, one thread (a threads plan's worker, a model of an
+// array run one per thread) one after the other, with the same bits.
+int64_t forward_blocks(const Layout& l) { return l.O >= 32 ? 2 : 1; }
+
+// out[NP, C_out] = cols x W^T in `blocks` column blocks (forward_blocks).
+void forward_gemm(const Layout& l, int64_t blocks, const float* cols, const float* w, float* out) {
+  if (blocks == 1)  // threaded inside (one thread in deterministic mode)
     return sgemm(false, true, l.NP, l.O, l.K, 1.0f, cols, l.K, w, l.K, 0.0f, out, l.O);
-  const int64_t block = ((l.O + splits - 1) / splits + 15) / 16 * 16;
-  parallel_for(splits, [&](int64_t t) {
+  const int64_t block = ((l.O + blocks - 1) / blocks + 15) / 16 * 16;
+  auto run_block = [&](int64_t t) {
     const int64_t c0 = std::min(l.O, t * block), width = std::min(l.O, c0 + block) - c0;
     if (width > 0)
       sgemm(false, true, l.NP, width, l.K, 1.0f, cols, l.K, w + c0 * l.K, l.K, 0.0f, out + c0, l.O);
-  });
+  };
+  if (threads_here() == 1)
+    for (int64_t t = 0; t < blocks; ++t) run_block(t);
+  else
+    parallel_for(blocks, run_block);
 }
 
 // Runs the weight-gradient and the input-gradient GEMMs (equal in FLOPs) side by side, each on
@@ -189,7 +213,7 @@ void forward_gemm(const Layout& l, const float* cols, const float* w, float* out
 // on one thread. With more threads they run one after the other, each on all of them.
 template <typename WeightGemm, typename InputGemm>
 void backward_gemms(bool want_dw, bool want_dx, WeightGemm&& weight_gemm, InputGemm&& input_gemm) {
-  if (want_dw && want_dx && num_threads() == 2) {
+  if (want_dw && want_dx && threads_here() == 2) {
     parallel_for(2, [&](int64_t t) { t == 0 ? weight_gemm() : input_gemm(); });
     return;
   }
@@ -206,18 +230,32 @@ void zero_input(const Layout& l, float* dx) {
 
 bool conv2d_im2col_applies(const Conv2dParams& p) {
   const int64_t positions = p.out_h() * p.out_w();
-  return p.groups == 1 && positions <= kMaxPositions && p.out_channels > p.N * positions;
+  const bool one_tap = p.kernel_h == 1 && p.kernel_w == 1;
+  return p.groups == 1 && positions <= kMaxPositions &&
+         (p.out_channels > p.N * positions || one_tap);
 }
 
 void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   const Layout l(p);
-  Scratch& s = scratch();
-  float* cols = sized(s.cols, l.NP * l.K);
-  float* out_cols = sized(s.out_cols, l.NP * l.O);
-  for (int64_t b = 0; b < p.B; ++b) {
-    if (b == 0 || !p.shared_input) build_cols(l, a.x.data + b * l.x_model, cols);
+  const int64_t blocks = forward_blocks(l);
+  // A shared input's im2col is built once, in the caller's scratch, for every model.
+  const float* shared_cols = nullptr;
+  if (p.shared_input) {
+    float* cols = sized(scratch().cols, l.NP * l.K);
+    build_cols(l, a.x.data, cols);
+    shared_cols = cols;
+  }
+  for_each_model(p.B, [&](int64_t b) {
+    Scratch& s = scratch();  // the running thread's
+    const float* cols = shared_cols;
+    if (!cols) {
+      float* own = sized(s.cols, l.NP * l.K);
+      build_cols(l, a.x.data + b * l.x_model, own);
+      cols = own;
+    }
+    float* out_cols = sized(s.out_cols, l.NP * l.O);
     const float* w = gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights);
-    forward_gemm(l, cols, w, out_cols);
+    forward_gemm(l, blocks, cols, w, out_cols);
     const float* bias = p.bias ? a.bias.data + b * l.O : nullptr;
     parallel_for(l.N, [&](int64_t n) {
       float* yn = a.y.data + n * l.y_image + b * l.y_model;
@@ -234,19 +272,30 @@ void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
         for (int64_t o = 0; o < l.O; ++o) yn[o * l.P + pos] = bias ? row[o] + bias[o] : row[o];
       }
     });
-  }
+  });
 }
 
 void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   const Layout l(p);
-  Scratch& s = scratch();
   const bool want_dx = !a.dx.empty(), want_dw = !a.dweight.empty();
   const bool want_db = p.bias && !a.dbias.empty();
-  float* cols = want_dw ? sized(s.cols, l.NP * l.K) : nullptr;
-  float* dy_cols = sized(s.out_cols, l.NP * l.O);
-  float* dx_cols = want_dx ? sized(s.dx_cols, l.NP * l.K) : nullptr;
   if (want_dx && !a.accumulate_dx) zero_input(l, a.dx.data);
-  for (int64_t b = 0; b < p.B; ++b) {
+  const float* shared_cols = nullptr;
+  if (want_dw && p.shared_input) {
+    float* cols = sized(scratch().cols, l.NP * l.K);
+    build_cols(l, a.x.data, cols);
+    shared_cols = cols;
+  }
+  auto backward_model = [&](int64_t b) {
+    Scratch& s = scratch();  // the running thread's
+    float* dy_cols = sized(s.out_cols, l.NP * l.O);
+    float* dx_cols = want_dx ? sized(s.dx_cols, l.NP * l.K) : nullptr;
+    const float* cols = shared_cols;
+    if (want_dw && !cols) {
+      float* own = sized(s.cols, l.NP * l.K);
+      build_cols(l, a.x.data + b * l.x_model, own);
+      cols = own;
+    }
     // dy_cols[n*P + pos, o] = dy[n, b*C_out + o, pos]
     parallel_for(l.N, [&](int64_t n) {
       const float* dyn = a.dy.data + n * l.y_image + b * l.y_model;
@@ -259,7 +308,6 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
         for (int64_t o = 0; o < l.O; ++o) row[o] = dyn[o * l.P + pos];
       }
     });
-    if (want_dw && (b == 0 || !p.shared_input)) build_cols(l, a.x.data + b * l.x_model, cols);
     float* dw = want_dw ? a.dweight.data + b * l.O * l.I * l.taps : nullptr;
     // The live taps' gradient goes to scratch, then into theirs (the others' is zero); with every
     // tap live, straight into the caller's gradient.
@@ -295,7 +343,12 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
       });
     }
     if (want_dx) add_cols_to_input(l, dx_cols, a.dx.data + b * l.x_model);
-  }
+  };
+  // A shared input's gradient sums every model's: then the models run one after another.
+  if (want_dx && p.shared_input)
+    for (int64_t b = 0; b < p.B; ++b) backward_model(b);
+  else
+    for_each_model(p.B, backward_model);
 }
 
 }  // namespace hfta::cpu

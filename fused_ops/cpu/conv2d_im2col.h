@@ -5,7 +5,8 @@
 // weights per step: forward, backward-data, and the gradient added back), and its
 // backward-weights cuts the minibatch of a 1x1 plane over the threads. Here the plain weight
 // [C_out, C_in*kH*kW] is the GEMM operand as it is, and the weight gradient accumulates straight
-// into the caller's buffer (beta = 1): no weight is copied at all.
+// into the caller's buffer (beta = 1): no weight is copied at all. MobileNetV2's 1x1 kernels on
+// its 2x2 and 1x1 planes run here too (their im2col a copy of the input, without zeros).
 //
 // Per model, with cols [N*P, C_in*kH*kW] the input's im2col (P = OH*OW output positions; taps
 // that fall into the padding are zeros; built once per call for a shared input):
@@ -13,13 +14,14 @@
 //   backward-data    dxcols = dycols x W, summed back over taps and positions into dx (col2im)
 //   backward-weights dW += dycols^T x cols;  dbias += column sums of dycols
 // The GEMMs run on backend/cpu/runtime.h's sgemm. They have a few dozen to a few hundred rows,
-// where single-threaded GEMMs side by side beat one GEMM threaded inside (linear.cpp's split):
-// forward cuts the output columns into one block per thread where each gets at least 64, and on
-// two threads backward runs the weight-gradient and input-gradient GEMMs side by side; otherwise
-// sgemm is threaded inside (one thread in deterministic mode, so a model's bits depend neither on
-// B nor on the thread count). Every model's calls are those of the model alone, so fused equals
-// serial bit for bit here too. cpu/conv2d.cpp picks it (Conv2dStrategy::kIm2col) when
-// conv2d_im2col_applies.
+// where single-threaded GEMMs side by side beat one GEMM threaded inside: with at least as many
+// models as threads each thread takes whole models; with fewer, forward's GEMM runs as two
+// column blocks side by side and, on two threads, backward's weight-gradient and input-gradient
+// GEMMs side by side. Each model's GEMMs are the same calls whatever B, the thread count or the
+// plan (the two blocks are cut one way always; oneDNN's sgemm threaded inside is used only for
+// a GEMM left whole on more than two threads, and runs on one thread in deterministic mode), so
+// a model's bits depend on neither B nor the thread count, and fused equals serial bit for bit.
+// cpu/conv2d.cpp picks this path (Conv2dStrategy::kIm2col) when conv2d_im2col_applies.
 #pragma once
 
 #include "core/tensor.h"
@@ -28,9 +30,10 @@
 namespace hfta::cpu {
 
 // Whether p is a problem this path takes: groups 1, at most 4 output positions per image, and
-// the weight larger than the input's im2col (C_out > N*OH*OW), so that saving the weight's
-// conversions outweighs the zeros the GEMM multiplies. Independent of B, so a model runs the same
-// code alone and in an array.
+// either the weight larger than the input's im2col (C_out > N*OH*OW), so that saving the weight's
+// conversions outweighs the zeros the GEMM multiplies, or a 1x1 kernel, whose im2col holds no
+// zeros (MobileNetV2's projections on 2x2 planes, where oneDNN took 1.2-1.7x as long at B = 1:
+// docs/benchmarks.md). Independent of B, so a model runs the same code alone and in an array.
 bool conv2d_im2col_applies(const Conv2dParams& p);
 
 void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);

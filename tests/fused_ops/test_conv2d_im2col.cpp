@@ -20,7 +20,8 @@ using test::OpCase;
 using test::params_for;
 using test::StrategyScope;
 
-// Small output planes whose weights outweigh their activations, as GEMMs (cpu/conv2d_im2col.h):
+// Small output planes whose weights outweigh their activations, or with 1x1 kernels, as GEMMs
+// (cpu/conv2d_im2col.h):
 // 1x1 planes where only the centre tap (or one row of taps) reads the input (the live taps'
 // weights gathered), 2x2 planes where every tap is live (the weight as it is), stride 2 into
 // 1x1 with 4 live taps, 1x1 kernels, dilation, a shared input (dx sums the models), GEMMs of a
@@ -44,6 +45,12 @@ const ConvCase kIm2colCases[] = {
     {2, 33, 150, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, true},   // the same, shared, uneven
     {2, 24, 144, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 2x2 plane, 1x1 kernel
     {2, 20, 130, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},  // centre tap, 130 columns
+    // MobileNetV2's 960 -> 160 at batch 32, where oneDNN computes a block of the forward GEMM's
+    // columns differently from the whole GEMM (deterministic mode must not cut it).
+    {32, 960, 160, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
+    // 1x1 kernels whose im2col outweighs the weight (C_out <= N*OH*OW): projections.
+    {8, 24, 16, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},  // 2x2 plane
+    {6, 36, 20, 4, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, true},  // 4x4 -> 2x2, shared
 };
 
 std::vector<OpCase<Conv2dParams>> im2col_cases() {
@@ -73,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(OnCudaIm2col, Conv2dIm2colHarness,
 
 // The GEMM path is chosen exactly where it applies, whatever B, and only when not forced
 // elsewhere.
-TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivations) {
+TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivationsOrOneTap) {
   for (const ConvCase& c : kIm2colCases)
     for (int64_t B : {1, 4}) {
       EXPECT_EQ(cpu::conv2d_strategy_for(params_for(B, c)), cpu::Conv2dStrategy::kIm2col)
@@ -87,6 +94,7 @@ TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivations) {
       {2, 8, 16, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // 3x3 plane: 9 positions
       {4, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // weight = activations
       {2, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},  // groups 2
+      {2, 8, 4, 3, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 1x1 kernel, 9 positions
   };
   StrategyScope scope(cpu::Conv2dStrategy::kIm2col);
   for (const ConvCase& c : others)

@@ -65,6 +65,7 @@ TEST(GemmLibrary, RoutesEachCaseAndOnlyExactLibrariesAreCutIntoBlocks) {
   cpu::set_gemm_routing({kOneDnn, kOneDnn, kOpenBlas, kOneDnn});
   EXPECT_TRUE(cpu::sgemm_blocks_are_exact(false, false));
   EXPECT_FALSE(cpu::sgemm_blocks_are_exact(true, false));
+  EXPECT_FALSE(cpu::sgemm_blocks_are_exact(false, true));  // oneDNN's NT: not exact either
   cpu::set_gemm_backend(kOpenBlas);
   EXPECT_FALSE(cpu::sgemm_blocks_are_exact(false, false));
   cpu::set_gemm_routing(saved);

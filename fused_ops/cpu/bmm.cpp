@@ -12,29 +12,13 @@
 #include "fused_ops/bmm.h"
 
 #include "backend/cpu/runtime.h"
-#include "core/parallel.h"
+#include "fused_ops/cpu/gemm_tasks.h"
 
 namespace hfta::cpu {
 
-namespace {
-
-template <typename F>
-void for_each_problem(int64_t problems, F&& per_problem) {
-  const ModelParallelism mode = model_parallelism();
-  const bool across =
-      mode == ModelParallelism::kAcrossModels ||
-      (mode == ModelParallelism::kAuto && problems >= num_threads() && num_threads() > 1);
-  if (across)
-    parallel_for(problems, per_problem);
-  else
-    for (int64_t i = 0; i < problems; ++i) per_problem(i);
-}
-
-}  // namespace
-
 void bmm_forward(const BmmParams& p, const BmmForwardArgs& a) {
   const int64_t L = p.L, K = p.K, M = p.M;
-  for_each_problem(p.B * p.N, [&](int64_t i) {
+  for_each_gemm_task(p.B * p.N, [&](int64_t i) {
     sgemm(false, false, L, M, K, 1.0f, a.x.data + i * L * K, K, a.t.data + i * K * M, M, 0.0f,
           a.y.data + i * L * M, M);
   });
@@ -43,7 +27,7 @@ void bmm_forward(const BmmParams& p, const BmmForwardArgs& a) {
 void bmm_backward(const BmmParams& p, const BmmBackwardArgs& a) {
   const int64_t L = p.L, K = p.K, M = p.M;
   const float dx_beta = a.accumulate_dx ? 1.0f : 0.0f, dt_beta = a.accumulate_dt ? 1.0f : 0.0f;
-  for_each_problem(p.B * p.N, [&](int64_t i) {
+  for_each_gemm_task(p.B * p.N, [&](int64_t i) {
     const float* dy = a.dy.data + i * L * M;
     if (!a.dx.empty())  // dx [L, K] = dy [L, M] t^T
       sgemm(false, true, L, K, M, 1.0f, dy, M, a.t.data + i * K * M, M, dx_beta,

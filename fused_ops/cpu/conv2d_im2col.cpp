@@ -9,6 +9,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
+#include "fused_ops/cpu/gemm_tasks.h"
 
 namespace hfta::cpu {
 
@@ -171,18 +172,6 @@ const float* gemm_weight(const Conv2dParams& p, const Layout& l, const float* w,
 // The threads this call may use: one inside a task that already runs on one of them.
 int64_t threads_here() { return omp_in_parallel() ? 1 : num_threads(); }
 
-// Runs per_model(b) for b in [0, B): with at least as many models as threads, one model per thread
-// (each model's GEMMs single-threaded: the bits of the model alone on one thread), else one model
-// after another, each on every thread.
-template <typename F>
-void for_each_model(int64_t B, F&& per_model) {
-  const int64_t threads = threads_here();
-  if (threads > 1 && B >= threads)
-    parallel_for(B, per_model);
-  else
-    for (int64_t b = 0; b < B; ++b) per_model(b);
-}
-
 // Forward's GEMM runs in two blocks of output columns (where each gets at least 16), each a
 // single-threaded GEMM: these GEMMs have a few dozen rows, where oneDNN's own threading gained
 // little over one thread (docs/benchmarks.md, 'Small-plane GEMMs on two threads'). oneDNN does not
@@ -245,7 +234,7 @@ void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
     build_cols(l, a.x.data, cols);
     shared_cols = cols;
   }
-  for_each_model(p.B, [&](int64_t b) {
+  for_each_gemm_task(p.B, [&](int64_t b) {
     Scratch& s = scratch();  // the running thread's
     const float* cols = shared_cols;
     if (!cols) {
@@ -348,7 +337,7 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
   if (want_dx && p.shared_input)
     for (int64_t b = 0; b < p.B; ++b) backward_model(b);
   else
-    for_each_model(p.B, backward_model);
+    for_each_gemm_task(p.B, backward_model);
 }
 
 }  // namespace hfta::cpu

@@ -1,12 +1,12 @@
 // CPU fused linear on cpu::sgemm (oneDNN's sgemm by default, OpenBLAS's with HFTA_GEMM=openblas;
 // see GemmBackend in backend/cpu/runtime.h).
 //
-// Parallelization (for_each_model): with at least as many GEMM tasks as threads, the tasks are
-// spread over the threads and each GEMM runs single-threaded (both sgemm libraries run
-// sequentially inside a parallel region), which keeps each model's weights in one core's cache
-// and needs no synchronization inside a GEMM; with fewer, the tasks run one after another and
-// each GEMM uses all threads. A task is one model's GEMM, except that with fewer models than
-// threads forward splits each model's output columns into blocks (of at least 64 columns) to
+// Parallelization (for_each_gemm_task, fused_ops/cpu/gemm_tasks.h): with at least as many GEMM
+// tasks as threads, the tasks are spread over the threads and each GEMM runs single-threaded (both
+// sgemm libraries run sequentially inside a parallel region), which keeps each model's weights in
+// one core's cache and needs no synchronization inside a GEMM; with fewer, the tasks run one after
+// another and each GEMM uses all threads. A task is one model's GEMM, except that with fewer models
+// than threads forward splits each model's output columns into blocks (of at least 64 columns) to
 // make more tasks, and backward always makes each model's input-gradient and weight-gradient
 // GEMMs separate tasks. HFTA_PARALLELISM=models|inside overrides the choice; benchmarks/op_bench
 // par=... measures both sides of it.
@@ -16,24 +16,9 @@
 
 #include "backend/cpu/runtime.h"
 #include "core/parallel.h"
+#include "fused_ops/cpu/gemm_tasks.h"
 
 namespace hfta::cpu {
-
-namespace {
-
-// Runs per_model(b) for b in [0, B): one per thread when there are at least as many as threads.
-template <typename F>
-void for_each_model(int64_t B, F&& per_model) {
-  ModelParallelism mode = model_parallelism();
-  bool across = mode == ModelParallelism::kAcrossModels ||
-                (mode == ModelParallelism::kAuto && B >= num_threads() && num_threads() > 1);
-  if (across)
-    parallel_for(B, per_model);
-  else
-    for (int64_t b = 0; b < B; ++b) per_model(b);
-}
-
-}  // namespace
 
 void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
   const TensorView &x = a.x, &weight = a.weight, &bias = a.bias, &y = a.y;
@@ -49,7 +34,7 @@ void linear_forward(const LinearParams& p, const LinearForwardArgs& a) {
           ? 1
           : std::min<int64_t>((threads + p.B - 1) / p.B, std::max<int64_t>(1, fo / 64));
   const int64_t block = ((fo + splits - 1) / splits + 15) / 16 * 16;
-  for_each_model(p.B * splits, [&](int64_t t) {
+  for_each_gemm_task(p.B * splits, [&](int64_t t) {
     const int64_t b = t / splits, c0 = std::min(fo, (t % splits) * block);
     const int64_t cols = std::min(fo, c0 + block) - c0;
     if (cols <= 0) return;
@@ -109,7 +94,7 @@ void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
     if (p.shared_input) return shared_input_grad();
     input_grad(t - dw_tasks);
   };
-  for_each_model(dw_tasks + dx_tasks, run_task);
+  for_each_gemm_task(dw_tasks + dx_tasks, run_task);
 }
 
 }  // namespace hfta::cpu

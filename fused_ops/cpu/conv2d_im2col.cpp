@@ -210,6 +210,25 @@ void backward_gemms(bool want_dw, bool want_dx, WeightGemm&& weight_gemm, InputG
   if (want_dx) input_gemm();
 }
 
+// A shared input's im2col, built once in the caller's scratch for every model (nullptr for
+// per-model inputs or when not needed).
+const float* shared_input_cols(const Conv2dParams& p, const Layout& l, const float* x,
+                               bool needed) {
+  if (!p.shared_input || !needed) return nullptr;
+  float* cols = sized(scratch().cols, l.NP * l.K);
+  build_cols(l, x, cols);
+  return cols;
+}
+
+// Model b's im2col: the shared one, or b's own built in the running thread's scratch.
+const float* model_cols(const Layout& l, const float* shared, const float* x, int64_t b,
+                        Scratch& s) {
+  if (shared) return shared;
+  float* own = sized(s.cols, l.NP * l.K);
+  build_cols(l, x + b * l.x_model, own);
+  return own;
+}
+
 // Zeroes dx (x's shape: every model's slice, or the shared input) before the models add to it.
 void zero_input(const Layout& l, float* dx) {
   parallel_for(l.N, [&](int64_t n) { std::fill_n(dx + n * l.x_image, l.x_image, 0.0f); });
@@ -227,21 +246,10 @@ bool conv2d_im2col_applies(const Conv2dParams& p) {
 void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   const Layout l(p);
   const int64_t blocks = forward_blocks(l);
-  // A shared input's im2col is built once, in the caller's scratch, for every model.
-  const float* shared_cols = nullptr;
-  if (p.shared_input) {
-    float* cols = sized(scratch().cols, l.NP * l.K);
-    build_cols(l, a.x.data, cols);
-    shared_cols = cols;
-  }
+  const float* shared_cols = shared_input_cols(p, l, a.x.data, true);
   for_each_gemm_task(p.B, [&](int64_t b) {
     Scratch& s = scratch();  // the running thread's
-    const float* cols = shared_cols;
-    if (!cols) {
-      float* own = sized(s.cols, l.NP * l.K);
-      build_cols(l, a.x.data + b * l.x_model, own);
-      cols = own;
-    }
+    const float* cols = model_cols(l, shared_cols, a.x.data, b, s);
     float* out_cols = sized(s.out_cols, l.NP * l.O);
     const float* w = gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights);
     forward_gemm(l, blocks, cols, w, out_cols);
@@ -269,22 +277,12 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
   const bool want_dx = !a.dx.empty(), want_dw = !a.dweight.empty();
   const bool want_db = p.bias && !a.dbias.empty();
   if (want_dx && !a.accumulate_dx) zero_input(l, a.dx.data);
-  const float* shared_cols = nullptr;
-  if (want_dw && p.shared_input) {
-    float* cols = sized(scratch().cols, l.NP * l.K);
-    build_cols(l, a.x.data, cols);
-    shared_cols = cols;
-  }
+  const float* shared_cols = shared_input_cols(p, l, a.x.data, want_dw);
   auto backward_model = [&](int64_t b) {
     Scratch& s = scratch();  // the running thread's
     float* dy_cols = sized(s.out_cols, l.NP * l.O);
     float* dx_cols = want_dx ? sized(s.dx_cols, l.NP * l.K) : nullptr;
-    const float* cols = shared_cols;
-    if (want_dw && !cols) {
-      float* own = sized(s.cols, l.NP * l.K);
-      build_cols(l, a.x.data + b * l.x_model, own);
-      cols = own;
-    }
+    const float* cols = want_dw ? model_cols(l, shared_cols, a.x.data, b, s) : nullptr;
     // dy_cols[n*P + pos, o] = dy[n, b*C_out + o, pos]
     parallel_for(l.N, [&](int64_t n) {
       const float* dyn = a.dy.data + n * l.y_image + b * l.y_model;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -242,14 +243,35 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The second round of `visits` (resolve_plan): when a visit of threads:1 is cheap, times
-// threads:1/kVisitSteps (threads:1+fused/kVisitSteps when that plan won) against the fastest plan
-// of the first round, interleaved, and appends both timings as round 2 (the choice is then made
+// A candidate's timing once its bursts are done: the median step and the mean foreign share.
+PlanTiming finished_timing(const Candidate& k) {
+  PlanTiming t = k.timing;
+  if (!t.over_budget) {
+    t.step_ms = median(k.ms);
+    t.foreign_share = std::accumulate(k.foreign_shares.begin(), k.foreign_shares.end(), 0.0) /
+                      static_cast<double>(k.foreign_shares.size());
+  }
+  return t;
+}
+
+// Appends `again` to `timings` as the next round, unless none of it ran (a plan the machine no
+// longer holds): the choice then stays with the rounds before.
+void append_round(std::vector<PlanTiming>& timings, std::vector<PlanTiming> again) {
+  const int round = timings.back().round + 1;
+  for (PlanTiming& t : again) t.round = round;
+  if (std::all_of(again.begin(), again.end(), [](const PlanTiming& t) { return t.over_budget; }))
+    return;
+  timings.insert(timings.end(), again.begin(), again.end());
+}
+
+// The round of `visits` (resolve_plan): when a visit of threads:1 is cheap, times
+// threads:1/kVisitSteps (threads:1+fused/kVisitSteps when that plan won) against the last round's
+// choice, interleaved, and appends both timings as the next round (the choice is then made
 // between these two alone: timed side by side).
 void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBuilder& build,
                  int64_t memory_budget_bytes, double interleave_bytes) {
   if (B <= num_threads() || num_threads() < 2) return;
-  const PlanTiming* best = preferred_timing(timings, 1, B, num_threads());
+  const PlanTiming* best = preferred_timing(timings, timings.back().round, B, num_threads());
   const PlanTiming* one = nullptr;
   for (const PlanTiming& t : timings)
     if (!t.over_budget && t.plan == ExecutionPlan::threads(1)) one = &t;
@@ -258,12 +280,36 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
     return;
   // The visits of threads:1, or of threads:1+fused when that won the first round.
   const bool rest_fused = best->plan == ExecutionPlan::threads(1, 1, true);
-  const std::vector<PlanTiming> again =
-      time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps, rest_fused)}, build,
-                 memory_budget_bytes, interleave_bytes);
-  const size_t first = timings.size();
-  timings.insert(timings.end(), again.begin(), again.end());
-  for (size_t i = first; i < timings.size(); ++i) timings[i].round = 2;
+  append_round(timings, time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps, rest_fused)},
+                                   build, memory_budget_bytes, interleave_bytes));
+}
+
+// The fastest of round 1's `timings` that ran and runs like processes, or null.
+const PlanTiming* fastest_like_processes(const std::vector<PlanTiming>& timings, int64_t B,
+                                         int threads) {
+  const PlanTiming* fastest = nullptr;
+  for (const PlanTiming& t : timings)
+    if (!t.over_budget && t.round == 1 && runs_like_processes(t.plan, B, threads) &&
+        (fastest == nullptr || t.step_ms < fastest->step_ms))
+      fastest = &t;
+  return fastest;
+}
+
+// The confirming round (plan_choice.h): round 1's choice against the fastest plan that runs like
+// processes, side by side when both fit in `interleave_bytes` together, else alternately.
+void time_confirming_round(std::vector<PlanTiming>& timings, int64_t B,
+                           const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                           double interleave_bytes) {
+  if (!needs_confirming_round(timings, B, num_threads())) return;
+  const PlanTiming& best = *preferred_timing(timings, 1, B, num_threads());
+  const PlanTiming& alike = *fastest_like_processes(timings, B, num_threads());
+  const std::vector<ExecutionPlan> pair = {best.plan, alike.plan};
+  // Round 1's candidates took about 300 ms of timed steps each; so does each of these.
+  constexpr double kTimedMsPerPlan = 300.0;
+  append_round(timings, 2.0 * std::max(best.arena_bytes, alike.arena_bytes) <= interleave_bytes
+                            ? time_plans(pair, build, memory_budget_bytes, interleave_bytes)
+                            : time_alternately(pair, build, memory_budget_bytes,
+                                               kTimedMsPerPlan / kConfirmVisits));
 }
 
 }  // namespace
@@ -316,15 +362,7 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   std::vector<PlanTiming> timings;
   // At least 3 bursts of at least 2 calls (steps, or visits of K steps) per candidate, ~20 ms a
   // burst and ~0.3 s a candidate.
-  auto finish = [&](Candidate& k) {
-    if (!k.timing.over_budget) {
-      k.timing.step_ms = median(k.ms);
-      k.timing.foreign_share =
-          std::accumulate(k.foreign_shares.begin(), k.foreign_shares.end(), 0.0) /
-          static_cast<double>(k.foreign_shares.size());
-    }
-    timings.push_back(k.timing);
-  };
+  auto finish = [&](Candidate& k) { timings.push_back(finished_timing(k)); };
   auto burst_calls = [](const Candidate& k) {  // calls of ~20 ms in all
     const double call_ms = k.ms.front() * static_cast<double>(k.steps_per_call);
     return static_cast<int>(std::clamp(20.0 / std::max(call_ms, 1e-3), 2.0, 10.0));
@@ -355,8 +393,10 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   for (size_t i = 1; i < plans.size(); ++i)
     all.push_back(build_candidate(plans[i], build, memory_budget_bytes));
   std::vector<Candidate*> live;
-  for (Candidate& k : all)
+  for (Candidate& k : all) {
+    k.timing.interleaved = true;
     if (!k.timing.over_budget) live.push_back(&k);
+  }
   std::vector<double> total(live.size(), 0.0);
   for (size_t round = 0; !live.empty(); ++round) {
     bool more = false;
@@ -372,6 +412,47 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   all.clear();
   release_freed_memory();
   return timings;
+}
+
+std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans,
+                                         const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                                         double burst_ms) {
+  // What each plan's visits measured, gathered across them (a visit's array is freed after it).
+  std::vector<Candidate> measured(plans.size());
+  for (int visit = 0; visit < kConfirmVisits; ++visit)
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const size_t j = (i + static_cast<size_t>(visit)) % plans.size();
+      Candidate& m = measured[j];
+      if (visit > 0 && m.timing.over_budget) continue;
+      Candidate k = build_candidate(plans[j], build, memory_budget_bytes);
+      m.timing = k.timing;
+      if (!k.timing.over_budget) {
+        // The first visit's burst is 2 calls; later ones take about burst_ms from its calls.
+        const double call_ms = m.ms.empty() ? 0.0 : m.ms.back() * k.steps_per_call;
+        const int calls = m.ms.empty()
+                              ? 2
+                              : static_cast<int>(std::clamp(
+                                    std::ceil(burst_ms / std::max(call_ms, 1e-3)), 2.0, 10.0));
+        burst(k, calls);
+        m.ms.insert(m.ms.end(), k.ms.begin(), k.ms.end());
+        m.foreign_shares.insert(m.foreign_shares.end(), k.foreign_shares.begin(),
+                                k.foreign_shares.end());
+      }
+      k = Candidate{};
+      release_freed_memory();
+    }
+  std::vector<PlanTiming> timings;
+  for (const Candidate& m : measured) timings.push_back(finished_timing(m));
+  return timings;
+}
+
+bool needs_confirming_round(const std::vector<PlanTiming>& timings, int64_t B, int threads) {
+  const PlanTiming* best = preferred_timing(timings, 1, B, threads);
+  // Timed side by side, or in bursts long enough to have other load removed (2 steps at least),
+  // or already laid out as processes: nothing to confirm.
+  return best != nullptr && !best->interleaved && 2.0 * best->step_ms < kLoadCorrectedBurstMs &&
+         !runs_like_processes(best->plan, B, threads) &&
+         fastest_like_processes(timings, B, threads) != nullptr;
 }
 
 PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
@@ -410,6 +491,7 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
       std::min(kInterleaveBytes, static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                                      static_cast<double>(sysconf(_SC_PAGESIZE)) / 8);
   choice.timings = time_plans(candidates, build, memory_budget_bytes, interleave_bytes);
+  time_confirming_round(choice.timings, B, build, memory_budget_bytes, interleave_bytes);
   if (visits) time_visits(choice.timings, B, build, memory_budget_bytes, interleave_bytes);
   // The choice is the last round's fastest; the cache keeps each plan's latest timing.
   const int last_round = choice.timings.empty() ? 1 : choice.timings.back().round;

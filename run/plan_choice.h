@@ -45,7 +45,10 @@ struct PlanTiming {
   double arena_bytes = 0.0;     // parameters, gradients, buffers and activations under the plan
   bool over_budget = false;     // not run: its arenas exceed the memory budget, or (then
   bool over_available = false;  // also set) the memory the machine had available (core/arena.h)
-  int round = 1;  // resolve_plan's rounds: 2 for its second (the visits plan against the best)
+  bool interleaved = false;     // timed in bursts side by side with the other plans of its round
+  // resolve_plan's rounds, each choosing between fewer plans timed again: 1 for every candidate,
+  // then the confirming round and the visits round where they run (below).
+  int round = 1;
 };
 
 // Candidates too big to hold together are timed one after another, minutes apart on a slow
@@ -92,6 +95,20 @@ bool runs_like_processes(const ExecutionPlan& plan, int64_t B, int threads);
 const PlanTiming* preferred_timing(const std::vector<PlanTiming>& timings, int round, int64_t B,
                                    int threads);
 
+// Round 1's candidates are timed one after another when their arrays are too big to hold
+// together, seconds apart, and the machine's phase can change between two of them by more than
+// the plans differ (docs/benchmarks.md, "LeNet's three sweeps again, in a slow phase": fused
+// chosen for 10 LeNets at 189 ms a step against threads:1's 212, then run at 182-225 ms against
+// ten processes' 181). Bursts of kLoadCorrectedBurstMs or more have other load removed; shorter
+// ones do not. So when round 1 chose, from such short one-after-another timings, a plan that does
+// not run like processes, a confirming round times that plan again against the fastest that
+// does, alternately: each built, timed for a burst and freed in turn, kConfirmVisits times (side
+// by side instead when both fit in the interleaving bytes below), and the choice is made between
+// the two (preferred_timing, ties included).
+inline constexpr int kConfirmVisits = 3;
+// Whether round 1's `timings` call for a confirming round (above) on `threads` threads.
+bool needs_confirming_round(const std::vector<PlanTiming>& timings, int64_t B, int threads);
+
 // Candidates are timed side by side (interleaved) only while all of them together take at most
 // this many arena bytes: above it the peak memory of a first run, which times them, would be
 // several arrays' instead of one (docs/benchmarks.md, "Plan auto's memory"), so each is built,
@@ -106,6 +123,12 @@ inline constexpr double kInterleaveBytes = 256.0 * (1 << 20);
 std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
                                    const PlanTrialBuilder& build, int64_t memory_budget_bytes,
                                    double interleave_bytes);
+// The median time of a step of each of `plans` whose arrays are not held together: kConfirmVisits
+// times in turn (the order rotating), each is built, timed for a burst of about `burst_ms`, and
+// freed, so that a change of the machine's phase weighs on every plan alike.
+std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans,
+                                         const PlanTrialBuilder& build, int64_t memory_budget_bytes,
+                                         double burst_ms);
 struct PlanChoice {
   ExecutionPlan plan;
   std::vector<PlanTiming> timings;  // empty when the choice came from the cache
@@ -117,6 +140,7 @@ struct PlanChoice {
 // threads (or reads the cache), each built by `build`, in interleaved bursts of steps (a
 // neighbour's load slows all candidates alike), skipping candidates whose arenas exceed
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
+// Candidates timed one after another may get a confirming round (kConfirmVisits, above).
 // With `visits` (the array takes K steps per visit), threads:1/kVisitSteps is then timed against
 // the fastest when a visit is cheap (above). `configuration` names what else decides the timings
 // (architecture, B, batch size, optimizer) in the cache's key; `model` names the array in errors.

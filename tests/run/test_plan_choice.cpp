@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -158,6 +159,104 @@ TEST(PlanAuto, TiesGoToTheProcessesLayout) {
   EXPECT_EQ(preferred_timing(rounds, 2, 4, 2)->plan.str(), "chunk:1");
   EXPECT_EQ(preferred_timing({timed("fused", 1.0, 1, true)}, 1, 4, 2), nullptr);
   EXPECT_EQ(preferred_timing(rounds, 3, 4, 2), nullptr);
+}
+
+// Candidates too big to hold together are timed one after another; a plan chosen from such short
+// timings that does not run like processes is timed again against the fastest that does (the
+// confirming round, plan_choice.h). Fake arrays of `arena_mib` each whose steps sleep: fused
+// takes 4 ms while timed in round 1, then `fused_later_ms` (a phase change between candidates),
+// threads:1 8 ms, the rest 16 ms.
+struct PhaseChange {
+  double arena_mib;
+  double fused_later_ms;
+  std::map<std::string, int> builds;
+  PlanChoice choose(const std::string& configuration) {
+    const PlanTrialBuilder build = [this](const ExecutionPlan& plan) {
+      const int n = ++builds[plan.str()];
+      const double ms = plan == ExecutionPlan::fused()      ? (n == 1 ? 4.0 : fused_later_ms)
+                        : plan == ExecutionPlan::threads(1) ? 8.0
+                                                            : 16.0;
+      return PlanTrialRun{
+          .arena_bytes = arena_mib * (1 << 20), .step = [ms] {
+            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+          }};
+    };
+    return resolve_plan(ExecutionPlan::parse("auto"), 4, configuration, "fake", build, 0,
+                        [](const std::string&) {});
+  }
+};
+
+TEST(PlanAuto, AOneAfterAnotherChoiceIsConfirmedAgainstTheProcessesLayout) {
+  CacheFile cache;
+  // threads:1 is a candidate (4 models on 2 threads); the thread count is restored at the end.
+  const struct TwoThreads {
+    int before = num_threads();
+    TwoThreads() { cpu::set_num_threads(2); }
+    ~TwoThreads() { cpu::set_num_threads(before); }
+  } two_threads;
+  const size_t candidates = plan_candidates(4, 2).size();
+  // 5 candidates of 200 MiB are timed one after another; two of them are not held together
+  // either (kInterleaveBytes): fused and threads:1 are built, timed and freed in turn.
+  PhaseChange slower{.arena_mib = 200, .fused_later_ms = 12.0};
+  PlanChoice c = slower.choose("phase change");
+  ASSERT_EQ(c.timings.size(), candidates + 2);
+  EXPECT_EQ(preferred_timing(c.timings, 1, 4, 2)->plan.str(), "fused");
+  EXPECT_FALSE(c.timings.front().interleaved);
+  const PlanTiming &again = c.timings[candidates], &alike = c.timings.back();
+  EXPECT_EQ(again.plan.str(), "fused");
+  EXPECT_EQ(alike.plan.str(), "threads:1");
+  EXPECT_EQ(again.round, 2);
+  EXPECT_EQ(alike.round, 2);
+  EXPECT_GT(again.step_ms, 10.0);
+  EXPECT_EQ(c.plan.str(), "threads:1");
+  EXPECT_EQ(slower.builds["fused"], 1 + kConfirmVisits);
+  EXPECT_EQ(slower.builds["threads:1"], 1 + kConfirmVisits);
+  EXPECT_EQ(slower.builds["chunk:1"], 1);
+  EXPECT_EQ(cache.read().begin().value()["plan"], "threads:1");
+
+  // Confirmed: the first round's choice stands.
+  PhaseChange steady{.arena_mib = 200, .fused_later_ms = 4.0};
+  c = steady.choose("steady");
+  ASSERT_EQ(c.timings.size(), candidates + 2);
+  EXPECT_EQ(c.plan.str(), "fused");
+
+  // Two of 100 MiB fit together: the confirming round is timed side by side.
+  PhaseChange pair{.arena_mib = 100, .fused_later_ms = 12.0};
+  c = pair.choose("side by side");
+  ASSERT_EQ(c.timings.size(), candidates + 2);
+  EXPECT_FALSE(c.timings.front().interleaved);
+  EXPECT_TRUE(c.timings.back().interleaved);
+  EXPECT_EQ(pair.builds["fused"], 2);
+  EXPECT_EQ(c.plan.str(), "threads:1");
+
+  // Candidates timed side by side in round 1: no second round.
+  PhaseChange small{.arena_mib = 1, .fused_later_ms = 12.0};
+  c = small.choose("small");
+  EXPECT_EQ(c.timings.size(), candidates);
+  EXPECT_TRUE(c.timings.front().interleaved);
+  EXPECT_EQ(c.plan.str(), "fused");
+}
+
+TEST(PlanAuto, WhenRoundOneNeedsConfirming) {
+  std::vector<PlanTiming> t = {timed("fused", 50.0), timed("chunk:1", 55.0),
+                               timed("threads:1", 60.0)};
+  EXPECT_TRUE(needs_confirming_round(t, 4, 2));
+  // No plan runs like processes on one thread.
+  EXPECT_FALSE(needs_confirming_round(t, 4, 1));
+  // Timed side by side.
+  for (PlanTiming& p : t) p.interleaved = true;
+  EXPECT_FALSE(needs_confirming_round(t, 4, 2));
+  for (PlanTiming& p : t) p.interleaved = false;
+  // The choice runs like processes (a tie).
+  t[2].step_ms = 51.0;
+  EXPECT_FALSE(needs_confirming_round(t, 4, 2));
+  t[2].step_ms = 60.0;
+  // Steps long enough for their bursts to have other load removed.
+  for (PlanTiming& p : t) p.step_ms *= 40.0;
+  EXPECT_FALSE(needs_confirming_round(t, 4, 2));
+  // No plan like processes ran.
+  EXPECT_FALSE(needs_confirming_round(
+      {timed("fused", 50.0), timed("threads:1", 40.0, 1, /*over_budget=*/true)}, 4, 2));
 }
 
 TEST(PlanAuto, TheSameBuildReadsItsCacheAnotherBuildsEntryIsMeasuredAgain) {

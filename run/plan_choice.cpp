@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -417,8 +418,11 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
 std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans,
                                          const PlanTrialBuilder& build, int64_t memory_budget_bytes,
                                          double burst_ms) {
-  // What each plan's visits measured, gathered across them (a visit's array is freed after it).
+  // What each plan's visits measured, gathered across them (a visit's array is freed after it),
+  // and each visit's median step (NaN where the plan did not run).
   std::vector<Candidate> measured(plans.size());
+  std::vector<std::vector<double>> visit_ms(
+      plans.size(), std::vector<double>(kConfirmVisits, std::numeric_limits<double>::quiet_NaN()));
   for (int visit = 0; visit < kConfirmVisits; ++visit)
     for (size_t i = 0; i < plans.size(); ++i) {
       const size_t j = (i + static_cast<size_t>(visit)) % plans.size();
@@ -434,6 +438,7 @@ std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans
                               : static_cast<int>(std::clamp(
                                     std::ceil(burst_ms / std::max(call_ms, 1e-3)), 2.0, 10.0));
         burst(k, calls);
+        visit_ms[j][static_cast<size_t>(visit)] = median(k.ms);
         m.ms.insert(m.ms.end(), k.ms.begin(), k.ms.end());
         m.foreign_shares.insert(m.foreign_shares.end(), k.foreign_shares.begin(),
                                 k.foreign_shares.end());
@@ -443,6 +448,17 @@ std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans
     }
   std::vector<PlanTiming> timings;
   for (const Candidate& m : measured) timings.push_back(finished_timing(m));
+  // Paired: each plan against the first in the same visit, the two timed one right after the
+  // other. A phase change partway through the round then moves one ratio of kConfirmVisits (the
+  // order alternates), where it would move the medians of whole plans apart.
+  for (size_t j = 1; j < plans.size() && !timings[0].over_budget; ++j) {
+    std::vector<double> ratios;
+    for (int v = 0; v < kConfirmVisits; ++v)
+      if (!std::isnan(visit_ms[j][v]) && !std::isnan(visit_ms[0][v]))
+        ratios.push_back(visit_ms[j][v] / visit_ms[0][v]);
+    if (!timings[j].over_budget && !ratios.empty())
+      timings[j].step_ms = timings[0].step_ms * median(ratios);
+  }
   return timings;
 }
 

@@ -125,7 +125,9 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
                                    double interleave_bytes);
 // The median time of a step of each of `plans` whose arrays are not held together: kConfirmVisits
 // times in turn (the order rotating), each is built, timed for a burst of about `burst_ms`, and
-// freed, so that a change of the machine's phase weighs on every plan alike.
+// freed. The first plan's time is its median step; every other plan's is that times the median
+// of its visits' ratios to the first plan's in the same visit, so that a change of the machine's
+// phase during the round moves one ratio, not a whole plan's timing.
 std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans,
                                          const PlanTrialBuilder& build, int64_t memory_budget_bytes,
                                          double burst_ms);

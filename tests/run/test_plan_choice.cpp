@@ -165,17 +165,21 @@ TEST(PlanAuto, TiesGoToTheProcessesLayout) {
 // timings that does not run like processes is timed again against the fastest that does (the
 // confirming round, plan_choice.h). Fake arrays of `arena_mib` each whose steps sleep: fused
 // takes 4 ms while timed in round 1, then `fused_later_ms` (a phase change between candidates),
-// threads:1 8 ms, the rest 16 ms.
+// threads:1 8 ms, the rest 16 ms; from the `slow_from`th build on (0: never) every step takes
+// twice as long (a phase change within the confirming round).
 struct PhaseChange {
   double arena_mib;
   double fused_later_ms;
+  int slow_from = 0;
   std::map<std::string, int> builds;
+  int all_builds = 0;
   PlanChoice choose(const std::string& configuration) {
     const PlanTrialBuilder build = [this](const ExecutionPlan& plan) {
       const int n = ++builds[plan.str()];
-      const double ms = plan == ExecutionPlan::fused()      ? (n == 1 ? 4.0 : fused_later_ms)
-                        : plan == ExecutionPlan::threads(1) ? 8.0
-                                                            : 16.0;
+      const double ms = (plan == ExecutionPlan::fused()      ? (n == 1 ? 4.0 : fused_later_ms)
+                         : plan == ExecutionPlan::threads(1) ? 8.0
+                                                             : 16.0) *
+                        (slow_from > 0 && ++all_builds >= slow_from ? 2.0 : 1.0);
       return PlanTrialRun{
           .arena_bytes = arena_mib * (1 << 20), .step = [ms] {
             std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
@@ -219,6 +223,16 @@ TEST(PlanAuto, AOneAfterAnotherChoiceIsConfirmedAgainstTheProcessesLayout) {
   c = steady.choose("steady");
   ASSERT_EQ(c.timings.size(), candidates + 2);
   EXPECT_EQ(c.plan.str(), "fused");
+
+  // The machine slows down partway through the confirming round, from fused's second visit on
+  // (builds: 5 in round 1, then fused, threads:1, threads:1, fused, fused, threads:1): fused's
+  // visits take 4, 8 and 8 ms, threads:1's 8, 8 and 16, so the medians of whole plans would tie
+  // them (and the tie would go to threads:1); each visit's pair puts threads:1 at twice fused's.
+  PhaseChange drift{.arena_mib = 200, .fused_later_ms = 4.0, .slow_from = 9};
+  c = drift.choose("drift");
+  ASSERT_EQ(c.timings.size(), candidates + 2);
+  EXPECT_EQ(c.plan.str(), "fused");
+  EXPECT_NEAR(c.timings.back().step_ms / c.timings[candidates].step_ms, 2.0, 0.5);
 
   // Two of 100 MiB fit together: the confirming round is timed side by side.
   PhaseChange pair{.arena_mib = 100, .fused_later_ms = 12.0};

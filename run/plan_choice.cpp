@@ -285,31 +285,22 @@ void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBui
                                    build, memory_budget_bytes, interleave_bytes));
 }
 
-// The fastest of round 1's `timings` that ran and runs like processes, or null.
-const PlanTiming* fastest_like_processes(const std::vector<PlanTiming>& timings, int64_t B,
-                                         int threads) {
-  const PlanTiming* fastest = nullptr;
-  for (const PlanTiming& t : timings)
-    if (!t.over_budget && t.round == 1 && runs_like_processes(t.plan, B, threads) &&
-        (fastest == nullptr || t.step_ms < fastest->step_ms))
-      fastest = &t;
-  return fastest;
-}
-
-// The confirming round (plan_choice.h): round 1's choice against the fastest plan that runs like
-// processes, side by side when both fit in `interleave_bytes` together, else alternately.
+// The confirming round (plan_choice.h): round 1's choice against every plan that runs like
+// processes, side by side when they fit in `interleave_bytes` together, else alternately.
 void time_confirming_round(std::vector<PlanTiming>& timings, int64_t B,
                            const PlanTrialBuilder& build, int64_t memory_budget_bytes,
                            double interleave_bytes) {
-  if (!needs_confirming_round(timings, B, num_threads())) return;
-  const PlanTiming& best = *preferred_timing(timings, 1, B, num_threads());
-  const PlanTiming& alike = *fastest_like_processes(timings, B, num_threads());
-  const std::vector<ExecutionPlan> pair = {best.plan, alike.plan};
+  const std::vector<ExecutionPlan> plans = confirming_round_plans(timings, B, num_threads());
+  if (plans.empty()) return;
+  double largest = 0.0;
+  for (const PlanTiming& t : timings)
+    if (std::find(plans.begin(), plans.end(), t.plan) != plans.end())
+      largest = std::max(largest, t.arena_bytes);
   // Round 1's candidates took about 300 ms of timed steps each; so does each of these.
   constexpr double kTimedMsPerPlan = 300.0;
-  append_round(timings, 2.0 * std::max(best.arena_bytes, alike.arena_bytes) <= interleave_bytes
-                            ? time_plans(pair, build, memory_budget_bytes, interleave_bytes)
-                            : time_alternately(pair, build, memory_budget_bytes,
+  append_round(timings, largest * static_cast<double>(plans.size()) <= interleave_bytes
+                            ? time_plans(plans, build, memory_budget_bytes, interleave_bytes)
+                            : time_alternately(plans, build, memory_budget_bytes,
                                                kTimedMsPerPlan / kConfirmVisits));
 }
 
@@ -462,13 +453,20 @@ std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans
   return timings;
 }
 
-bool needs_confirming_round(const std::vector<PlanTiming>& timings, int64_t B, int threads) {
+std::vector<ExecutionPlan> confirming_round_plans(const std::vector<PlanTiming>& timings, int64_t B,
+                                                  int threads) {
   const PlanTiming* best = preferred_timing(timings, 1, B, threads);
-  // Timed side by side, or in bursts long enough to have other load removed (2 steps at least),
-  // or already laid out as processes: nothing to confirm.
-  return best != nullptr && !best->interleaved && 2.0 * best->step_ms < kLoadCorrectedBurstMs &&
-         !runs_like_processes(best->plan, B, threads) &&
-         fastest_like_processes(timings, B, threads) != nullptr;
+  // Timed side by side, or in bursts long enough to have other load removed (2 steps at least):
+  // nothing to confirm.
+  if (best == nullptr || best->interleaved || 2.0 * best->step_ms >= kLoadCorrectedBurstMs)
+    return {};
+  std::vector<ExecutionPlan> plans = {best->plan};
+  for (const PlanTiming& t : timings)
+    if (!t.over_budget && t.round == 1 && !(t.plan == best->plan) &&
+        runs_like_processes(t.plan, B, threads))
+      plans.push_back(t.plan);
+  if (plans.size() < 2) return {};
+  return plans;
 }
 
 PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,

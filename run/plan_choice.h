@@ -100,14 +100,19 @@ const PlanTiming* preferred_timing(const std::vector<PlanTiming>& timings, int r
 // the plans differ (docs/benchmarks.md, "LeNet's three sweeps again, in a slow phase": fused
 // chosen for 10 LeNets at 189 ms a step against threads:1's 212, then run at 182-225 ms against
 // ten processes' 181). Bursts of kLoadCorrectedBurstMs or more have other load removed; shorter
-// ones do not. So when round 1 chose, from such short one-after-another timings, a plan that does
-// not run like processes, a confirming round times that plan again against the fastest that
-// does, alternately: each built, timed for a burst and freed in turn, kConfirmVisits times (side
-// by side instead when both fit in the interleaving bytes below), and the choice is made between
-// the two (preferred_timing, ties included).
+// ones do not. So when round 1 timed its candidates one after another in such short bursts, a
+// confirming round times its choice again against every plan that runs like processes (at odd B
+// both threads:1 and threads:1+fused: round 1 has timed those two alike where they ran 15%
+// apart), alternately: each built, timed for a
+// burst and freed in turn, kConfirmVisits times (side by side instead when they fit in the
+// interleaving bytes below together), and the choice is made among them (preferred_timing, ties
+// included).
 inline constexpr int kConfirmVisits = 3;
-// Whether round 1's `timings` call for a confirming round (above) on `threads` threads.
-bool needs_confirming_round(const std::vector<PlanTiming>& timings, int64_t B, int threads);
+// The plans of the confirming round (above) for round 1's `timings` on `threads` threads, round
+// 1's choice first; none when no round is needed (round 1 timed side by side or in long bursts,
+// or no other plan to time against).
+std::vector<ExecutionPlan> confirming_round_plans(const std::vector<PlanTiming>& timings, int64_t B,
+                                                  int threads);
 
 // Candidates are timed side by side (interleaved) only while all of them together take at most
 // this many arena bytes: above it the peak memory of a first run, which times them, would be

@@ -251,26 +251,69 @@ TEST(PlanAuto, AOneAfterAnotherChoiceIsConfirmedAgainstTheProcessesLayout) {
   EXPECT_EQ(c.plan.str(), "fused");
 }
 
-TEST(PlanAuto, WhenRoundOneNeedsConfirming) {
+std::vector<std::string> plan_names(const std::vector<ExecutionPlan>& plans) {
+  std::vector<std::string> names;
+  for (const ExecutionPlan& p : plans) names.push_back(p.str());
+  return names;
+}
+
+TEST(PlanAuto, WhichPlansTheConfirmingRoundTimes) {
+  using Names = std::vector<std::string>;
   std::vector<PlanTiming> t = {timed("fused", 50.0), timed("chunk:1", 55.0),
                                timed("threads:1", 60.0)};
-  EXPECT_TRUE(needs_confirming_round(t, 4, 2));
+  EXPECT_EQ(plan_names(confirming_round_plans(t, 4, 2)), (Names{"fused", "threads:1"}));
   // No plan runs like processes on one thread.
-  EXPECT_FALSE(needs_confirming_round(t, 4, 1));
+  EXPECT_TRUE(confirming_round_plans(t, 4, 1).empty());
   // Timed side by side.
   for (PlanTiming& p : t) p.interleaved = true;
-  EXPECT_FALSE(needs_confirming_round(t, 4, 2));
+  EXPECT_TRUE(confirming_round_plans(t, 4, 2).empty());
   for (PlanTiming& p : t) p.interleaved = false;
-  // The choice runs like processes (a tie).
+  // The choice runs like processes (a tie) and no other plan does: nothing to time it against.
   t[2].step_ms = 51.0;
-  EXPECT_FALSE(needs_confirming_round(t, 4, 2));
+  EXPECT_TRUE(confirming_round_plans(t, 4, 2).empty());
   t[2].step_ms = 60.0;
   // Steps long enough for their bursts to have other load removed.
   for (PlanTiming& p : t) p.step_ms *= 40.0;
-  EXPECT_FALSE(needs_confirming_round(t, 4, 2));
+  EXPECT_TRUE(confirming_round_plans(t, 4, 2).empty());
   // No plan like processes ran.
-  EXPECT_FALSE(needs_confirming_round(
-      {timed("fused", 50.0), timed("threads:1", 40.0, 1, /*over_budget=*/true)}, 4, 2));
+  EXPECT_TRUE(
+      confirming_round_plans({timed("fused", 50.0), timed("threads:1", 40.0, 1, true)}, 4, 2)
+          .empty());
+  // At odd B both layouts like processes, even where round 1 chose one of them; only round 1's.
+  const std::vector<PlanTiming> odd = {timed("chunk:2", 50.0), timed("threads:1", 49.0),
+                                       timed("threads:1+fused", 52.0),
+                                       timed("threads:1/8", 30.0, 2)};
+  EXPECT_EQ(plan_names(confirming_round_plans(odd, 5, 2)), (Names{"threads:1", "threads:1+fused"}));
+}
+
+// Three plans timed alternately (visits: fused, chunk:1, threads:1; then chunk:1, threads:1,
+// fused; then threads:1, fused, chunk:1), steps of 4, 6 and 8 ms, every step twice as long from
+// the 5th build on: chunk:1's second visit is the last fast one. Each plan's time is fused's
+// median times its ratios to fused's visit by visit.
+TEST(PlanAuto, AlternateTimingsArePairedVisitByVisit) {
+  std::map<std::string, int> builds;
+  int all_builds = 0;
+  const PlanTrialBuilder build = [&](const ExecutionPlan& plan) {
+    ++builds[plan.str()];
+    const double ms = (plan == ExecutionPlan::fused() ? 4.0
+                       : plan.str() == "chunk:1"      ? 6.0
+                                                      : 8.0) *
+                      (++all_builds >= 5 ? 2.0 : 1.0);
+    return PlanTrialRun{
+        .arena_bytes = 1.0, .step = [ms] {
+          std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+        }};
+  };
+  const std::vector<PlanTiming> t = time_alternately(
+      {ExecutionPlan::fused(), ExecutionPlan::chunks(1), ExecutionPlan::threads(1)}, build, 0,
+      20.0);
+  ASSERT_EQ(t.size(), 3u);
+  for (const auto& [name, n] : builds) EXPECT_EQ(n, kConfirmVisits) << name;
+  // fused: 4, 8, 8 ms; chunk:1 against it 6/4, 6/8, 12/8; threads:1 8/4, 16/8, 16/8.
+  EXPECT_NEAR(t[0].step_ms, 8.0, 1.5);
+  EXPECT_NEAR(t[1].step_ms / t[0].step_ms, 1.5, 0.2);
+  EXPECT_NEAR(t[2].step_ms / t[0].step_ms, 2.0, 0.25);
+  for (const PlanTiming& p : t) EXPECT_FALSE(p.interleaved);
 }
 
 TEST(PlanAuto, TheSameBuildReadsItsCacheAnotherBuildsEntryIsMeasuredAgain) {

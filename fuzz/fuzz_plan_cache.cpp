@@ -1,4 +1,4 @@
-// libFuzzer target: the input as the plan cache (run/plan_choice.h), looked up for the seeds'
+// libFuzzer target: the input as the plan cache (run/plan_cache.h), looked up for the seeds'
 // keys by cached_plan and cached_gemm_routing. A malformed cache or entry reads as absent (it is
 // only a cache); nothing may escape.
 // Anything but returning or throwing hfta::Error (a crash, a sanitizer report, an allocation
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "fuzz/fuzz_input.h"
-#include "run/plan_choice.h"
+#include "run/plan_cache.h"
 #include "tests/io/seed_workflow_files.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

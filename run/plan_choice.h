@@ -1,11 +1,6 @@
 // `--plan auto`: picks an execution plan (models/plan.h) for one array on this machine by timing
 // a few training steps of each candidate, and remembers the choice per machine and
-// configuration, so later runs (every trial of a sweep) start at once.
-//
-// The cache is a JSON file: $HFTA_PLAN_CACHE, else $XDG_CACHE_HOME/hfta/plans.json, else
-// ~/.cache/hfta/plans.json. Its keys name the CPU, the thread count, the configuration (for a
-// classifier: the architecture, the sample shape, classes, B, the batch size and the optimizer)
-// and the build (a rebuilt hfta measures again); delete the file to measure again.
+// configuration (run/plan_cache.h), so later runs (every trial of a sweep) start at once.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +13,7 @@
 
 #include "backend/cpu/runtime.h"
 #include "models/plan.h"
+#include "run/plan_cache.h"
 
 namespace hfta {
 
@@ -155,35 +151,4 @@ PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string
                         std::string_view model, const PlanTrialBuilder& build,
                         int64_t memory_budget_bytes,
                         const std::function<void(const std::string&)>& log, bool visits = false);
-// The processor's name ("AMD EPYC 9B45", from /proc/cpuinfo), or "unknown cpu".
-std::string cpu_model_name();
-// Where the plan cache lives (see the top of the file).
-std::string plan_cache_path();
-
-// The plan cache at `path`: `key`'s plan, or its sgemm routing (choose_gemm_library), or nothing
-// when the file, the entry or its value is missing or malformed. It is only a cache: a bad entry
-// is measured again, never an error.
-std::optional<ExecutionPlan> cached_plan(const std::string& path, const std::string& key);
-std::optional<cpu::GemmRouting> cached_gemm_routing(const std::string& path,
-                                                    const std::string& key);
-// Sets `key`'s entry of the cache at `path` to `plan` and the candidates' step times (by plan
-// name; a later time of a name replaces an earlier). Best effort: a cache that cannot be written
-// is said through `log`, and the next run measures again.
-void cache_plan(const std::string& path, const std::string& key, const ExecutionPlan& plan,
-                const std::vector<std::pair<std::string, double>>& timings_ms,
-                const std::function<void(const std::string&)>& log);
-
-// The sgemm library of each transposition case for this machine (backend/cpu/gemm_timing.h).
-// HFTA_GEMM=onednn|openblas names one for all; unset or auto, the routing cached for this CPU
-// and these library builds (OpenBLAS's kernel set included) is used, else both libraries are
-// timed once (about half a second, said through `log`) and the routing is cached beside the
-// plans, so that every process of a sweep or a resumed run uses the same one. Measured at most
-// once per process; sets cpu::gemm_routing() on every call and returns it.
-cpu::GemmRouting choose_gemm_library(const std::function<void(const std::string&)>& log);
-
-// Start-up of every hfta command that trains or times: deterministic mode (core/determinism.h),
-// the thread count (0 = leave OpenMP's default) and the sgemm library (above), whose
-// measurement, when one runs, is printed.
-void prepare_runtime(int threads, bool deterministic);
-
 }  // namespace hfta

@@ -29,7 +29,7 @@ std::string describe_runtime();
 // OpenBLAS 0.3.21, and its JIT always uses the CPU's widest vectors; on an AVX2-only Zen 3
 // OpenBLAS's weight gradients were up to 2x faster (numbers in docs/benchmarks.md, "Which sgemm
 // library"). The hfta commands time both once per machine and route NT and TN to the faster
-// (run/plan_choice.h, choose_gemm_library); NN stays on oneDNN, whose blocks are exact
+// (run/plan_cache.h, choose_gemm_library); NN stays on oneDNN, whose blocks are exact
 // (sgemm_blocks_are_exact). HFTA_GEMM=onednn|openblas names one library for every case.
 enum class GemmBackend { kOneDnn, kOpenBlas };
 // The library of each case, indexed by gemm_case(trans_a, trans_b): NN, NT, TN, TT.

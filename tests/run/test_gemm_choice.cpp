@@ -1,5 +1,5 @@
 // Which sgemm library runs each transposition case: backend/cpu/gemm_timing.h's measurement and
-// rule, the routing in backend/cpu/runtime.h, and choose_gemm_library (run/plan_choice.h)
+// rule, the routing in backend/cpu/runtime.h, and choose_gemm_library (run/plan_cache.h)
 // through the hfta command: measured once and cached, the cached routing used, HFTA_GEMM naming
 // one library, a bad HFTA_GEMM an error.
 #include <gtest/gtest.h>

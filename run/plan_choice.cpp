@@ -108,6 +108,11 @@ double burst(Candidate& k, int calls) {
   return total;
 }
 
+// The calls of `call_ms` each that fill a burst of about `burst_ms`: 2 to 10.
+int calls_per_burst(double burst_ms, double call_ms) {
+  return static_cast<int>(std::clamp(burst_ms / std::max(call_ms, 1e-3), 2.0, 10.0));
+}
+
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
   return v[v.size() / 2];
@@ -225,8 +230,7 @@ std::vector<PlanTiming> time_plans(const std::vector<ExecutionPlan>& plans,
   // burst and ~0.3 s a candidate.
   auto finish = [&](Candidate& k) { timings.push_back(finished_timing(k)); };
   auto burst_calls = [](const Candidate& k) {  // calls of ~20 ms in all
-    const double call_ms = k.ms.front() * static_cast<double>(k.steps_per_call);
-    return static_cast<int>(std::clamp(20.0 / std::max(call_ms, 1e-3), 2.0, 10.0));
+    return calls_per_burst(20.0, k.ms.front() * static_cast<double>(k.steps_per_call));
   };
   // Interleaved only while every candidate fits beside the others, judged by the first one's
   // arenas before any other is built: each candidate held at once adds its memory to the peak of
@@ -292,11 +296,10 @@ std::vector<PlanTiming> time_alternately(const std::vector<ExecutionPlan>& plans
       m.timing = k.timing;
       if (!k.timing.over_budget) {
         // The first visit's burst is 2 calls; later ones take about burst_ms from its calls.
-        const double call_ms = m.ms.empty() ? 0.0 : m.ms.back() * k.steps_per_call;
-        const int calls = m.ms.empty()
-                              ? 2
-                              : static_cast<int>(std::clamp(
-                                    std::ceil(burst_ms / std::max(call_ms, 1e-3)), 2.0, 10.0));
+        const int calls =
+            m.ms.empty()
+                ? 2
+                : calls_per_burst(burst_ms, m.ms.back() * static_cast<double>(k.steps_per_call));
         burst(k, calls);
         visit_ms[j][static_cast<size_t>(visit)] = median(k.ms);
         m.ms.insert(m.ms.end(), k.ms.begin(), k.ms.end());

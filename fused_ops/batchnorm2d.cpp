@@ -6,6 +6,18 @@
 
 namespace hfta {
 
+bool batchnorm_fuses(const ActivationParams& a) {
+  switch (a.kind) {
+    case ActivationKind::kRelu:
+    case ActivationKind::kRelu6:
+      return true;
+    case ActivationKind::kLeakyRelu:
+      return std::isfinite(a.negative_slope) && a.negative_slope >= 0.0f;
+    default:
+      return false;
+  }
+}
+
 void check_batchnorm2d_params(const BatchNorm2dParams& p) {
   HFTA_CHECK(p.B > 0 && p.N > 0 && p.C > 0 && p.H > 0 && p.W > 0,
              "batchnorm2d sizes must be positive, got B={} N={} C={} H={} W={}", p.B, p.N, p.C, p.H,
@@ -20,6 +32,10 @@ void check_batchnorm2d_params(const BatchNorm2dParams& p) {
              "batchnorm2d in training needs more than one value per channel, got N*H*W = {}*{}*{} "
              "= 1: use a minibatch of at least 2, or eval mode",
              p.N, p.H, p.W);
+  HFTA_CHECK(!p.activation || batchnorm_fuses(*p.activation),
+             "batchnorm2d cannot fuse {}: only relu, relu6 and leaky_relu with a slope >= 0 (run "
+             "the activation as an op of its own)",
+             p.activation ? activation_name(p.activation->kind) : "");
 }
 
 static void check_running_stats(const BatchNorm2dParams& p, const TensorView& running_mean,
@@ -67,6 +83,10 @@ void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBac
   check_shape(a.saved.mean, p.param_shape(), "batchnorm2d saved.mean");
   check_shape(a.saved.rstd, p.param_shape(), "batchnorm2d saved.rstd");
   check_shape(a.dy, p.y_shape(), "batchnorm2d output gradient");
+  if (p.activation) {
+    check_shape(a.y, p.y_shape(), "batchnorm2d output (fused activation)");
+    check_affine(p, a.beta, "batchnorm2d beta (fused activation, affine = true)");
+  }
   check_optional_shape(a.dx, p.x_shape(), "batchnorm2d input gradient");
   if (p.affine) {
     check_optional_shape(a.dgamma, p.param_shape(), "batchnorm2d gamma gradient");
@@ -76,19 +96,32 @@ void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBac
   check_device(a.saved.mean, a.x.device, "batchnorm2d saved.mean");
   check_device(a.saved.rstd, a.x.device, "batchnorm2d saved.rstd");
   check_device(a.dy, a.x.device, "batchnorm2d output gradient");
+  check_device(a.y, a.x.device, "batchnorm2d output");
+  check_device(a.beta, a.x.device, "batchnorm2d beta");
   check_device(a.dx, a.x.device, "batchnorm2d input gradient");
   check_device(a.dgamma, a.x.device, "batchnorm2d gamma gradient");
   check_device(a.dbeta, a.x.device, "batchnorm2d beta gradient");
 }
 
+// The CUDA kernels have no fused activation: a device net keeps its activations as ops of their
+// own (Net::fuse_norm_activations).
+static void check_cpu_for_activation(const BatchNorm2dParams& p, Device device) {
+  HFTA_CHECK(!p.activation || device == Device::kCpu,
+             "batchnorm2d with a fused {} runs on the CPU only: run the activation as an op of its "
+             "own on a device",
+             p.activation ? activation_name(p.activation->kind) : "");
+}
+
 void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
   check_batchnorm2d(p, a);
+  check_cpu_for_activation(p, a.x.device);
   HFTA_DISPATCH_CUDA("batchnorm2d_forward", a.x.device, cpu::batchnorm2d_forward(p, a),
                      cuda::batchnorm2d_forward(p, a));
 }
 
 void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
   check_batchnorm2d_backward(p, a);
+  check_cpu_for_activation(p, a.x.device);
   HFTA_DISPATCH_CUDA("batchnorm2d_backward", a.x.device, cpu::batchnorm2d_backward(p, a),
                      cuda::batchnorm2d_backward(p, a));
 }

@@ -22,11 +22,22 @@
 // training = false, it is the affine-only gradient dx = dy * gamma * rstd. dx is written (=),
 // or added to (+=) with accumulate_dx; dgamma and dbeta accumulate (+=). Any gradient may be an
 // empty view to skip it. y must not alias x (backward reads x).
+//
+// Fused activation (`activation`: ReLU, ReLU6 or LeakyReLU with a slope >= 0, the activations
+// whose backward reads only their output): y = act(normalized x), and backward takes dy as the
+// gradient of act's output, so the call is BatchNorm2d followed by that activation, values and
+// gradients bit for bit as the two ops one after the other (fused_ops/activation.h), in one pass
+// over memory instead of three. Backward then needs y (act's output, where the activation passes
+// the gradient) and beta (affine): the reference reads y, the CPU kernel recomputes act's input
+// from x, gamma and beta with forward's arithmetic, bit for bit, and does not read y. The CPU
+// only: a CUDA call with an activation raises hfta::Error.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/tensor.h"
+#include "fused_ops/activation.h"
 
 namespace hfta {
 
@@ -40,6 +51,7 @@ struct BatchNorm2dParams {
   double momentum = 0.1;
   bool affine = true;
   bool training = true;
+  std::optional<ActivationParams> activation;  // applied to the output (see the top of the file)
 
   Shape x_shape() const { return {N, B * C, H, W}; }
   Shape y_shape() const { return x_shape(); }
@@ -67,14 +79,19 @@ struct BatchNorm2dForwardArgs {
 };
 struct BatchNorm2dBackwardArgs {
   TensorView x{}, gamma{};             // inputs
+  TensorView beta{}, y{};              // with an activation only: beta and forward's output
   BatchNorm2dSaved saved{};            // what forward saved
   TensorView dy{};                     // input
   TensorView dx{}, dgamma{}, dbeta{};  // outputs; an empty view = not wanted
   bool accumulate_dx = false;          // dx += gradient instead of dx = gradient
 };
 
+// Whether a BatchNorm can take `a` over (ReLU, ReLU6, LeakyReLU with a finite slope >= 0).
+bool batchnorm_fuses(const ActivationParams& a);
+
 // Throws hfta::Error when a size is not positive, eps is not positive, momentum is outside
-// [0, 1], training has a single value per channel, or a tensor does not match its shape above.
+// [0, 1], training has a single value per channel, the activation cannot be fused, or a tensor
+// does not match its shape above.
 void check_batchnorm2d_params(const BatchNorm2dParams& p);
 void check_batchnorm2d(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a);
 void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a);

@@ -23,6 +23,12 @@
 // noise of it on planes of 14x14 and more. oneDNN also writes, not accumulates, diff_scale/shift
 // and takes the variance, not rstd.
 //
+// A fused activation (ReLU, ReLU6, LeakyReLU) is applied as y is written, and backward takes the
+// gradient through it in both its passes, deciding on the activation's input recomputed from x:
+// the activation then costs no pass over memory of its own (three: its forward's read and write,
+// and its backward's gradient rewritten). The kind is a template parameter, so the loops without
+// one are the loops as they were.
+//
 // Statistics use two passes (mean, then squared deviations from it) rather than E[x^2]-mean^2,
 // which loses all precision when |mean| >> std; the second pass re-reads a channel that is
 // usually still in L2.
@@ -116,14 +122,78 @@ void for_each_channel_block(int64_t hw, int64_t channels, Task&& task) {
   }
 }
 
-}  // namespace
+// The fused activation (fused_ops/batchnorm2d.h) as a compile-time kind, so that the row loops
+// stay branch-free selects, the selects of fused_ops/cpu/activation.cpp's loops.
+enum class Fused { kNone, kRelu, kRelu6, kLeakyRelu };
 
-void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
+template <Fused kAct>
+inline float activate(float z, float slope) {
+  if constexpr (kAct == Fused::kRelu) {
+    return z < 0.0f ? 0.0f : z;
+  } else if constexpr (kAct == Fused::kRelu6) {
+    const float low = z < 0.0f ? 0.0f : z;
+    return z > 6.0f ? 6.0f : low;
+  } else if constexpr (kAct == Fused::kLeakyRelu) {
+    const float scaled = slope * z;
+    return z < 0.0f ? scaled : z;
+  } else {
+    return z;
+  }
+}
+
+// The gradient of the activation's input from that of its output g, decided on the activation's
+// input z: y > 0 exactly when z > 0, 0 < y < 6 exactly when 0 < z < 6, and NaN fails both, so
+// this is the activation's backward from its output, element for element.
+template <Fused kAct>
+inline float gradient_through(float z, float g, float slope) {
+  if constexpr (kAct == Fused::kRelu) {
+    return z > 0.0f ? g : 0.0f;
+  } else if constexpr (kAct == Fused::kRelu6) {
+    return z > 0.0f && z < 6.0f ? g : 0.0f;
+  } else if constexpr (kAct == Fused::kLeakyRelu) {
+    const float scaled = slope * g;
+    return z > 0.0f ? g : scaled;
+  } else {
+    return g;
+  }
+}
+
+// Calls body(std::integral_constant<Fused, kind>) with the kind of p's activation.
+template <typename Body>
+void with_activation(const BatchNorm2dParams& p, Body&& body) {
+  if (!p.activation) return body(std::integral_constant<Fused, Fused::kNone>());
+  switch (p.activation->kind) {
+    case ActivationKind::kRelu6:
+      return body(std::integral_constant<Fused, Fused::kRelu6>());
+    case ActivationKind::kLeakyRelu:
+      // Slope 0 is ReLU, as the activation op runs it (0, not -0, below zero).
+      if (p.activation->negative_slope != 0.0f)
+        return body(std::integral_constant<Fused, Fused::kLeakyRelu>());
+      [[fallthrough]];
+    default:  // kRelu (check_batchnorm2d_params admits no other)
+      return body(std::integral_constant<Fused, Fused::kRelu>());
+  }
+}
+
+// The normalization's per-channel affine map, as forward applies it: y = act((x - mean) * scale
+// + shift). Backward recomputes (x - mean) * scale + shift with the same floats and the same
+// expression, so the activation's gradient is decided on the value forward activated.
+inline float norm_scale(const BatchNorm2dParams& p, const TensorView& gamma, int64_t k,
+                        float rstd) {
+  return p.affine ? gamma.data[k] * rstd : rstd;
+}
+inline float norm_shift(const BatchNorm2dParams& p, const TensorView& beta, int64_t k) {
+  return p.affine ? beta.data[k] : 0.0f;
+}
+
+template <Fused kAct>
+void forward_with(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
   const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &running_mean = a.running_mean,
                    &running_var = a.running_var, &y = a.y;
   const BatchNorm2dSaved& saved = a.saved;
   const int64_t hw_all = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw_all;
   const double M = double(p.reduction_size());
+  const float slope = p.activation ? p.activation->negative_slope : 0.0f;
   // k = b*C + c indexes the [B, C] tensors; row (n, k) starts at n * row_stride + k * hw.
   for_each_channel_block(hw_all, channels, [&](int64_t k0, int64_t k1, auto hw_constant) {
     constexpr int kHw = decltype(hw_constant)::value;
@@ -159,8 +229,8 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArg
       }
       saved.mean.data[k] = mean[j];
       saved.rstd.data[k] = rstd;
-      scale[j] = p.affine ? gamma.data[k] * rstd : rstd;
-      shift[j] = p.affine ? beta.data[k] : 0.0f;
+      scale[j] = norm_scale(p, gamma, k, rstd);
+      shift[j] = norm_shift(p, beta, k);
     }
     visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
       const int64_t j = k - k0;
@@ -168,39 +238,48 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArg
       float* yr = y.data + n * row_stride + k * hw;
       const float mu = mean[j], sc = scale[j], sh = shift[j];
 #pragma omp simd
-      for (int64_t i = 0; i < hw; ++i) yr[i] = (xr[i] - mu) * sc + sh;
+      for (int64_t i = 0; i < hw; ++i) yr[i] = activate<kAct>((xr[i] - mu) * sc + sh, slope);
     });
   });
 }
 
 // dx = g*rstd * (dy - mean(dy) - xhat * mean(dy*xhat)) in training, g*rstd*dy in eval, written
-// as dx = a*dy + k1*(x - mean) + k0 so the inner loop is two multiply-adds.
-void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
-  const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
-                   &dbeta = a.dbeta;
+// as dx = a*dy + k1*(x - mean) + k0 so the inner loop is two multiply-adds. With an activation,
+// dy there is dz, the gradient taken back through it (gradient_through), in both passes.
+template <Fused kAct>
+void backward_with(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &dy = a.dy, &dx = a.dx,
+                   &dgamma = a.dgamma, &dbeta = a.dbeta;
   const BatchNorm2dSaved& saved = a.saved;
   const int64_t hw_all = p.H * p.W, channels = p.B * p.C, row_stride = channels * hw_all;
   const double M = double(p.reduction_size());
+  const float slope = p.activation ? p.activation->negative_slope : 0.0f;
   const bool want_dgamma = p.affine && !dgamma.empty(), want_dbeta = p.affine && !dbeta.empty();
   const bool need_sums = p.training || want_dgamma || want_dbeta;
   for_each_channel_block(hw_all, channels, [&](int64_t k0, int64_t k1, auto hw_constant) {
     constexpr int kHw = decltype(hw_constant)::value;
     const int64_t hw = kHw > 0 ? kHw : hw_all;
     const int64_t count = k1 - k0;
-    double sum_dy[kMinRunFloats], sum_dy_xmu[kMinRunFloats];  // sum dy, sum dy * (x - mean)
+    double sum_dy[kMinRunFloats], sum_dy_xmu[kMinRunFloats];  // sum dz, sum dz * (x - mean)
     float af[kMinRunFloats], c1[kMinRunFloats], c0[kMinRunFloats];
+    float scale[kMinRunFloats], shift[kMinRunFloats];  // forward's, for the activation's input
+    for (int64_t k = k0; k < k1; ++k) {
+      scale[k - k0] = kAct == Fused::kNone ? 0.0f : norm_scale(p, gamma, k, saved.rstd.data[k]);
+      shift[k - k0] = kAct == Fused::kNone ? 0.0f : norm_shift(p, beta, k);
+    }
     std::fill(sum_dy, sum_dy + count, 0.0);
     std::fill(sum_dy_xmu, sum_dy_xmu + count, 0.0);
     if (need_sums)
       visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
-        const float mean = saved.mean.data[k];
+        const float mean = saved.mean.data[k], sc = scale[k - k0], sh = shift[k - k0];
         const float* xr = x.data + n * row_stride + k * hw;
         const float* dyr = dy.data + n * row_stride + k * hw;
         float s = 0.0f, t = 0.0f;
 #pragma omp simd reduction(+ : s, t)
         for (int64_t i = 0; i < hw; ++i) {
-          s += dyr[i];
-          t += dyr[i] * (xr[i] - mean);
+          const float dz = gradient_through<kAct>((xr[i] - mean) * sc + sh, dyr[i], slope);
+          s += dz;
+          t += dz * (xr[i] - mean);
         }
         sum_dy[k - k0] += s;
         sum_dy_xmu[k - k0] += t;
@@ -220,6 +299,7 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
     visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
       const int64_t j = k - k0;
       const float mean = saved.mean.data[k], a_j = af[j], k1_j = c1[j], k0_j = c0[j];
+      const float sc = scale[j], sh = shift[j];
       const float* xr = x.data + n * row_stride + k * hw;
       const float* dyr = dy.data + n * row_stride + k * hw;
       float* dxr = dx.data + n * row_stride + k * hw;
@@ -227,14 +307,30 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
       // the body of an `omp simd` loop.
       if (a.accumulate_dx) {
 #pragma omp simd
-        for (int64_t i = 0; i < hw; ++i) dxr[i] += a_j * dyr[i] + k1_j * (xr[i] - mean) + k0_j;
+        for (int64_t i = 0; i < hw; ++i) {
+          const float dz = gradient_through<kAct>((xr[i] - mean) * sc + sh, dyr[i], slope);
+          dxr[i] += a_j * dz + k1_j * (xr[i] - mean) + k0_j;
+        }
       } else {
 #pragma omp simd
-        for (int64_t i = 0; i < hw; ++i) dxr[i] = a_j * dyr[i] + k1_j * (xr[i] - mean) + k0_j;
+        for (int64_t i = 0; i < hw; ++i) {
+          const float dz = gradient_through<kAct>((xr[i] - mean) * sc + sh, dyr[i], slope);
+          dxr[i] = a_j * dz + k1_j * (xr[i] - mean) + k0_j;
+        }
       }
       // NOLINTEND(bugprone-branch-clone)
     });
   });
+}
+
+}  // namespace
+
+void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
+  with_activation(p, [&](auto act) { forward_with<decltype(act)::value>(p, a); });
+}
+
+void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
+  with_activation(p, [&](auto act) { backward_with<decltype(act)::value>(p, a); });
 }
 
 }  // namespace hfta::cpu

@@ -17,6 +17,23 @@ struct Plane {
   int64_t offset(int64_t n) const { return ((n * p.B + b) * p.C + c) * hw(); }
 };
 
+// The fused activation as the separate op computes it (fused_ops/ref/activation.cpp): forward on
+// the float the normalization rounds to, backward from the output.
+float activate(const BatchNorm2dParams& p, float z) {
+  if (!p.activation) return z;
+  float y = 0.0f;
+  ref::activation_forward(*p.activation,
+                          {.x = TensorView(&z, Shape{1}), .y = TensorView(&y, Shape{1})});
+  return y;
+}
+float gradient_through_activation(const ActivationParams& act, float y, float dy) {
+  float dz = 0.0f;
+  ref::activation_backward(act, {.y = TensorView(&y, Shape{1}),
+                                 .dy = TensorView(&dy, Shape{1}),
+                                 .dx = TensorView(&dz, Shape{1})});
+  return dz;
+}
+
 }  // namespace
 
 void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
@@ -61,7 +78,7 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArg
       for (int64_t n = 0; n < p.N; ++n)
         for (int64_t i = 0; i < plane.hw(); ++i) {
           int64_t at = plane.offset(n) + i;
-          y.data[at] = static_cast<float>((x.data[at] - mean) * rstd * g + s);
+          y.data[at] = activate(p, static_cast<float>((x.data[at] - mean) * rstd * g + s));
         }
     }
 }
@@ -70,6 +87,7 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArg
 //   dbeta = sum dy,  dgamma = sum dy * xhat,
 //   training: dx = g * rstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M)
 //   eval:     dx = g * rstd * dy   (the statistics are constants)
+// With a fused activation, dy is first taken back through it (from the output y).
 void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
   const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
                    &dbeta = a.dbeta;
@@ -81,12 +99,16 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
       const Plane plane{p, b, c};
       const int64_t k = b * p.C + c;
       const double mean = saved.mean.data[k], rstd = saved.rstd.data[k];
+      auto dz = [&](int64_t at) {
+        return p.activation ? gradient_through_activation(*p.activation, a.y.data[at], dy.data[at])
+                            : dy.data[at];
+      };
       double sum_dy = 0.0, sum_dy_xhat = 0.0;
       for (int64_t n = 0; n < p.N; ++n)
         for (int64_t i = 0; i < plane.hw(); ++i) {
           int64_t at = plane.offset(n) + i;
-          sum_dy += dy.data[at];
-          sum_dy_xhat += dy.data[at] * ((x.data[at] - mean) * rstd);
+          sum_dy += dz(at);
+          sum_dy_xhat += dz(at) * ((x.data[at] - mean) * rstd);
         }
       if (p.affine && !dgamma.empty()) dgamma.data[k] += static_cast<float>(sum_dy_xhat);
       if (p.affine && !dbeta.empty()) dbeta.data[k] += static_cast<float>(sum_dy);
@@ -96,7 +118,7 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
         for (int64_t i = 0; i < plane.hw(); ++i) {
           int64_t at = plane.offset(n) + i;
           double xhat = (x.data[at] - mean) * rstd;
-          double d = p.training ? dy.data[at] - sum_dy / M - xhat * sum_dy_xhat / M : dy.data[at];
+          double d = p.training ? dz(at) - sum_dy / M - xhat * sum_dy_xhat / M : dz(at);
           const float grad = static_cast<float>(g * rstd * d);
           dx.data[at] = a.accumulate_dx ? dx.data[at] + grad : grad;
         }

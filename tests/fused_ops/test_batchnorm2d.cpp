@@ -2,7 +2,8 @@
 // single-model runs (forward, saved statistics, running statistics over two training calls, and
 // every gradient), in training and eval, with and without affine and running statistics;
 // reference gradients equal finite differences; PyTorch's semantics and running statistics on
-// hand-computed cases; bad shapes and hyperparameters raise hfta::Error.
+// hand-computed cases; bad shapes and hyperparameters raise hfta::Error. A fused activation
+// (ReLU, ReLU6, LeakyReLU) equals the two ops one after the other, bit for bit.
 #include <algorithm>
 #include <cmath>
 
@@ -48,8 +49,10 @@ struct BatchNorm2dOp {
   static std::string describe(const BnParams& q) {
     const BatchNorm2dParams p = q.params();
     return fmt::format(
-        "N={} C={} H={} W={} affine={} training={} running={} momentum={} offset={} eps={}", p.N,
-        p.C, p.H, p.W, p.affine, p.training, q.running, p.momentum, q.offset, p.eps);
+        "N={} C={} H={} W={} affine={} training={} running={} momentum={} offset={} eps={} "
+        "activation={}",
+        p.N, p.C, p.H, p.W, p.affine, p.training, q.running, p.momentum, q.offset, p.eps,
+        p.activation ? activation_name(p.activation->kind) : "none");
   }
   static std::vector<TensorSpec> tensors(const BnParams& q, const OpCase<BnParams>& c) {
     const BatchNorm2dParams p = q.params();
@@ -107,6 +110,8 @@ struct BatchNorm2dOp {
     if (ctx.forward_only) return;
     const BatchNorm2dBackwardArgs b{.x = v("x"),
                                     .gamma = v("gamma"),
+                                    .beta = v("beta"),
+                                    .y = v("y"),
                                     .saved = saved,
                                     .dy = v("dy"),
                                     .dx = v("dx"),
@@ -201,36 +206,48 @@ std::vector<OpCase<BnParams>> batchnorm_cases() {
       {3, 9, 8, 8, true},
       {2, 2, 2, 3, true},  // small enough for finite differences
   };
+  // The fused activations, one per case in turn after the cases without (every size, mode and
+  // B once more); LeakyReLU with a slope >= 0, the only ones BatchNorm takes over.
+  const std::optional<ActivationParams> activations[] = {
+      std::nullopt, ActivationParams{.kind = ActivationKind::kRelu},
+      ActivationParams{.kind = ActivationKind::kRelu6},
+      ActivationParams{.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f}};
   std::vector<OpCase<BnParams>> cases;
   int k = 0;
-  for (const Size& s : sizes)
-    for (int mode = 0; mode < 3; ++mode)  // training, training without running stats, eval
-      for (int64_t B : test::model_counts()) {
-        OpCase<BnParams> c;
-        c.p.bn = BatchNorm2dParams{.N = s.N,
-                                   .C = s.C,
-                                   .H = s.H,
-                                   .W = s.W,
-                                   .eps = s.eps,
-                                   .momentum = s.momentum,
-                                   .affine = s.affine,
-                                   .training = mode != 2};
-        c.p.running = mode != 1;
-        c.p.offset = s.offset;
-        c.B = B;
-        c.threads = 1 + (k++ % 3);
-        c.accumulate_dx = (s.N + s.C + B + mode) % 2 == 1;
-        c.no_dx = s.affine && B == 2 && mode == 1;
-        c.fd = B == 1 && s.N * s.H * s.W >= 12 && s.N * s.C * s.H * s.W <= 48 && s.offset == 0;
-        c.name = fmt::format("N{}_C{}_H{}_W{}_B{}_{}{}_m{}{}{}_t{}{}{}", s.N, s.C, s.H, s.W, B,
-                             mode == 2   ? "eval"
-                             : mode == 1 ? "train_norun"
-                                         : "train",
-                             s.affine ? "" : "_noaffine", int(s.momentum * 10),
-                             s.offset != 0 ? "_offset" : "", s.eps > 1e-3 ? "_bigeps" : "",
-                             c.threads, c.accumulate_dx ? "_acc" : "", c.no_dx ? "_nodx" : "");
-        cases.push_back(c);
-      }
+  for (int with_activation = 0; with_activation < 2; ++with_activation)
+    for (const Size& s : sizes)
+      for (int mode = 0; mode < 3; ++mode)  // training, training without running stats, eval
+        for (int64_t B : test::model_counts()) {
+          OpCase<BnParams> c;
+          c.p.bn = BatchNorm2dParams{.N = s.N,
+                                     .C = s.C,
+                                     .H = s.H,
+                                     .W = s.W,
+                                     .eps = s.eps,
+                                     .momentum = s.momentum,
+                                     .affine = s.affine,
+                                     .training = mode != 2,
+                                     .activation = activations[with_activation ? 1 + k % 3 : 0]};
+          c.p.running = mode != 1;
+          c.p.offset = s.offset;
+          c.B = B;
+          c.threads = 1 + (k++ % 3);
+          c.accumulate_dx = (s.N + s.C + B + mode) % 2 == 1;
+          c.no_dx = s.affine && B == 2 && mode == 1;
+          // Finite differences step across the activations' kinks.
+          c.fd = B == 1 && s.N * s.H * s.W >= 12 && s.N * s.C * s.H * s.W <= 48 && s.offset == 0 &&
+                 !c.p.bn.activation;
+          c.name = fmt::format(
+              "N{}_C{}_H{}_W{}_B{}_{}{}_m{}{}{}_t{}{}{}{}", s.N, s.C, s.H, s.W, B,
+              mode == 2   ? "eval"
+              : mode == 1 ? "train_norun"
+                          : "train",
+              s.affine ? "" : "_noaffine", int(s.momentum * 10), s.offset != 0 ? "_offset" : "",
+              s.eps > 1e-3 ? "_bigeps" : "", c.threads, c.accumulate_dx ? "_acc" : "",
+              c.no_dx ? "_nodx" : "",
+              c.p.bn.activation ? std::string("_") + activation_name(c.p.bn.activation->kind) : "");
+          cases.push_back(c);
+        }
   return cases;
 }
 
@@ -238,11 +255,106 @@ class BatchNorm2dHarness : public ::testing::TestWithParam<OpCase<BnParams>> {};
 TEST_P(BatchNorm2dHarness, FusedEqualsSerial) { test::run_case<BatchNorm2dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, BatchNorm2dHarness, ::testing::ValuesIn(batchnorm_cases()),
                          test::CaseName());
-// The same shapes on the GPU (skipped without one).
-INSTANTIATE_TEST_SUITE_P(OnCuda, BatchNorm2dHarness,
-                         ::testing::ValuesIn(test::device_cases<BatchNorm2dOp>(batchnorm_cases(),
-                                                                               Device::kCuda)),
+// The same shapes on the GPU (skipped without one), without fused activations (CPU only).
+std::vector<OpCase<BnParams>> device_batchnorm_cases() {
+  std::vector<OpCase<BnParams>> cases = batchnorm_cases();
+  std::erase_if(cases, [](const OpCase<BnParams>& c) { return c.p.bn.activation.has_value(); });
+  return test::device_cases<BatchNorm2dOp>(cases, Device::kCuda);
+}
+INSTANTIATE_TEST_SUITE_P(OnCuda, BatchNorm2dHarness, ::testing::ValuesIn(device_batchnorm_cases()),
                          test::CaseName());
+
+// A fused activation gives, bit for bit, what BatchNorm2d and then the activation op give (as a
+// Net runs them: the activation in place over BatchNorm's output, its gradient in a buffer of its
+// own), forward and backward, written and accumulated, training and eval, on the plane sizes the
+// kernel unrolls and others, with 1 to 3 threads. gamma and beta spread the normalized values
+// over both of ReLU6's clamps; outputs start as garbage.
+TEST(BatchNorm2d, FusedActivationEqualsTheTwoOpsBitForBit) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 7);
+  struct Size {
+    int64_t N, C, H, W;
+  };
+  const Size sizes[] = {{3, 5, 7, 3},  {2, 70, 1, 1}, {3, 41, 2, 2},
+                        {2, 23, 4, 4}, {3, 9, 8, 8},  {2, 4, 16, 17}};
+  const ActivationParams kinds[] = {{.kind = ActivationKind::kRelu},
+                                    {.kind = ActivationKind::kRelu6},
+                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f},
+                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.0f}};
+  constexpr float kGarbage = 1e30f;
+  int k = 0;
+  for (const Size& sz : sizes)
+    for (const ActivationParams& act : kinds)
+      for (bool training : {true, false})
+        for (bool accumulate : {false, true}) {
+          const int threads = 1 + k++ % 3;
+          cpu::set_num_threads(threads);
+          BatchNorm2dParams plain{
+              .B = 3, .N = sz.N, .C = sz.C, .H = sz.H, .W = sz.W, .training = training};
+          BatchNorm2dParams fused = plain;
+          fused.activation = act;
+          SCOPED_TRACE(fmt::format("N={} C={} H={} W={} {} {} {} {} threads={}", sz.N, sz.C, sz.H,
+                                   sz.W, activation_name(act.kind), act.negative_slope,
+                                   training ? "training" : "eval",
+                                   accumulate ? "accumulate" : "write", threads));
+          const Shape xs = plain.x_shape(), ps = plain.param_shape();
+          Buffer x = random_buffer(xs, rng), dy = random_buffer(xs, rng);
+          Buffer gamma = random_buffer(ps, rng, -4.0f, 4.0f),
+                 beta = random_buffer(ps, rng, -3.0f, 5.0f);
+          Buffer running_mean = random_buffer(ps, rng, -0.5f, 0.5f);
+          Buffer running_var = random_buffer(ps, rng, 0.2f, 1.5f);
+          Buffer dx_start = random_buffer(xs, rng);
+          struct Result {
+            Buffer y, mean, rstd, running_mean, running_var, dx, dgamma, dbeta;
+          };
+          auto run = [&](bool fuse) {
+            Result r{Buffer(xs, kGarbage), Buffer(ps, kGarbage),
+                     Buffer(ps, kGarbage), running_mean,
+                     running_var,          accumulate ? dx_start : Buffer(xs, kGarbage),
+                     Buffer(ps),           Buffer(ps)};
+            const BatchNorm2dSaved saved{r.mean.view(), r.rstd.view()};
+            batchnorm2d_forward(fuse ? fused : plain, {.x = x.view(),
+                                                       .gamma = gamma.view(),
+                                                       .beta = beta.view(),
+                                                       .running_mean = r.running_mean.view(),
+                                                       .running_var = r.running_var.view(),
+                                                       .saved = saved,
+                                                       .y = r.y.view()});
+            Buffer dz = dy;
+            if (!fuse) {
+              activation_forward(act, {.x = r.y.view(), .y = r.y.view()});
+              dz = Buffer(xs, kGarbage);
+              activation_backward(act, {.y = r.y.view(), .dy = dy.view(), .dx = dz.view()});
+            }
+            batchnorm2d_backward(fuse ? fused : plain, {.x = x.view(),
+                                                        .gamma = gamma.view(),
+                                                        .beta = beta.view(),
+                                                        .y = r.y.view(),
+                                                        .saved = saved,
+                                                        .dy = dz.view(),
+                                                        .dx = r.dx.view(),
+                                                        .dgamma = r.dgamma.view(),
+                                                        .dbeta = r.dbeta.view(),
+                                                        .accumulate_dx = accumulate});
+            return r;
+          };
+          const Result want = run(false), got = run(true);
+          test::expect_same_bits(got.y.values, want.y.values, "y");
+          test::expect_same_bits(got.mean.values, want.mean.values, "saved mean");
+          test::expect_same_bits(got.rstd.values, want.rstd.values, "saved rstd");
+          test::expect_same_bits(got.running_mean.values, want.running_mean.values, "running mean");
+          test::expect_same_bits(got.running_var.values, want.running_var.values, "running var");
+          test::expect_same_bits(got.dx.values, want.dx.values, "dx");
+          test::expect_same_bits(got.dgamma.values, want.dgamma.values, "dgamma");
+          test::expect_same_bits(got.dbeta.values, want.dbeta.values, "dbeta");
+          // Both clamps were reached, so the masks were exercised.
+          if (act.kind == ActivationKind::kRelu6 && sz.N * sz.H * sz.W >= 16) {
+            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 6.0f), 0);
+            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 0.0f), 0);
+          }
+        }
+}
 
 // Skipped gradients stay untouched and do not change the others.
 TEST(BatchNorm2d, EmptyGradientsAreSkipped) {

@@ -231,9 +231,13 @@ inline OpCase sgd_case(int64_t B, const Options& o) {
 // batchnorm2d (training, affine): forward_flops() (5 per element) + backward, which per element
 // reduces dy and dy*xhat (4) and forms dx = (dy - mean(dy) - xhat*mean(dy*xhat)) * gamma*rstd (5)
 // = 9. Bytes: forward reads x for the statistics and again to write y (3 floats), backward reads
-// x and dy for the sums and again to write dx (5 floats).
+// x and dy for the sums and again to write dx (5 floats). act=relu|relu6|leaky_relu fuses that
+// activation (same counts: it adds no pass over memory).
+inline ActivationParams activation_of_kind(const std::string& kind);
 inline OpCase batchnorm2d_case(int64_t B, const Options& o) {
   BatchNorm2dParams p;
+  if (const std::string act = get_option(o, "act", "none"); act != "none")
+    p.activation = activation_of_kind(act);
   p.B = B;
   p.N = option(o, "N", 64);
   p.C = option(o, "C", 32);
@@ -248,24 +252,28 @@ inline OpCase batchnorm2d_case(int64_t B, const Options& o) {
   TensorView dgamma = buf->make(p.param_shape()), dbeta = buf->make(p.param_shape());
   BatchNorm2dSaved saved{buf->make(p.param_shape()), buf->make(p.param_shape())};
   const double elements = static_cast<double>(p.x_shape().numel());
-  return {fmt::format("N={} C={} {}x{}{}", p.N, p.C, p.H, p.W, p.training ? "" : " eval"),
-          p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
-          [=, keep_alive = buf] {
-            batchnorm2d_forward(p, {.x = x,
-                                    .gamma = gamma,
-                                    .beta = beta,
-                                    .running_mean = rmean,
-                                    .running_var = rvar,
-                                    .saved = saved,
-                                    .y = y});
-            batchnorm2d_backward(p, {.x = x,
-                                     .gamma = gamma,
-                                     .saved = saved,
-                                     .dy = dy,
-                                     .dx = dx,
-                                     .dgamma = dgamma,
-                                     .dbeta = dbeta});
-          }};
+  return {
+      fmt::format("N={} C={} {}x{}{}{}", p.N, p.C, p.H, p.W, p.training ? "" : " eval",
+                  p.activation ? fmt::format(" + {}", activation_name(p.activation->kind)) : ""),
+      p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
+      [=, keep_alive = buf] {
+        batchnorm2d_forward(p, {.x = x,
+                                .gamma = gamma,
+                                .beta = beta,
+                                .running_mean = rmean,
+                                .running_var = rvar,
+                                .saved = saved,
+                                .y = y});
+        batchnorm2d_backward(p, {.x = x,
+                                 .gamma = gamma,
+                                 .beta = beta,
+                                 .y = y,
+                                 .saved = saved,
+                                 .dy = dy,
+                                 .dx = dx,
+                                 .dgamma = dgamma,
+                                 .dbeta = dbeta});
+      }};
 }
 
 // layernorm over [B, N, F]: forward_flops() (7 per element) + backward: dx as batchnorm's (9 per
@@ -328,20 +336,18 @@ inline OpCase maxpool2d_case(int64_t B, const Options& o) {
 // activation (relu is activation kind=relu) over [N, B*C, H, W]: ActivationParams' count, one
 // FLOP per element forward and one backward. Bytes: forward reads x, writes y; backward reads y
 // (or x) and dy, writes dx: 5 floats per element.
+inline ActivationParams activation_of_kind(const std::string& kind) {
+  for (ActivationKind k : {ActivationKind::kRelu, ActivationKind::kLeakyRelu, ActivationKind::kGelu,
+                           ActivationKind::kTanh, ActivationKind::kSigmoid, ActivationKind::kRelu6})
+    if (kind == activation_name(k)) return {.kind = k, .negative_slope = 0.2f};
+  HFTA_CHECK(false,
+             "kind={} is not known: use relu, leaky_relu (slope 0.2), gelu, tanh, sigmoid or relu6",
+             kind);
+  return {};
+}
+
 inline OpCase activation_case_of_kind(int64_t B, const Options& o, const std::string& kind) {
-  ActivationParams p;
-  if (kind == "relu")
-    p.kind = ActivationKind::kRelu;
-  else if (kind == "leaky_relu")
-    p.kind = ActivationKind::kLeakyRelu;
-  else if (kind == "gelu")
-    p.kind = ActivationKind::kGelu;
-  else if (kind == "tanh")
-    p.kind = ActivationKind::kTanh;
-  else if (kind == "sigmoid")
-    p.kind = ActivationKind::kSigmoid;
-  else
-    HFTA_CHECK(false, "kind={} is not known: use relu, leaky_relu, gelu, tanh or sigmoid", kind);
+  const ActivationParams p = activation_of_kind(kind);
   const int64_t N = option(o, "N", 64), C = option(o, "C", 32), H = option(o, "H", 28);
   const int64_t W = option(o, "W", H);
   const Shape s{N, B * C, H, W};

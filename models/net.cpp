@@ -25,6 +25,9 @@ Net::Net(NetSpec spec) : spec_(std::move(spec)) {
   forward_origins_.assign(static_cast<size_t>(spec_.B), 0);
   const char* profile = std::getenv("HFTA_PROFILE");
   profile_ = profile != nullptr && std::string(profile) != "0";
+  // For comparisons and per-op profiles: the activations as ops of their own.
+  const char* fuse = std::getenv("HFTA_FUSE_ACTIVATIONS");
+  if (fuse != nullptr && std::string(fuse) == "0") spec_.fuse_activations = false;
 }
 
 Net::~Net() = default;

@@ -44,6 +44,7 @@
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "fused_ops/activation.h"
 
 namespace hfta {
 
@@ -122,6 +123,13 @@ class Node {
   // overwritten by such a consumer (the default is the safe answer for both).
   virtual bool may_overwrite_input() const { return false; }
   virtual bool backward_reads_output() const { return true; }
+  // Activation fusion (Net::finalize): an activation node names the activation its input's
+  // producer may take over; a producer that can (BatchNorm2d) takes it over, then writes the
+  // activation's output and takes the activation's output gradient, and the activation node does
+  // nothing (absorbed_by_producer).
+  virtual std::optional<ActivationParams> fusable_activation() const { return std::nullopt; }
+  virtual bool absorb_activation(const ActivationParams&) { return false; }
+  virtual void absorbed_by_producer() {}
   // Whether backward writes (=) its parameters' gradients instead of adding to them when
   // Net::param_grads_fresh() says they hold nothing yet (in zero_grad_and_backward()).
   virtual bool writes_param_grads() const { return false; }
@@ -148,6 +156,10 @@ struct NetSpec {
   std::vector<int64_t> model_ids;  // global index of each replica (its RNG streams); empty = 0..B-1
   // Overrides every dropout probability the model code asks for (--dropout; 0 turns it off).
   std::optional<float> dropout;
+  // An activation that alone reads a BatchNorm2d's output runs in the BatchNorm's passes on the
+  // CPU (Net::finalize; the same values and gradients bit for bit). false keeps every op apart:
+  // tests compare the two, and profiles can time the activations alone.
+  bool fuse_activations = true;
   // Storage only: parameters, gradients and buffers, no activations (a net that holds the state
   // of an array whose steps run on smaller nets bound to it, see bind_state()).
   bool state_only = false;
@@ -452,6 +464,7 @@ class Net {
   // Assigns each activation gradient its offset; returns the arena bytes they need.
   size_t plan_gradient_memory();
   void plan_in_place();
+  void fuse_norm_activations();
   void zero_param_grad(const Param& p);
   void prepare_param_grads(size_t node);
   void check_input_device(Device device, const char* what) const;

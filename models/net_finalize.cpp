@@ -110,12 +110,39 @@ void Net::plan_in_place() {
   }
 }
 
+// An activation run in place over a BatchNorm2d's output, its only reader, is taken over by the
+// BatchNorm (fused_ops/batchnorm2d.h): the BatchNorm writes the activation's output (into the one
+// buffer the two share) and takes its output gradient, the value between them has no gradient
+// of its own, and the activation node does nothing. That saves the activation's passes over
+// memory (docs/design.md, "In-place activations"). CPU nets only: the CUDA kernels take no
+// activation.
+void Net::fuse_norm_activations() {
+  if (!spec_.fuse_activations || spec_.device != Device::kCpu) return;
+  for (auto& node : nodes_) {
+    const std::optional<ActivationParams> activation = node->fusable_activation();
+    if (!activation) continue;
+    const auto in = static_cast<size_t>(node->inputs[0].id);
+    ValueInfo& x = values_[in];
+    ValueInfo& y = values_[static_cast<size_t>(node->output.id)];
+    const int32_t x_storage = x.storage >= 0 ? x.storage : static_cast<int32_t>(in);
+    if (x.producer < 0 || x.consumers != 1 || y.storage != x_storage) continue;
+    Node& producer = *nodes_[static_cast<size_t>(x.producer)];
+    if (!producer.absorb_activation(*activation)) continue;
+    producer.output = node->output;
+    y.producer = x.producer;
+    x.consumers = 0;
+    x.last_consumer = -1;
+    node->absorbed_by_producer();
+  }
+}
+
 void Net::finalize() {
   HFTA_CHECK(!finalized_, "finalize() called twice");
   HFTA_CHECK(!nodes_.empty(), "the net has no ops");
   HFTA_CHECK(!losses_.empty() || !grad_outputs_.empty(), "the net has no loss");
   const int64_t B = spec_.B, cap = spec_.capacity;
   plan_in_place();
+  fuse_norm_activations();
 
   // Parameters and gradients: same order, same offsets.
   size_t param_bytes = 0, buffer_bytes = 0, act_bytes = 0;

@@ -131,7 +131,11 @@ class BatchNorm2dNode : public Node {
         batches_(batches),
         saved_mean_(saved_mean),
         saved_rstd_(saved_rstd) {}
-  std::string describe() const override { return fmt::format("{}: BatchNorm2d({})", name_, p_.C); }
+  std::string describe() const override {
+    return fmt::format(
+        "{}: BatchNorm2d({}){}", name_, p_.C,
+        p_.activation ? fmt::format(" + {}", activation_name(p_.activation->kind)) : "");
+  }
   void forward(Net& net, int64_t n, bool training) override {
     BatchNorm2dParams p = rows(n, training);
     last_training_ = training;
@@ -149,6 +153,8 @@ class BatchNorm2dNode : public Node {
     InputGrad dx = net.input_grad(*this, 0);
     batchnorm2d_backward(p, {.x = net.value(inputs[0]),
                              .gamma = net.param(weight_).value,
+                             .beta = net.param(bias_).value,
+                             .y = net.value(output),
                              .saved = saved(net),
                              .dy = net.grad(output),
                              .dx = dx.view,
@@ -158,6 +164,11 @@ class BatchNorm2dNode : public Node {
   }
   bool accumulates_dx() const override { return true; }
   bool backward_reads_output() const override { return false; }
+  bool absorb_activation(const ActivationParams& a) override {
+    if (p_.activation || !batchnorm_fuses(a)) return false;
+    p_.activation = a;
+    return true;
+  }
 
  private:
   BatchNorm2dParams rows(int64_t n, bool training) const {

@@ -24,13 +24,17 @@ class ActivationNode : public Node {
  public:
   explicit ActivationNode(ActivationParams p) : p_(p) {}
   std::string describe() const override {
-    return p_.kind == ActivationKind::kLeakyRelu ? fmt::format("leaky_relu({})", p_.negative_slope)
-                                                 : std::string(activation_name(p_.kind));
+    const std::string name = p_.kind == ActivationKind::kLeakyRelu
+                                 ? fmt::format("leaky_relu({})", p_.negative_slope)
+                                 : std::string(activation_name(p_.kind));
+    return absorbed_ ? name + " (run by the op before it)" : name;
   }
   void forward(Net& net, int64_t, bool) override {
+    if (absorbed_) return;
     activation_forward(p_, {.x = net.value(inputs[0]), .y = net.value(output)});
   }
   void backward(Net& net, int64_t) override {
+    if (absorbed_) return;
     InputGrad dx = net.input_grad(*this, 0);
     if (dx.view.empty()) return;
     activation_backward(p_, {.x = net.value(inputs[0]),
@@ -43,9 +47,15 @@ class ActivationNode : public Node {
   // Kinds whose backward reads y only (fused_ops/activation.h) may run in place: x's buffer then
   // holds y, and backward never needs x.
   bool may_overwrite_input() const override { return p_.backward_reads_output(); }
+  std::optional<ActivationParams> fusable_activation() const override {
+    if (!p_.backward_reads_output()) return std::nullopt;
+    return p_;
+  }
+  void absorbed_by_producer() override { absorbed_ = true; }
 
  private:
   ActivationParams p_;
+  bool absorbed_ = false;  // its producer applies it (Net::fuse_norm_activations)
 };
 
 // Squeeze-and-excitation's `scale * x`: inputs x [C, H, W] and s [C, 1, 1], both per model in

@@ -98,6 +98,19 @@ inline void visit_rows(int64_t k0, int64_t k1, int64_t N, Visit&& visit) {
   }
 }
 
+// 1x1 planes (kHw == 1): a row is one value, and a sample's block of channels one contiguous
+// run, so visit(j, i) for channel k0 + j of every sample n (element i) runs as a loop over the
+// channels that vectorizes, where the row loops ran one value at a time. A row of one value sums
+// to that value, so each channel's arithmetic is the row loops': the same results.
+template <typename Visit>
+inline void visit_1x1(int64_t k0, int64_t count, int64_t N, int64_t row_stride, Visit&& visit) {
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t first = n * row_stride + k0;
+#pragma omp simd
+    for (int64_t j = 0; j < count; ++j) visit(j, first + j);
+  }
+}
+
 // Runs task(k0, k1, hw_constant) over blocks [k0, k1) of the channels, at most kMinRunFloats
 // channels each; hw_constant is std::integral_constant<int, hw> for the small planes 1x1, 2x2,
 // 4x4 and 8x8 (their per-row loops then unroll), else <int, 0>.
@@ -214,14 +227,25 @@ void forward_with(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
     float mean[kMinRunFloats], scale[kMinRunFloats], shift[kMinRunFloats];
     if (p.training) {
       std::fill(sum, sum + count, 0.0);
-      visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
-        sum[k - k0] += row_sum<kHw>(x.data + n * row_stride + k * hw, hw);
-      });
+      if constexpr (kHw == 1) {
+        visit_1x1(k0, count, p.N, row_stride, [&](int64_t j, int64_t i) { sum[j] += x.data[i]; });
+      } else {
+        visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
+          sum[k - k0] += row_sum<kHw>(x.data + n * row_stride + k * hw, hw);
+        });
+      }
       for (int64_t j = 0; j < count; ++j) mean[j] = static_cast<float>(sum[j] / M);
       std::fill(sq, sq + count, 0.0);
-      visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
-        sq[k - k0] += row_sq_dev<kHw>(x.data + n * row_stride + k * hw, hw, mean[k - k0]);
-      });
+      if constexpr (kHw == 1) {
+        visit_1x1(k0, count, p.N, row_stride, [&](int64_t j, int64_t i) {
+          const float d = x.data[i] - mean[j], square = d * d;  // a row's float sum
+          sq[j] += square;
+        });
+      } else {
+        visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
+          sq[k - k0] += row_sq_dev<kHw>(x.data + n * row_stride + k * hw, hw, mean[k - k0]);
+        });
+      }
     }
     for (int64_t k = k0; k < k1; ++k) {
       const int64_t j = k - k0;
@@ -242,6 +266,12 @@ void forward_with(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
       saved.rstd.data[k] = rstd;
       scale[j] = norm_scale(p, gamma, k, rstd);
       shift[j] = norm_shift(p, beta, k);
+    }
+    if constexpr (kHw == 1) {
+      visit_1x1(k0, count, p.N, row_stride, [&](int64_t j, int64_t i) {
+        y.data[i] = activate<kAct>((x.data[i] - mean[j]) * scale[j] + shift[j], slope);
+      });
+      return;
     }
     visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
       const int64_t j = k - k0;
@@ -280,7 +310,16 @@ void backward_with(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a)
     }
     std::fill(sum_dy, sum_dy + count, 0.0);
     std::fill(sum_dy_xmu, sum_dy_xmu + count, 0.0);
-    if (need_sums)
+    const float* means = saved.mean.data + k0;
+    if (need_sums && kHw == 1) {
+      visit_1x1(k0, count, p.N, row_stride, [&](int64_t j, int64_t i) {
+        const float xm = x.data[i] - means[j];
+        const float dz = gradient_through<kAct>(xm * scale[j] + shift[j], dy.data[i], slope);
+        const float product = dz * xm;  // a row's float sum
+        sum_dy[j] += dz;
+        sum_dy_xmu[j] += product;
+      });
+    } else if (need_sums) {
       visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
         const float mean = saved.mean.data[k], sc = scale[k - k0], sh = shift[k - k0];
         const float* xr = x.data + n * row_stride + k * hw;
@@ -295,6 +334,7 @@ void backward_with(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a)
         sum_dy[k - k0] += s;
         sum_dy_xmu[k - k0] += t;
       });
+    }
     for (int64_t k = k0; k < k1; ++k) {
       const int64_t j = k - k0;
       const float rstd = saved.rstd.data[k];
@@ -307,6 +347,16 @@ void backward_with(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a)
       c0[j] = p.training ? static_cast<float>(-ga * sum_dy[j] / M) : 0.0f;
     }
     if (dx.empty()) return;
+    if constexpr (kHw == 1) {
+      const bool accumulate = a.accumulate_dx;
+      visit_1x1(k0, count, p.N, row_stride, [&](int64_t j, int64_t i) {
+        const float xm = x.data[i] - means[j];
+        const float dz = gradient_through<kAct>(xm * scale[j] + shift[j], dy.data[i], slope);
+        const float grad = af[j] * dz + c1[j] * xm + c0[j];
+        dx.data[i] = accumulate ? dx.data[i] + grad : grad;
+      });
+      return;
+    }
     visit_rows<kHw>(k0, k1, p.N, [&](int64_t n, int64_t k) {
       const int64_t j = k - k0;
       const float mean = saved.mean.data[k], a_j = af[j], k1_j = c1[j], k0_j = c0[j];

@@ -8,9 +8,9 @@
 // rows in sample order, so the statistics stay accurate for large N*H*W without giving up SIMD).
 // Large planes take one channel at a time; small ones (MobileNetV2's and ResNet-18's 2x2 to 8x8)
 // a block of channels walked sample by sample, each sample's part of the block one contiguous
-// run, with the row loops unrolled for 4x4 and 8x8 (see channels_per_task); on 1x1 and 2x2
-// planes, whose rows of one or four values leave vectors idle, the loops run over the block's
-// channels instead (visit_small_plane_rows), each channel's row still summed alone.
+// run, with the row loops unrolled for 8x8 (see channels_per_task); on 1x1, 2x2 and 4x4 planes,
+// whose rows of 1 to 16 values leave vectors idle or end in a reduction across lanes, the loops
+// run over the block's channels instead (visit_small_plane_rows), each row still summed alone.
 //
 // Why not oneDNN's batch_normalization over B*C channels: on our plain nchw layout oneDNN 2.6 runs
 // its generic ncsp kernel, and its fast blocked (nChw16c) kernel needs a reorder in and out of
@@ -100,13 +100,14 @@ inline void visit_rows(int64_t k0, int64_t k1, int64_t N, Visit&& visit) {
   }
 }
 
-// The smallest planes (kSmallPlane<kHw>: 1x1 and 2x2): a sample's block of channels is one
+// The smallest planes (kSmallPlane<kHw>: 1x1, 2x2 and 4x4): a sample's block of channels is one
 // contiguous run of a few values per channel, so visit(j, i) for channel k0 + j of every sample
 // n (its row starting at element i) runs as a loop over the channels, which vectorizes, where the
-// row loops ran a value or four at a time (2.5x faster on MobileNetV2's 2x2 planes, 2x on its
-// 1x1). Each row still sums in float, in its own order, then into its channel's double.
+// row loops ran a value or four at a time, or reduced a vector's lanes per row (on MobileNetV2's
+// planes: 2x2 2.5x faster, 1x1 2x, 4x4 1.2x; 8x8 rows, four vectors each, ran 2x slower so). Each
+// row still sums in float, in its own order, then into its channel's double.
 template <int kHw>
-constexpr bool kSmallPlane = kHw == 1 || kHw == 4;
+constexpr bool kSmallPlane = kHw == 1 || kHw == 4 || kHw == 16;
 
 template <int kHw, typename Visit>
 inline void visit_small_plane_rows(int64_t k0, int64_t count, int64_t N, int64_t row_stride,

@@ -28,6 +28,26 @@ const char* activation_name(ActivationKind kind) {
   return "unknown";
 }
 
+bool batchnorm_fuses(const ActivationParams& a) {
+  switch (a.kind) {
+    case ActivationKind::kRelu:
+    case ActivationKind::kRelu6:
+      return true;
+    case ActivationKind::kLeakyRelu:
+      return std::isfinite(a.negative_slope) && a.negative_slope >= 0.0f;
+    default:
+      return false;
+  }
+}
+
+void check_fused_activation_device(const std::optional<ActivationParams>& activation, Device device,
+                                   const char* op) {
+  HFTA_CHECK(!activation || device == Device::kCpu,
+             "{} with a fused {} runs on the CPU only: run the activation as an op of its own on "
+             "a device",
+             op, activation ? activation_name(activation->kind) : "");
+}
+
 static void check_activation_params(const ActivationParams& p) {
   HFTA_CHECK(p.kind != ActivationKind::kLeakyRelu || std::isfinite(p.negative_slope),
              "leaky_relu negative_slope is {}, expected a finite number (PyTorch's default is "

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/tensor.h"
 
@@ -80,6 +81,14 @@ struct ActivationBackwardArgs {
   TensorView dx{};             // output
   bool accumulate_dx = false;  // dx += gradient instead of dx = gradient
 };
+
+// Whether a BatchNorm (fused_ops/batchnorm2d.h, batchnorm1d.h) can apply `a` in its own passes:
+// ReLU, ReLU6 and LeakyReLU with a finite slope >= 0, whose gradient a mask of the input gives.
+bool batchnorm_fuses(const ActivationParams& a);
+// Throws hfta::Error when a BatchNorm `op` with a fused activation would run on a device: the
+// CUDA kernels take none (a device net keeps its activations as ops of their own).
+void check_fused_activation_device(const std::optional<ActivationParams>& activation, Device device,
+                                   const char* op);
 
 // Throws hfta::Error when negative_slope is not finite or a tensor is missing or differs in shape
 // from x (forward) or from dy (backward).

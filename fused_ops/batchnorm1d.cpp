@@ -18,6 +18,10 @@ void check_batchnorm1d_params(const BatchNorm1dParams& p) {
   HFTA_CHECK(!p.training || p.R > 1,
              "batchnorm1d in training needs more than one value per channel, got R = 1 row per "
              "model: use a minibatch of at least 2, or eval mode");
+  HFTA_CHECK(!p.activation || batchnorm_fuses(*p.activation),
+             "batchnorm1d cannot fuse {}: only relu, relu6 and leaky_relu with a slope >= 0 (run "
+             "the activation as an op of its own)",
+             p.activation ? activation_name(p.activation->kind) : "");
 }
 
 static void check_running_stats(const BatchNorm1dParams& p, const TensorView& running_mean,
@@ -63,6 +67,10 @@ void check_batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBac
   check_shape(a.saved.mean, p.param_shape(), "batchnorm1d saved.mean");
   check_shape(a.saved.rstd, p.param_shape(), "batchnorm1d saved.rstd");
   check_shape(a.dy, p.y_shape(), "batchnorm1d output gradient");
+  if (p.activation) {
+    check_shape(a.y, p.y_shape(), "batchnorm1d output (fused activation)");
+    if (p.affine) check_shape(a.beta, p.param_shape(), "batchnorm1d beta (fused activation)");
+  }
   check_optional_shape(a.dx, p.x_shape(), "batchnorm1d input gradient");
   if (p.affine) {
     check_optional_shape(a.dgamma, p.param_shape(), "batchnorm1d gamma gradient");
@@ -72,6 +80,8 @@ void check_batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBac
   check_device(a.saved.mean, a.x.device, "batchnorm1d saved.mean");
   check_device(a.saved.rstd, a.x.device, "batchnorm1d saved.rstd");
   check_device(a.dy, a.x.device, "batchnorm1d output gradient");
+  check_device(a.y, a.x.device, "batchnorm1d output");
+  check_device(a.beta, a.x.device, "batchnorm1d beta");
   check_device(a.dx, a.x.device, "batchnorm1d input gradient");
   check_device(a.dgamma, a.x.device, "batchnorm1d gamma gradient");
   check_device(a.dbeta, a.x.device, "batchnorm1d beta gradient");
@@ -79,12 +89,14 @@ void check_batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBac
 
 void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a) {
   check_batchnorm1d(p, a);
+  check_fused_activation_device(p.activation, a.x.device, "batchnorm1d");
   HFTA_DISPATCH_CUDA("batchnorm1d_forward", a.x.device, cpu::batchnorm1d_forward(p, a),
                      cuda::batchnorm1d_forward(p, a));
 }
 
 void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a) {
   check_batchnorm1d_backward(p, a);
+  check_fused_activation_device(p.activation, a.x.device, "batchnorm1d");
   HFTA_DISPATCH_CUDA("batchnorm1d_backward", a.x.device, cpu::batchnorm1d_backward(p, a),
                      cuda::batchnorm1d_backward(p, a));
 }

@@ -22,13 +22,18 @@
 // dgamma and dbeta accumulate (+=). Any gradient may be an empty view to skip it. y must not
 // alias x (backward reads x).
 //
+// A fused activation (`activation`) is batchnorm2d's: y = act(normalized x), backward takes dy
+// as act's output gradient and needs beta and y; bit for bit the two ops; the CPU only.
+//
 // BatchNorm1d on the channels layout [N, B*C, L] needs no op of its own: it is batchnorm2d with
 // H = 1 and W = L (tests/fused_ops/test_batchnorm1d.cpp checks the two agree).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/tensor.h"
+#include "fused_ops/activation.h"
 
 namespace hfta {
 
@@ -40,6 +45,7 @@ struct BatchNorm1dParams {
   double momentum = 0.1;
   bool affine = true;
   bool training = true;
+  std::optional<ActivationParams> activation;  // applied to the output (see the top of the file)
 
   Shape x_shape() const { return {B, R, C}; }
   Shape y_shape() const { return x_shape(); }
@@ -65,6 +71,7 @@ struct BatchNorm1dForwardArgs {
 };
 struct BatchNorm1dBackwardArgs {
   TensorView x{}, gamma{};             // inputs
+  TensorView beta{}, y{};              // with an activation only: beta and forward's output
   BatchNorm1dSaved saved{};            // what forward saved
   TensorView dy{};                     // input
   TensorView dx{}, dgamma{}, dbeta{};  // outputs; an empty view = not wanted
@@ -72,8 +79,8 @@ struct BatchNorm1dBackwardArgs {
 };
 
 // Throws hfta::Error when a size is not positive, eps is not positive, momentum is outside
-// [0, 1], training has a single row, a tensor does not match its shape above, or the tensors are
-// on different devices.
+// [0, 1], training has a single row, the activation cannot be fused, a tensor does not match its
+// shape above, or the tensors are on different devices.
 void check_batchnorm1d_params(const BatchNorm1dParams& p);
 void check_batchnorm1d(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a);
 void check_batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a);

@@ -6,18 +6,6 @@
 
 namespace hfta {
 
-bool batchnorm_fuses(const ActivationParams& a) {
-  switch (a.kind) {
-    case ActivationKind::kRelu:
-    case ActivationKind::kRelu6:
-      return true;
-    case ActivationKind::kLeakyRelu:
-      return std::isfinite(a.negative_slope) && a.negative_slope >= 0.0f;
-    default:
-      return false;
-  }
-}
-
 void check_batchnorm2d_params(const BatchNorm2dParams& p) {
   HFTA_CHECK(p.B > 0 && p.N > 0 && p.C > 0 && p.H > 0 && p.W > 0,
              "batchnorm2d sizes must be positive, got B={} N={} C={} H={} W={}", p.B, p.N, p.C, p.H,
@@ -103,25 +91,16 @@ void check_batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBac
   check_device(a.dbeta, a.x.device, "batchnorm2d beta gradient");
 }
 
-// The CUDA kernels have no fused activation: a device net keeps its activations as ops of their
-// own (Net::fuse_norm_activations).
-static void check_cpu_for_activation(const BatchNorm2dParams& p, Device device) {
-  HFTA_CHECK(!p.activation || device == Device::kCpu,
-             "batchnorm2d with a fused {} runs on the CPU only: run the activation as an op of its "
-             "own on a device",
-             p.activation ? activation_name(p.activation->kind) : "");
-}
-
 void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
   check_batchnorm2d(p, a);
-  check_cpu_for_activation(p, a.x.device);
+  check_fused_activation_device(p.activation, a.x.device, "batchnorm2d");
   HFTA_DISPATCH_CUDA("batchnorm2d_forward", a.x.device, cpu::batchnorm2d_forward(p, a),
                      cuda::batchnorm2d_forward(p, a));
 }
 
 void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
   check_batchnorm2d_backward(p, a);
-  check_cpu_for_activation(p, a.x.device);
+  check_fused_activation_device(p.activation, a.x.device, "batchnorm2d");
   HFTA_DISPATCH_CUDA("batchnorm2d_backward", a.x.device, cpu::batchnorm2d_backward(p, a),
                      cuda::batchnorm2d_backward(p, a));
 }

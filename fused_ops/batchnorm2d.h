@@ -86,9 +86,6 @@ struct BatchNorm2dBackwardArgs {
   bool accumulate_dx = false;          // dx += gradient instead of dx = gradient
 };
 
-// Whether a BatchNorm can take `a` over (ReLU, ReLU6, LeakyReLU with a finite slope >= 0).
-bool batchnorm_fuses(const ActivationParams& a);
-
 // Throws hfta::Error when a size is not positive, eps is not positive, momentum is outside
 // [0, 1], training has a single value per channel, the activation cannot be fused, or a tensor
 // does not match its shape above.

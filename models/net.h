@@ -124,9 +124,9 @@ class Node {
   virtual bool may_overwrite_input() const { return false; }
   virtual bool backward_reads_output() const { return true; }
   // Activation fusion (Net::finalize): an activation node names the activation its input's
-  // producer may take over; a producer that can (BatchNorm2d) takes it over, then writes the
-  // activation's output and takes the activation's output gradient, and the activation node does
-  // nothing (absorbed_by_producer).
+  // producer may take over; a producer that can (BatchNorm2d, BatchNorm1d) takes it over, writes
+  // the activation's output and takes the activation's output gradient, and the activation node
+  // does nothing (absorbed_by_producer).
   virtual std::optional<ActivationParams> fusable_activation() const { return std::nullopt; }
   virtual bool absorb_activation(const ActivationParams&) { return false; }
   virtual void absorbed_by_producer() {}
@@ -156,7 +156,7 @@ struct NetSpec {
   std::vector<int64_t> model_ids;  // global index of each replica (its RNG streams); empty = 0..B-1
   // Overrides every dropout probability the model code asks for (--dropout; 0 turns it off).
   std::optional<float> dropout;
-  // An activation that alone reads a BatchNorm2d's output runs in the BatchNorm's passes on the
+  // An activation that alone reads a BatchNorm's output runs in the BatchNorm's passes on the
   // CPU (Net::finalize; the same values and gradients bit for bit). false keeps every op apart:
   // tests compare the two, and profiles can time the activations alone.
   bool fuse_activations = true;

@@ -47,7 +47,11 @@ class BatchNorm1dNode : public Node {
         batches_(batches),
         saved_mean_(saved_mean),
         saved_rstd_(saved_rstd) {}
-  std::string describe() const override { return fmt::format("{}: BatchNorm1d({})", name_, p_.C); }
+  std::string describe() const override {
+    return fmt::format(
+        "{}: BatchNorm1d({}){}", name_, p_.C,
+        p_.activation ? fmt::format(" + {}", activation_name(p_.activation->kind)) : "");
+  }
   void forward(Net& net, int64_t n, bool training) override {
     const BatchNorm1dParams p = rows(n, training);
     last_training_ = training;
@@ -65,6 +69,8 @@ class BatchNorm1dNode : public Node {
     InputGrad dx = net.input_grad(*this, 0);
     batchnorm1d_backward(p, {.x = net.value(inputs[0]).reshaped(p.x_shape()),
                              .gamma = net.param(weight_).value,
+                             .beta = net.param(bias_).value,
+                             .y = net.value(output).reshaped(p.y_shape()),
                              .saved = saved(net),
                              .dy = net.grad(output).reshaped(p.y_shape()),
                              .dx = dx.view.empty() ? dx.view : dx.view.reshaped(p.x_shape()),
@@ -74,6 +80,11 @@ class BatchNorm1dNode : public Node {
   }
   bool accumulates_dx() const override { return true; }
   bool backward_reads_output() const override { return false; }
+  bool absorb_activation(const ActivationParams& a) override {
+    if (p_.activation || !batchnorm_fuses(a)) return false;
+    p_.activation = a;
+    return true;
+  }
 
  private:
   BatchNorm1dParams rows(int64_t n, bool training) const {

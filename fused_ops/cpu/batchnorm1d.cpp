@@ -9,6 +9,9 @@
 // up in chunk order: no atomics, and because the chunking depends only on (R, C), never on the
 // thread count, the result is the same with any number of threads.
 //
+// A fused activation (fused_ops/batchnorm1d.h) is applied as y is written and its gradient taken
+// in backward's two passes, as batchnorm2d's kernel does (fused_ops/cpu/norm_activation.h).
+//
 // Statistics use two passes (mean, then squared deviations from it), as batchnorm2d, since
 // E[x^2] - mean^2 loses all precision when |mean| >> std. Accumulators are doubles: converting
 // each float costs one instruction per 8 lanes, far below the memory traffic of streaming x, so
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "fused_ops/cpu/norm_activation.h"
 
 namespace hfta::cpu {
 
@@ -90,9 +94,8 @@ void combine(const Partials& partial, int64_t C, double* sums) {
   }
 }
 
-}  // namespace
-
-void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a) {
+template <Fused kAct>
+void forward_with(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a) {
   const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &running_mean = a.running_mean,
                    &running_var = a.running_var, &y = a.y;
   const int64_t R = p.R, C = p.C, BC = p.B * C;
@@ -157,11 +160,14 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
       mean = running_mean.data[i];
       rstd = 1.0 / std::sqrt(double(running_var.data[i]) + p.eps);
     }
+    // The scale from the saved float rstd, which backward recomputes it from for the activation.
+    const float rstd_f = static_cast<float>(rstd);
     a.saved.mean.data[i] = mean_f[i] = static_cast<float>(mean);
-    a.saved.rstd.data[i] = static_cast<float>(rstd);
-    scale[i] = static_cast<float>(p.affine ? gamma.data[i] * rstd : rstd);
+    a.saved.rstd.data[i] = rstd_f;
+    scale[i] = p.affine ? gamma.data[i] * rstd_f : rstd_f;
     shift[i] = p.affine ? beta.data[i] : 0.0f;
   }
+  const float slope = p.activation ? p.activation->negative_slope : 0.0f;
 
   for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
     const auto [b, r0, r1, slot] = ch;
@@ -170,46 +176,58 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
       const float* xr = x.data + (b * R + r) * C;
       float* yr = y.data + (b * R + r) * C;
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m[c]) * sc[c] + sh[c];
+      for (int64_t c = 0; c < C; ++c) yr[c] = activate<kAct>((xr[c] - m[c]) * sc[c] + sh[c], slope);
     }
   });
 }
 
 // dx = g*rstd * (dy - mean(dy) - xhat * mean(dy*xhat)) in training, g*rstd*dy in eval, written
-// per channel as dx = a*dy + k1*(x - mean) + k0 so the inner loop is two multiply-adds.
-void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a) {
-  const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
-                   &dbeta = a.dbeta;
+// per channel as dx = a*dy + k1*(x - mean) + k0 so the inner loop is two multiply-adds. With an
+// activation, dy there is dz, the gradient taken back through it, decided on the activation's
+// input recomputed as forward computed it.
+template <Fused kAct>
+void backward_with(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a) {
+  const TensorView &x = a.x, &gamma = a.gamma, &beta = a.beta, &dy = a.dy, &dx = a.dx,
+                   &dgamma = a.dgamma, &dbeta = a.dbeta;
   const int64_t R = p.R, C = p.C, BC = p.B * C;
   const Chunking k = chunking(R, C);
   const int64_t slots = p.B * k.per_model;
   const bool want_dgamma = p.affine && !dgamma.empty(), want_dbeta = p.affine && !dbeta.empty();
   const bool need_sums = p.training || want_dgamma || want_dbeta;
   // Doubles: partial sums [slots, 2, C] (sum dy, sum dy*(x - mean)), then their totals [B, 2, C].
-  // Floats: per (b, c) the coefficients a, k1, k0.
-  Scratch& s = scratch({.doubles = 2 * slots * C + 2 * BC, .floats = 3 * BC});
+  // Floats: per (b, c) the coefficients a, k1, k0, and forward's scale and shift.
+  Scratch& s = scratch({.doubles = 2 * slots * C + 2 * BC, .floats = 5 * BC});
   double* partial = s.d.data();
   double* sums = partial + 2 * slots * C;
   float* af = s.f.data();
   float* k1 = af + BC;
   float* k0 = k1 + BC;
+  float* scale = k0 + BC;
+  float* shift = scale + BC;
   const float* mean = a.saved.mean.data;
   const float* rstd = a.saved.rstd.data;
+  const float slope = p.activation ? p.activation->negative_slope : 0.0f;
+  if constexpr (kAct != Fused::kNone)
+    for (int64_t i = 0; i < BC; ++i) {
+      scale[i] = p.affine ? gamma.data[i] * rstd[i] : rstd[i];
+      shift[i] = p.affine ? beta.data[i] : 0.0f;
+    }
 
   if (need_sums) {
     for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
       const auto [b, r0, r1, slot] = ch;
       double* acc_dy = partial + 2 * slot * C;
       double* acc_dy_xmu = acc_dy + C;
-      const float* m = mean + b * C;
+      const float *m = mean + b * C, *sc = scale + b * C, *sh = shift + b * C;
       std::fill(acc_dy, acc_dy + 2 * C, 0.0);
       for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x.data + (b * R + r) * C;
         const float* dyr = dy.data + (b * R + r) * C;
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) {
-          acc_dy[c] += dyr[c];
-          acc_dy_xmu[c] += double(dyr[c]) * (double(xr[c]) - m[c]);
+          const float dz = gradient_through<kAct>((xr[c] - m[c]) * sc[c] + sh[c], dyr[c], slope);
+          acc_dy[c] += dz;
+          acc_dy_xmu[c] += double(dz) * (double(xr[c]) - m[c]);
         }
       }
     });
@@ -237,6 +255,7 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
   for_each_chunk_of_rows(p, k, [&](const Chunk& ch) {
     const auto [b, r0, r1, slot] = ch;
     const float *m = mean + b * C, *ab = af + b * C, *k1b = k1 + b * C, *k0b = k0 + b * C;
+    const float *sc = scale + b * C, *sh = shift + b * C;
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x.data + (b * R + r) * C;
       const float* dyr = dy.data + (b * R + r) * C;
@@ -245,14 +264,30 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
       // body of an `omp simd` loop.
       if (accumulate) {
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) dxr[c] += ab[c] * dyr[c] + k1b[c] * (xr[c] - m[c]) + k0b[c];
+        for (int64_t c = 0; c < C; ++c) {
+          const float dz = gradient_through<kAct>((xr[c] - m[c]) * sc[c] + sh[c], dyr[c], slope);
+          dxr[c] += ab[c] * dz + k1b[c] * (xr[c] - m[c]) + k0b[c];
+        }
       } else {
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) dxr[c] = ab[c] * dyr[c] + k1b[c] * (xr[c] - m[c]) + k0b[c];
+        for (int64_t c = 0; c < C; ++c) {
+          const float dz = gradient_through<kAct>((xr[c] - m[c]) * sc[c] + sh[c], dyr[c], slope);
+          dxr[c] = ab[c] * dz + k1b[c] * (xr[c] - m[c]) + k0b[c];
+        }
       }
       // NOLINTEND(bugprone-branch-clone)
     }
   });
+}
+
+}  // namespace
+
+void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArgs& a) {
+  with_activation(p.activation, [&](auto act) { forward_with<decltype(act)::value>(p, a); });
+}
+
+void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a) {
+  with_activation(p.activation, [&](auto act) { backward_with<decltype(act)::value>(p, a); });
 }
 
 }  // namespace hfta::cpu

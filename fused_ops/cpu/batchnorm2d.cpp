@@ -37,11 +37,11 @@
 #include "fused_ops/batchnorm2d.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <type_traits>
 
 #include "core/parallel.h"
+#include "fused_ops/cpu/norm_activation.h"
 
 namespace hfta::cpu {
 
@@ -141,69 +141,6 @@ void for_each_channel_block(int64_t hw, int64_t channels, Task&& task) {
       return run(std::integral_constant<int, 64>());
     default:
       return run(std::integral_constant<int, 0>());
-  }
-}
-
-// The fused activation (fused_ops/batchnorm2d.h) as a compile-time kind, so that the row loops
-// stay free of branches.
-enum class Fused { kNone, kRelu, kRelu6, kLeakyRelu };
-
-// `pick ? a : b` as integer masks. Written as a ?: select, GCC vectorizes it in the long rows but
-// compiles the small planes' rows (a 1x1 plane's row is one element) to a compare and a branch,
-// which mispredicts on a convolution's output signs: the fused backward then ran 3x slower than
-// BatchNorm and ReLU6 apart on MobileNetV2's 1x1 planes.
-inline float pick_either(bool pick, float a, float b) {
-  const uint32_t mask = 0u - static_cast<uint32_t>(pick);
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) |
-                              (std::bit_cast<uint32_t>(b) & ~mask));
-}
-
-// The activation op's values (fused_ops/cpu/activation.cpp): `z < 0` and `z > 6` are false for
-// NaN, which passes through.
-template <Fused kAct>
-inline float activate(float z, float slope) {
-  if constexpr (kAct == Fused::kRelu) {
-    return pick_either(z < 0.0f, 0.0f, z);
-  } else if constexpr (kAct == Fused::kRelu6) {
-    return pick_either(z > 6.0f, 6.0f, pick_either(z < 0.0f, 0.0f, z));
-  } else if constexpr (kAct == Fused::kLeakyRelu) {
-    return pick_either(z < 0.0f, slope * z, z);
-  } else {
-    return z;
-  }
-}
-
-// The gradient of the activation's input from that of its output g, decided on the activation's
-// input z: y > 0 exactly when z > 0, 0 < y < 6 exactly when 0 < z < 6, and NaN fails both, so
-// this is the activation's backward from its output, element for element (0, not -0, where it
-// stops the gradient).
-template <Fused kAct>
-inline float gradient_through(float z, float g, float slope) {
-  if constexpr (kAct == Fused::kRelu) {
-    return pick_either(z > 0.0f, g, 0.0f);
-  } else if constexpr (kAct == Fused::kRelu6) {
-    return pick_either((z > 0.0f) & (z < 6.0f), g, 0.0f);
-  } else if constexpr (kAct == Fused::kLeakyRelu) {
-    return pick_either(z > 0.0f, g, slope * g);
-  } else {
-    return g;
-  }
-}
-
-// Calls body(std::integral_constant<Fused, kind>) with the kind of p's activation.
-template <typename Body>
-void with_activation(const BatchNorm2dParams& p, Body&& body) {
-  if (!p.activation) return body(std::integral_constant<Fused, Fused::kNone>());
-  switch (p.activation->kind) {
-    case ActivationKind::kRelu6:
-      return body(std::integral_constant<Fused, Fused::kRelu6>());
-    case ActivationKind::kLeakyRelu:
-      // Slope 0 is ReLU, as the activation op runs it (0, not -0, below zero).
-      if (p.activation->negative_slope != 0.0f)
-        return body(std::integral_constant<Fused, Fused::kLeakyRelu>());
-      [[fallthrough]];
-    default:  // kRelu (check_batchnorm2d_params admits no other)
-      return body(std::integral_constant<Fused, Fused::kRelu>());
   }
 }
 
@@ -418,11 +355,11 @@ void backward_with(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a)
 }  // namespace
 
 void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
-  with_activation(p, [&](auto act) { forward_with<decltype(act)::value>(p, a); });
+  with_activation(p.activation, [&](auto act) { forward_with<decltype(act)::value>(p, a); });
 }
 
 void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a) {
-  with_activation(p, [&](auto act) { backward_with<decltype(act)::value>(p, a); });
+  with_activation(p.activation, [&](auto act) { backward_with<decltype(act)::value>(p, a); });
 }
 
 }  // namespace hfta::cpu

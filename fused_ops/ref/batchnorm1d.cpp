@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "fused_ops/ref/norm_activation.h"
+
 namespace hfta {
 namespace ref {
 
@@ -45,7 +47,8 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
       const double g = p.affine ? gamma.data[k] : 1.0;
       const double s = p.affine ? beta.data[k] : 0.0;
       for (int64_t r = 0; r < R; ++r)
-        y.data[at(r)] = static_cast<float>((x.data[at(r)] - mean) * rstd * g + s);
+        y.data[at(r)] =
+            activate(p.activation, static_cast<float>((x.data[at(r)] - mean) * rstd * g + s));
     }
 }
 
@@ -53,6 +56,7 @@ void batchnorm1d_forward(const BatchNorm1dParams& p, const BatchNorm1dForwardArg
 //   dbeta = sum dy,  dgamma = sum dy * xhat,
 //   training: dx = g * rstd * (dy - sum(dy) / R - xhat * sum(dy * xhat) / R)
 //   eval:     dx = g * rstd * dy   (the statistics are constants)
+// With a fused activation, dy is first taken back through it (from the output y).
 void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardArgs& a) {
   const TensorView &x = a.x, &gamma = a.gamma, &dy = a.dy, &dx = a.dx, &dgamma = a.dgamma,
                    &dbeta = a.dbeta;
@@ -64,10 +68,11 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
       const int64_t k = b * C + c;
       auto at = [&](int64_t r) { return (b * R + r) * C + c; };
       const double mean = saved.mean.data[k], rstd = saved.rstd.data[k];
+      auto dz = [&](int64_t r) { return gradient_through(p.activation, a.y, dy, at(r)); };
       double sum_dy = 0.0, sum_dy_xhat = 0.0;
       for (int64_t r = 0; r < R; ++r) {
-        sum_dy += dy.data[at(r)];
-        sum_dy_xhat += dy.data[at(r)] * ((x.data[at(r)] - mean) * rstd);
+        sum_dy += dz(r);
+        sum_dy_xhat += dz(r) * ((x.data[at(r)] - mean) * rstd);
       }
       if (p.affine && !dgamma.empty()) dgamma.data[k] += static_cast<float>(sum_dy_xhat);
       if (p.affine && !dbeta.empty()) dbeta.data[k] += static_cast<float>(sum_dy);
@@ -75,8 +80,7 @@ void batchnorm1d_backward(const BatchNorm1dParams& p, const BatchNorm1dBackwardA
       const double g = p.affine ? gamma.data[k] : 1.0;
       for (int64_t r = 0; r < R; ++r) {
         const double xhat = (x.data[at(r)] - mean) * rstd;
-        const double d =
-            p.training ? dy.data[at(r)] - sum_dy / R - xhat * sum_dy_xhat / R : dy.data[at(r)];
+        const double d = p.training ? dz(r) - sum_dy / R - xhat * sum_dy_xhat / R : dz(r);
         const float grad = static_cast<float>(g * rstd * d);
         dx.data[at(r)] = a.accumulate_dx ? dx.data[at(r)] + grad : grad;
       }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "fused_ops/ref/norm_activation.h"
+
 namespace hfta {
 namespace ref {
 
@@ -16,23 +18,6 @@ struct Plane {
   int64_t hw() const { return p.H * p.W; }
   int64_t offset(int64_t n) const { return ((n * p.B + b) * p.C + c) * hw(); }
 };
-
-// The fused activation as the separate op computes it (fused_ops/ref/activation.cpp): forward on
-// the float the normalization rounds to, backward from the output.
-float activate(const BatchNorm2dParams& p, float z) {
-  if (!p.activation) return z;
-  float y = 0.0f;
-  ref::activation_forward(*p.activation,
-                          {.x = TensorView(&z, Shape{1}), .y = TensorView(&y, Shape{1})});
-  return y;
-}
-float gradient_through_activation(const ActivationParams& act, float y, float dy) {
-  float dz = 0.0f;
-  ref::activation_backward(act, {.y = TensorView(&y, Shape{1}),
-                                 .dy = TensorView(&dy, Shape{1}),
-                                 .dx = TensorView(&dz, Shape{1})});
-  return dz;
-}
 
 }  // namespace
 
@@ -78,7 +63,8 @@ void batchnorm2d_forward(const BatchNorm2dParams& p, const BatchNorm2dForwardArg
       for (int64_t n = 0; n < p.N; ++n)
         for (int64_t i = 0; i < plane.hw(); ++i) {
           int64_t at = plane.offset(n) + i;
-          y.data[at] = activate(p, static_cast<float>((x.data[at] - mean) * rstd * g + s));
+          y.data[at] =
+              activate(p.activation, static_cast<float>((x.data[at] - mean) * rstd * g + s));
         }
     }
 }
@@ -99,10 +85,7 @@ void batchnorm2d_backward(const BatchNorm2dParams& p, const BatchNorm2dBackwardA
       const Plane plane{p, b, c};
       const int64_t k = b * p.C + c;
       const double mean = saved.mean.data[k], rstd = saved.rstd.data[k];
-      auto dz = [&](int64_t at) {
-        return p.activation ? gradient_through_activation(*p.activation, a.y.data[at], dy.data[at])
-                            : dy.data[at];
-      };
+      auto dz = [&](int64_t at) { return gradient_through(p.activation, a.y, dy, at); };
       double sum_dy = 0.0, sum_dy_xhat = 0.0;
       for (int64_t n = 0; n < p.N; ++n)
         for (int64_t i = 0; i < plane.hw(); ++i) {

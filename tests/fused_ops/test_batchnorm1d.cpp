@@ -50,8 +50,10 @@ struct BatchNorm1dOp {
   using Params = Bn1Params;
   static std::string describe(const Bn1Params& q) {
     const BatchNorm1dParams p = q.params();
-    return fmt::format("R={} C={} affine={} training={} running={} momentum={} offset={} eps={}",
-                       p.R, p.C, p.affine, p.training, q.running, p.momentum, q.offset, p.eps);
+    return fmt::format(
+        "R={} C={} affine={} training={} running={} momentum={} offset={} eps={} activation={}",
+        p.R, p.C, p.affine, p.training, q.running, p.momentum, q.offset, p.eps,
+        p.activation ? activation_name(p.activation->kind) : "none");
   }
   static std::vector<TensorSpec> tensors(const Bn1Params& q, const OpCase<Bn1Params>& c) {
     const BatchNorm1dParams p = q.params();
@@ -98,6 +100,8 @@ struct BatchNorm1dOp {
     if (ctx.forward_only) return;
     const BatchNorm1dBackwardArgs b{.x = v("x"),
                                     .gamma = v("gamma"),
+                                    .beta = v("beta"),
+                                    .y = v("y"),
                                     .saved = saved,
                                     .dy = v("dy"),
                                     .dx = v("dx"),
@@ -182,36 +186,47 @@ std::vector<OpCase<Bn1Params>> batchnorm1d_cases() {
       {12, 2, true},                  // small enough for finite differences
       {16, 3, false},                 // finite differences without affine
   };
+  // The fused activations, one per case in turn after the cases without (every size, mode and
+  // B once more).
+  const std::optional<ActivationParams> activations[] = {
+      std::nullopt, ActivationParams{.kind = ActivationKind::kRelu},
+      ActivationParams{.kind = ActivationKind::kRelu6},
+      ActivationParams{.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f}};
   std::vector<OpCase<Bn1Params>> cases;
   int k = 0;
-  for (const Size& s : sizes)
-    for (int mode = 0; mode < 3; ++mode)  // training, training without running stats, eval
-      for (int64_t B : test::model_counts()) {
-        if (s.R * s.C > 50000 && B == 3) continue;  // keep the reference's time in check
-        OpCase<Bn1Params> c;
-        c.p.bn = BatchNorm1dParams{.R = s.R,
-                                   .C = s.C,
-                                   .eps = s.eps,
-                                   .momentum = s.momentum,
-                                   .affine = s.affine,
-                                   .training = mode != 2};
-        c.p.running = mode != 1;
-        c.p.offset = s.offset;
-        c.B = B;
-        c.threads = 1 + (k++ % 3);
-        c.accumulate_dx = (s.R + s.C + B + mode) % 2 == 1;
-        c.no_dx = s.affine && B == 2 && mode == 1;
-        c.fd = B == 1 && s.R >= 12 && s.R * s.C <= 48 && s.offset == 0;
-        c.name =
-            fmt::format("R{}_C{}_B{}_{}{}_m{}{}{}_t{}{}{}{}", s.R, s.C, B,
-                        mode == 2   ? "eval"
-                        : mode == 1 ? "train_norun"
-                                    : "train",
-                        s.affine ? "" : "_noaffine", int(s.momentum * 10),
-                        s.offset != 0 ? "_offset" : "", s.eps > 1e-3 ? "_bigeps" : "", c.threads,
-                        c.accumulate_dx ? "_acc" : "", c.no_dx ? "_nodx" : "", c.fd ? "_fd" : "");
-        cases.push_back(c);
-      }
+  for (int with_activation = 0; with_activation < 2; ++with_activation)
+    for (const Size& s : sizes)
+      for (int mode = 0; mode < 3; ++mode)  // training, training without running stats, eval
+        for (int64_t B : test::model_counts()) {
+          if (s.R * s.C > 50000 && B == 3) continue;  // keep the reference's time in check
+          if (with_activation && s.R * s.C > 50000) continue;
+          OpCase<Bn1Params> c;
+          c.p.bn = BatchNorm1dParams{.R = s.R,
+                                     .C = s.C,
+                                     .eps = s.eps,
+                                     .momentum = s.momentum,
+                                     .affine = s.affine,
+                                     .training = mode != 2,
+                                     .activation = activations[with_activation ? 1 + k % 3 : 0]};
+          c.p.running = mode != 1;
+          c.p.offset = s.offset;
+          c.B = B;
+          c.threads = 1 + (k++ % 3);
+          c.accumulate_dx = (s.R + s.C + B + mode) % 2 == 1;
+          c.no_dx = s.affine && B == 2 && mode == 1;
+          // Finite differences step across the activations' kinks.
+          c.fd = B == 1 && s.R >= 12 && s.R * s.C <= 48 && s.offset == 0 && !c.p.bn.activation;
+          c.name = fmt::format(
+              "R{}_C{}_B{}_{}{}_m{}{}{}_t{}{}{}{}{}", s.R, s.C, B,
+              mode == 2   ? "eval"
+              : mode == 1 ? "train_norun"
+                          : "train",
+              s.affine ? "" : "_noaffine", int(s.momentum * 10), s.offset != 0 ? "_offset" : "",
+              s.eps > 1e-3 ? "_bigeps" : "", c.threads, c.accumulate_dx ? "_acc" : "",
+              c.no_dx ? "_nodx" : "", c.fd ? "_fd" : "",
+              c.p.bn.activation ? std::string("_") + activation_name(c.p.bn.activation->kind) : "");
+          cases.push_back(c);
+        }
   return cases;
 }
 
@@ -219,11 +234,100 @@ class BatchNorm1dHarness : public ::testing::TestWithParam<OpCase<Bn1Params>> {}
 TEST_P(BatchNorm1dHarness, FusedEqualsSerial) { test::run_case<BatchNorm1dOp>(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Cases, BatchNorm1dHarness, ::testing::ValuesIn(batchnorm1d_cases()),
                          test::CaseName());
-// The same shapes on the GPU (skipped without one).
+// The same shapes on the GPU (skipped without one), without fused activations (CPU only).
+std::vector<OpCase<Bn1Params>> device_batchnorm1d_cases() {
+  std::vector<OpCase<Bn1Params>> cases = batchnorm1d_cases();
+  std::erase_if(cases, [](const OpCase<Bn1Params>& c) { return c.p.bn.activation.has_value(); });
+  return test::device_cases<BatchNorm1dOp>(cases, Device::kCuda);
+}
 INSTANTIATE_TEST_SUITE_P(OnCuda, BatchNorm1dHarness,
-                         ::testing::ValuesIn(test::device_cases<BatchNorm1dOp>(batchnorm1d_cases(),
-                                                                               Device::kCuda)),
-                         test::CaseName());
+                         ::testing::ValuesIn(device_batchnorm1d_cases()), test::CaseName());
+
+// A fused activation gives, bit for bit, what BatchNorm1d and then the activation op give (the
+// activation in place over BatchNorm's output, as a Net runs them), forward and backward,
+// written and accumulated, training and eval, with rows split into several chunks, 1 to 3
+// threads. gamma and beta spread the normalized values over both of ReLU6's clamps; outputs
+// start as garbage.
+TEST(BatchNorm1d, FusedActivationEqualsTheTwoOpsBitForBit) {
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  RngStream rng(seed, 7);
+  const std::pair<int64_t, int64_t> sizes[] = {{7, 5}, {12, 64}, {1100, 33}, {300, 17}};
+  const ActivationParams kinds[] = {{.kind = ActivationKind::kRelu},
+                                    {.kind = ActivationKind::kRelu6},
+                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f},
+                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.0f}};
+  constexpr float kGarbage = 1e30f;
+  int k = 0;
+  for (const auto& [R, C] : sizes)
+    for (const ActivationParams& act : kinds)
+      for (bool training : {true, false})
+        for (bool accumulate : {false, true}) {
+          const int threads = 1 + k++ % 3;
+          cpu::set_num_threads(threads);
+          const BatchNorm1dParams plain{.B = 3, .R = R, .C = C, .training = training};
+          BatchNorm1dParams fused = plain;
+          fused.activation = act;
+          SCOPED_TRACE(fmt::format("R={} C={} {} {} {} {} threads={}", R, C,
+                                   activation_name(act.kind), act.negative_slope,
+                                   training ? "training" : "eval",
+                                   accumulate ? "accumulate" : "write", threads));
+          const Shape xs = plain.x_shape(), ps = plain.param_shape();
+          Buffer x = random_buffer(xs, rng), dy = random_buffer(xs, rng);
+          Buffer gamma = random_buffer(ps, rng, -4.0f, 4.0f);
+          Buffer beta = random_buffer(ps, rng, -3.0f, 5.0f);
+          Buffer running_mean = random_buffer(ps, rng, -0.5f, 0.5f);
+          Buffer running_var = random_buffer(ps, rng, 0.2f, 1.5f);
+          Buffer dx_start = random_buffer(xs, rng);
+          struct Result {
+            Buffer y, mean, rstd, running_mean, running_var, dx, dgamma, dbeta;
+          };
+          auto run = [&](bool fuse) {
+            Result r{Buffer(xs, kGarbage), Buffer(ps, kGarbage),
+                     Buffer(ps, kGarbage), running_mean,
+                     running_var,          accumulate ? dx_start : Buffer(xs, kGarbage),
+                     Buffer(ps),           Buffer(ps)};
+            const BatchNorm1dSaved saved{r.mean.view(), r.rstd.view()};
+            batchnorm1d_forward(fuse ? fused : plain, {.x = x.view(),
+                                                       .gamma = gamma.view(),
+                                                       .beta = beta.view(),
+                                                       .running_mean = r.running_mean.view(),
+                                                       .running_var = r.running_var.view(),
+                                                       .saved = saved,
+                                                       .y = r.y.view()});
+            Buffer dz = dy;
+            if (!fuse) {
+              activation_forward(act, {.x = r.y.view(), .y = r.y.view()});
+              dz = Buffer(xs, kGarbage);
+              activation_backward(act, {.y = r.y.view(), .dy = dy.view(), .dx = dz.view()});
+            }
+            batchnorm1d_backward(fuse ? fused : plain, {.x = x.view(),
+                                                        .gamma = gamma.view(),
+                                                        .beta = beta.view(),
+                                                        .y = r.y.view(),
+                                                        .saved = saved,
+                                                        .dy = dz.view(),
+                                                        .dx = r.dx.view(),
+                                                        .dgamma = r.dgamma.view(),
+                                                        .dbeta = r.dbeta.view(),
+                                                        .accumulate_dx = accumulate});
+            return r;
+          };
+          const Result want = run(false), got = run(true);
+          test::expect_same_bits(got.y.values, want.y.values, "y");
+          test::expect_same_bits(got.mean.values, want.mean.values, "saved mean");
+          test::expect_same_bits(got.rstd.values, want.rstd.values, "saved rstd");
+          test::expect_same_bits(got.running_mean.values, want.running_mean.values, "running mean");
+          test::expect_same_bits(got.running_var.values, want.running_var.values, "running var");
+          test::expect_same_bits(got.dx.values, want.dx.values, "dx");
+          test::expect_same_bits(got.dgamma.values, want.dgamma.values, "dgamma");
+          test::expect_same_bits(got.dbeta.values, want.dbeta.values, "dbeta");
+          if (act.kind == ActivationKind::kRelu6 && R >= 12) {  // both clamps reached
+            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 6.0f), 0);
+            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 0.0f), 0);
+          }
+        }
+}
 
 // The same data through this op and through batchnorm2d on the channels layout [N, B*C, 1, L]
 // (torch's BatchNorm1d on [N, C, L] inputs): model b's rows r = n*L + l of channel c are

@@ -1,9 +1,10 @@
-// Activations fused into BatchNorm2d (Net::finalize, models/net_finalize.cpp): a ReLU, ReLU6 or
-// LeakyReLU (slope >= 0) that alone reads a BatchNorm2d's output runs in the BatchNorm's passes
-// on the CPU. Here: which pairs fuse and which do not, and that a net with its activations fused
-// computes bit for bit what the same net with every op apart computes (NetSpec::fuse_activations
-// = false), losses, parameter gradients, the input gradient and the running statistics, over
-// several steps in training and in eval, B in {1, 2, 3}.
+// Activations fused into BatchNorm (Net::finalize, models/net_finalize.cpp): a ReLU, ReLU6 or
+// LeakyReLU (slope >= 0) that alone reads a BatchNorm2d's or BatchNorm1d's output runs in the
+// BatchNorm's passes on the CPU. Here: which pairs fuse and which do not, and that a net with its
+// activations fused computes bit for bit what the same net with every op apart computes
+// (NetSpec::fuse_activations = false), losses, parameter gradients, the input gradient and the
+// running statistics, over several steps in training and in eval, B in {1, 2, 3}, for a conv net
+// and a PointNet-like net.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -117,6 +118,49 @@ Trace train(bool fuse, int64_t B, uint64_t seed) {
   return run;
 }
 
+// PointNet's shape of layer: per-point Conv1d, BatchNorm1d and ReLU over [L, C] points.
+Trace train_points(bool fuse, int64_t B, uint64_t seed) {
+  constexpr int64_t kPoints = 7;
+  Net n(NetSpec{.B = B, .capacity = kBatch, .seed = seed, .fuse_activations = fuse});
+  const Value points = n.input(Shape{kPoints, 3});
+  const Value labels = n.index_input(Shape{});
+  Value x = n.relu(n.batchnorm1d(n.conv1d(points, "conv1", {.out_features = 16}), "bn1"));
+  x = n.relu6(n.batchnorm1d(n.conv1d(x, "conv2", {.out_features = 24}), "bn2"));
+  x = n.max_over_points(x);
+  x = n.leaky_relu(n.batchnorm1d(n.linear(x, "fc1", {.out_features = 8}), "bn3"), 0.2f);
+  n.add_loss(n.cross_entropy(n.linear(x, "fc2", {.out_features = 4}), labels));
+  n.finalize();
+  EXPECT_EQ(describes(n, "bn1: BatchNorm1d(16) + relu"), fuse) << n.describe();
+  EXPECT_EQ(describes(n, "bn3: BatchNorm1d(8) + leaky_relu"), fuse) << n.describe();
+  for (const Param& p : n.params()) {
+    if (p.name.starts_with("bn") && p.name.ends_with(".weight")) fill_view(p.value, 4.0f);
+    if (p.name.starts_with("bn") && p.name.ends_with(".bias")) fill_view(p.value, 1.0f);
+  }
+  RngStream rng(seed, 12);
+  std::vector<float> point_values(static_cast<size_t>(kBatch * kPoints * 3));
+  std::vector<int32_t> label_values(kBatch);
+  Trace run;
+  for (int step = 0; step < 4; ++step) {
+    const bool training = step != 2;
+    for (float& v : point_values) v = rng.uniform(-2.0f, 2.0f);
+    for (int32_t& l : label_values) l = static_cast<int32_t>(rng.below(4));
+    n.set_input(points, TensorView(point_values.data(), Shape{kBatch, kPoints, 3}));
+    n.set_input(labels, IndexView(label_values.data(), Shape{kBatch}));
+    n.forward(training);
+    const TensorView loss = n.value(n.losses()[0]);
+    run.losses.insert(run.losses.end(), loss.data, loss.data + loss.numel());
+    if (!training) continue;
+    n.zero_grad_and_backward();
+    for (const Param& p : n.params()) {
+      run.param_grads.insert(run.param_grads.end(), p.grad.data, p.grad.data + p.grad.numel());
+      for (int64_t i = 0; i < p.value.numel(); ++i) p.value.data[i] -= 0.05f * p.grad.data[i];
+    }
+  }
+  for (const ModelBuffer& b : n.buffers())
+    run.buffers.insert(run.buffers.end(), b.value.data, b.value.data + b.value.numel());
+  return run;
+}
+
 TEST(FusedActivations, FusedNetEqualsTheNetWithEveryOpApartBitForBit) {
   const uint64_t seed = test::seed_for_test();
   HFTA_SEEDED_TRACE(seed);
@@ -130,6 +174,12 @@ TEST(FusedActivations, FusedNetEqualsTheNetWithEveryOpApartBitForBit) {
       test::expect_same_bits(fused.input_grad, apart.input_grad, "input gradient");
       test::expect_same_bits(fused.buffers, apart.buffers, "running statistics");
       EXPECT_EQ(fused.losses.size(), static_cast<size_t>(4 * B));
+      const Trace points = train_points(true, B, seed), points_apart = train_points(false, B, seed);
+      test::expect_same_bits(points.losses, points_apart.losses, "BatchNorm1d net: losses");
+      test::expect_same_bits(points.param_grads, points_apart.param_grads,
+                             "BatchNorm1d net: parameter gradients");
+      test::expect_same_bits(points.buffers, points_apart.buffers,
+                             "BatchNorm1d net: running statistics");
     }
 }
 

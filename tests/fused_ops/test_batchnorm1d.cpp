@@ -11,6 +11,7 @@
 
 #include "fused_ops/batchnorm1d.h"
 #include "fused_ops/batchnorm2d.h"
+#include "norm_activation_check.h"
 #include "op_harness.h"
 
 namespace hfta {
@@ -186,12 +187,6 @@ std::vector<OpCase<Bn1Params>> batchnorm1d_cases() {
       {12, 2, true},                  // small enough for finite differences
       {16, 3, false},                 // finite differences without affine
   };
-  // The fused activations, one per case in turn after the cases without (every size, mode and
-  // B once more).
-  const std::optional<ActivationParams> activations[] = {
-      std::nullopt, ActivationParams{.kind = ActivationKind::kRelu},
-      ActivationParams{.kind = ActivationKind::kRelu6},
-      ActivationParams{.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f}};
   std::vector<OpCase<Bn1Params>> cases;
   int k = 0;
   for (int with_activation = 0; with_activation < 2; ++with_activation)
@@ -201,13 +196,14 @@ std::vector<OpCase<Bn1Params>> batchnorm1d_cases() {
           if (s.R * s.C > 50000 && B == 3) continue;  // keep the reference's time in check
           if (with_activation && s.R * s.C > 50000) continue;
           OpCase<Bn1Params> c;
-          c.p.bn = BatchNorm1dParams{.R = s.R,
-                                     .C = s.C,
-                                     .eps = s.eps,
-                                     .momentum = s.momentum,
-                                     .affine = s.affine,
-                                     .training = mode != 2,
-                                     .activation = activations[with_activation ? 1 + k % 3 : 0]};
+          c.p.bn =
+              BatchNorm1dParams{.R = s.R,
+                                .C = s.C,
+                                .eps = s.eps,
+                                .momentum = s.momentum,
+                                .affine = s.affine,
+                                .training = mode != 2,
+                                .activation = test::harness_activation(with_activation != 0, k)};
           c.p.running = mode != 1;
           c.p.offset = s.offset;
           c.B = B;
@@ -253,79 +249,26 @@ TEST(BatchNorm1d, FusedActivationEqualsTheTwoOpsBitForBit) {
   HFTA_SEEDED_TRACE(seed);
   RngStream rng(seed, 7);
   const std::pair<int64_t, int64_t> sizes[] = {{7, 5}, {12, 64}, {1100, 33}, {300, 17}};
-  const ActivationParams kinds[] = {{.kind = ActivationKind::kRelu},
-                                    {.kind = ActivationKind::kRelu6},
-                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f},
-                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.0f}};
-  constexpr float kGarbage = 1e30f;
   int k = 0;
   for (const auto& [R, C] : sizes)
-    for (const ActivationParams& act : kinds)
+    for (const ActivationParams& act : test::fusable_activations())
       for (bool training : {true, false})
         for (bool accumulate : {false, true}) {
           const int threads = 1 + k++ % 3;
           cpu::set_num_threads(threads);
-          const BatchNorm1dParams plain{.B = 3, .R = R, .C = C, .training = training};
-          BatchNorm1dParams fused = plain;
-          fused.activation = act;
+          const BatchNorm1dParams p{
+              .B = 3, .R = R, .C = C, .training = training, .activation = act};
           SCOPED_TRACE(fmt::format("R={} C={} {} {} {} {} threads={}", R, C,
                                    activation_name(act.kind), act.negative_slope,
                                    training ? "training" : "eval",
                                    accumulate ? "accumulate" : "write", threads));
-          const Shape xs = plain.x_shape(), ps = plain.param_shape();
-          Buffer x = random_buffer(xs, rng), dy = random_buffer(xs, rng);
-          Buffer gamma = random_buffer(ps, rng, -4.0f, 4.0f);
-          Buffer beta = random_buffer(ps, rng, -3.0f, 5.0f);
-          Buffer running_mean = random_buffer(ps, rng, -0.5f, 0.5f);
-          Buffer running_var = random_buffer(ps, rng, 0.2f, 1.5f);
-          Buffer dx_start = random_buffer(xs, rng);
-          struct Result {
-            Buffer y, mean, rstd, running_mean, running_var, dx, dgamma, dbeta;
-          };
+          test::NormInputs in(p.x_shape(), p.param_shape(), rng);
           auto run = [&](bool fuse) {
-            Result r{Buffer(xs, kGarbage), Buffer(ps, kGarbage),
-                     Buffer(ps, kGarbage), running_mean,
-                     running_var,          accumulate ? dx_start : Buffer(xs, kGarbage),
-                     Buffer(ps),           Buffer(ps)};
-            const BatchNorm1dSaved saved{r.mean.view(), r.rstd.view()};
-            batchnorm1d_forward(fuse ? fused : plain, {.x = x.view(),
-                                                       .gamma = gamma.view(),
-                                                       .beta = beta.view(),
-                                                       .running_mean = r.running_mean.view(),
-                                                       .running_var = r.running_var.view(),
-                                                       .saved = saved,
-                                                       .y = r.y.view()});
-            Buffer dz = dy;
-            if (!fuse) {
-              activation_forward(act, {.x = r.y.view(), .y = r.y.view()});
-              dz = Buffer(xs, kGarbage);
-              activation_backward(act, {.y = r.y.view(), .dy = dy.view(), .dx = dz.view()});
-            }
-            batchnorm1d_backward(fuse ? fused : plain, {.x = x.view(),
-                                                        .gamma = gamma.view(),
-                                                        .beta = beta.view(),
-                                                        .y = r.y.view(),
-                                                        .saved = saved,
-                                                        .dy = dz.view(),
-                                                        .dx = r.dx.view(),
-                                                        .dgamma = r.dgamma.view(),
-                                                        .dbeta = r.dbeta.view(),
-                                                        .accumulate_dx = accumulate});
-            return r;
+            return test::run_norm(p, fuse, in, accumulate, batchnorm1d_forward,
+                                  batchnorm1d_backward);
           };
-          const Result want = run(false), got = run(true);
-          test::expect_same_bits(got.y.values, want.y.values, "y");
-          test::expect_same_bits(got.mean.values, want.mean.values, "saved mean");
-          test::expect_same_bits(got.rstd.values, want.rstd.values, "saved rstd");
-          test::expect_same_bits(got.running_mean.values, want.running_mean.values, "running mean");
-          test::expect_same_bits(got.running_var.values, want.running_var.values, "running var");
-          test::expect_same_bits(got.dx.values, want.dx.values, "dx");
-          test::expect_same_bits(got.dgamma.values, want.dgamma.values, "dgamma");
-          test::expect_same_bits(got.dbeta.values, want.dbeta.values, "dbeta");
-          if (act.kind == ActivationKind::kRelu6 && R >= 12) {  // both clamps reached
-            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 6.0f), 0);
-            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 0.0f), 0);
-          }
+          test::expect_same_outputs(run(true), run(false),
+                                    act.kind == ActivationKind::kRelu6 && R >= 12);
         }
 }
 

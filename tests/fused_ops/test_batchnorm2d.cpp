@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "fused_ops/batchnorm2d.h"
+#include "norm_activation_check.h"
 #include "op_harness.h"
 
 namespace hfta {
@@ -206,12 +207,6 @@ std::vector<OpCase<BnParams>> batchnorm_cases() {
       {3, 9, 8, 8, true},
       {2, 2, 2, 3, true},  // small enough for finite differences
   };
-  // The fused activations, one per case in turn after the cases without (every size, mode and
-  // B once more); LeakyReLU with a slope >= 0, the only ones BatchNorm takes over.
-  const std::optional<ActivationParams> activations[] = {
-      std::nullopt, ActivationParams{.kind = ActivationKind::kRelu},
-      ActivationParams{.kind = ActivationKind::kRelu6},
-      ActivationParams{.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f}};
   std::vector<OpCase<BnParams>> cases;
   int k = 0;
   for (int with_activation = 0; with_activation < 2; ++with_activation)
@@ -219,15 +214,16 @@ std::vector<OpCase<BnParams>> batchnorm_cases() {
       for (int mode = 0; mode < 3; ++mode)  // training, training without running stats, eval
         for (int64_t B : test::model_counts()) {
           OpCase<BnParams> c;
-          c.p.bn = BatchNorm2dParams{.N = s.N,
-                                     .C = s.C,
-                                     .H = s.H,
-                                     .W = s.W,
-                                     .eps = s.eps,
-                                     .momentum = s.momentum,
-                                     .affine = s.affine,
-                                     .training = mode != 2,
-                                     .activation = activations[with_activation ? 1 + k % 3 : 0]};
+          c.p.bn =
+              BatchNorm2dParams{.N = s.N,
+                                .C = s.C,
+                                .H = s.H,
+                                .W = s.W,
+                                .eps = s.eps,
+                                .momentum = s.momentum,
+                                .affine = s.affine,
+                                .training = mode != 2,
+                                .activation = test::harness_activation(with_activation != 0, k)};
           c.p.running = mode != 1;
           c.p.offset = s.offset;
           c.B = B;
@@ -278,81 +274,31 @@ TEST(BatchNorm2d, FusedActivationEqualsTheTwoOpsBitForBit) {
   };
   const Size sizes[] = {{3, 5, 7, 3},  {2, 70, 1, 1}, {3, 41, 2, 2},
                         {2, 23, 4, 4}, {3, 9, 8, 8},  {2, 4, 16, 17}};
-  const ActivationParams kinds[] = {{.kind = ActivationKind::kRelu},
-                                    {.kind = ActivationKind::kRelu6},
-                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.2f},
-                                    {.kind = ActivationKind::kLeakyRelu, .negative_slope = 0.0f}};
-  constexpr float kGarbage = 1e30f;
   int k = 0;
   for (const Size& sz : sizes)
-    for (const ActivationParams& act : kinds)
+    for (const ActivationParams& act : test::fusable_activations())
       for (bool training : {true, false})
         for (bool accumulate : {false, true}) {
           const int threads = 1 + k++ % 3;
           cpu::set_num_threads(threads);
-          BatchNorm2dParams plain{
-              .B = 3, .N = sz.N, .C = sz.C, .H = sz.H, .W = sz.W, .training = training};
-          BatchNorm2dParams fused = plain;
-          fused.activation = act;
+          const BatchNorm2dParams p{.B = 3,
+                                    .N = sz.N,
+                                    .C = sz.C,
+                                    .H = sz.H,
+                                    .W = sz.W,
+                                    .training = training,
+                                    .activation = act};
           SCOPED_TRACE(fmt::format("N={} C={} H={} W={} {} {} {} {} threads={}", sz.N, sz.C, sz.H,
                                    sz.W, activation_name(act.kind), act.negative_slope,
                                    training ? "training" : "eval",
                                    accumulate ? "accumulate" : "write", threads));
-          const Shape xs = plain.x_shape(), ps = plain.param_shape();
-          Buffer x = random_buffer(xs, rng), dy = random_buffer(xs, rng);
-          Buffer gamma = random_buffer(ps, rng, -4.0f, 4.0f),
-                 beta = random_buffer(ps, rng, -3.0f, 5.0f);
-          Buffer running_mean = random_buffer(ps, rng, -0.5f, 0.5f);
-          Buffer running_var = random_buffer(ps, rng, 0.2f, 1.5f);
-          Buffer dx_start = random_buffer(xs, rng);
-          struct Result {
-            Buffer y, mean, rstd, running_mean, running_var, dx, dgamma, dbeta;
-          };
+          test::NormInputs in(p.x_shape(), p.param_shape(), rng);
           auto run = [&](bool fuse) {
-            Result r{Buffer(xs, kGarbage), Buffer(ps, kGarbage),
-                     Buffer(ps, kGarbage), running_mean,
-                     running_var,          accumulate ? dx_start : Buffer(xs, kGarbage),
-                     Buffer(ps),           Buffer(ps)};
-            const BatchNorm2dSaved saved{r.mean.view(), r.rstd.view()};
-            batchnorm2d_forward(fuse ? fused : plain, {.x = x.view(),
-                                                       .gamma = gamma.view(),
-                                                       .beta = beta.view(),
-                                                       .running_mean = r.running_mean.view(),
-                                                       .running_var = r.running_var.view(),
-                                                       .saved = saved,
-                                                       .y = r.y.view()});
-            Buffer dz = dy;
-            if (!fuse) {
-              activation_forward(act, {.x = r.y.view(), .y = r.y.view()});
-              dz = Buffer(xs, kGarbage);
-              activation_backward(act, {.y = r.y.view(), .dy = dy.view(), .dx = dz.view()});
-            }
-            batchnorm2d_backward(fuse ? fused : plain, {.x = x.view(),
-                                                        .gamma = gamma.view(),
-                                                        .beta = beta.view(),
-                                                        .y = r.y.view(),
-                                                        .saved = saved,
-                                                        .dy = dz.view(),
-                                                        .dx = r.dx.view(),
-                                                        .dgamma = r.dgamma.view(),
-                                                        .dbeta = r.dbeta.view(),
-                                                        .accumulate_dx = accumulate});
-            return r;
+            return test::run_norm(p, fuse, in, accumulate, batchnorm2d_forward,
+                                  batchnorm2d_backward);
           };
-          const Result want = run(false), got = run(true);
-          test::expect_same_bits(got.y.values, want.y.values, "y");
-          test::expect_same_bits(got.mean.values, want.mean.values, "saved mean");
-          test::expect_same_bits(got.rstd.values, want.rstd.values, "saved rstd");
-          test::expect_same_bits(got.running_mean.values, want.running_mean.values, "running mean");
-          test::expect_same_bits(got.running_var.values, want.running_var.values, "running var");
-          test::expect_same_bits(got.dx.values, want.dx.values, "dx");
-          test::expect_same_bits(got.dgamma.values, want.dgamma.values, "dgamma");
-          test::expect_same_bits(got.dbeta.values, want.dbeta.values, "dbeta");
-          // Both clamps were reached, so the masks were exercised.
-          if (act.kind == ActivationKind::kRelu6 && sz.N * sz.H * sz.W >= 16) {
-            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 6.0f), 0);
-            EXPECT_NE(std::count(want.y.values.begin(), want.y.values.end(), 0.0f), 0);
-          }
+          test::expect_same_outputs(run(true), run(false),
+                                    act.kind == ActivationKind::kRelu6 && sz.N * sz.H * sz.W >= 16);
         }
 }
 

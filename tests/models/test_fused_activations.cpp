@@ -7,7 +7,7 @@
 // and a PointNet-like net.
 #include <gtest/gtest.h>
 
-#include <bit>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,12 +63,46 @@ TEST(FusedActivations, WhichPairsFuse) {
   EXPECT_TRUE(describes(*apart, "bn: BatchNorm2d(2) ->")) << apart->describe();
 }
 
-// A small conv net with every fusable pair (on 5x5 and 1x1 planes, the kernel's runtime and
-// unrolled row loops) and a residual add, run fused and apart from the same seed and inputs.
 struct Trace {
   std::vector<float> losses, param_grads, input_grad, buffers;
 };
 
+// Four steps of a finalized net (an eval step third), plain SGD by hand: `feed` sets the inputs of
+// each step; `input` (when valid) is an input whose gradient the trace records. BatchNorm's
+// weights 4 and biases 1 first spread its outputs over [-7, 9] (about), past both of ReLU6's
+// clamps.
+Trace run_steps(Net& n, uint64_t seed, const std::function<void(RngStream&)>& feed,
+                Value input = {}) {
+  for (const Param& p : n.params()) {
+    if (p.name.starts_with("bn") && p.name.ends_with(".weight")) fill_view(p.value, 4.0f);
+    if (p.name.starts_with("bn") && p.name.ends_with(".bias")) fill_view(p.value, 1.0f);
+  }
+  RngStream rng(seed, 11);
+  Trace run;
+  for (int step = 0; step < 4; ++step) {
+    const bool training = step != 2;
+    feed(rng);
+    n.forward(training);
+    const TensorView loss = n.value(n.losses()[0]);
+    run.losses.insert(run.losses.end(), loss.data, loss.data + loss.numel());
+    if (!training) continue;
+    n.zero_grad_and_backward();
+    if (input.valid()) {
+      const TensorView dx = n.grad(input);
+      run.input_grad.insert(run.input_grad.end(), dx.data, dx.data + dx.numel());
+    }
+    for (const Param& p : n.params()) {
+      run.param_grads.insert(run.param_grads.end(), p.grad.data, p.grad.data + p.grad.numel());
+      for (int64_t i = 0; i < p.value.numel(); ++i) p.value.data[i] -= 0.05f * p.grad.data[i];
+    }
+  }
+  for (const ModelBuffer& b : n.buffers())
+    run.buffers.insert(run.buffers.end(), b.value.data, b.value.data + b.value.numel());
+  return run;
+}
+
+// A small conv net with every fusable pair (on 5x5 and 1x1 planes, the kernel's runtime and
+// channel loops) and a residual add, run fused and apart from the same seed and inputs.
 Trace train(bool fuse, int64_t B, uint64_t seed) {
   Net n(NetSpec{.B = B, .capacity = kBatch, .seed = seed, .fuse_activations = fuse});
   const Value images = n.model_input(Shape{3, 5, 5}, /*needs_grad=*/true);
@@ -85,37 +119,17 @@ Trace train(bool fuse, int64_t B, uint64_t seed) {
   n.add_loss(n.cross_entropy(n.linear(n.flatten(x), "fc", {.out_features = 4}), labels));
   n.finalize();
   EXPECT_EQ(describes(n, "bn3: BatchNorm2d(8) + leaky_relu"), fuse);
-  // BatchNorm's outputs spread over [-7, 9] (about), past both of ReLU6's clamps.
-  for (const Param& p : n.params()) {
-    if (p.name.starts_with("bn") && p.name.ends_with(".weight")) fill_view(p.value, 4.0f);
-    if (p.name.starts_with("bn") && p.name.ends_with(".bias")) fill_view(p.value, 1.0f);
-  }
-
-  RngStream rng(seed, 11);
   std::vector<float> image_values(static_cast<size_t>(kBatch * B * 3 * 5 * 5));
   std::vector<int32_t> label_values(kBatch);
-  Trace run;
-  for (int step = 0; step < 4; ++step) {
-    const bool training = step != 2;  // an eval step between training steps
-    for (float& v : image_values) v = rng.uniform(-2.0f, 2.0f);
-    for (int32_t& l : label_values) l = static_cast<int32_t>(rng.below(4));
-    n.set_input(images, TensorView(image_values.data(), Shape{kBatch, B * 3, 5, 5}));
-    n.set_input(labels, IndexView(label_values.data(), Shape{kBatch}));
-    n.forward(training);
-    const TensorView loss = n.value(n.losses()[0]);
-    run.losses.insert(run.losses.end(), loss.data, loss.data + loss.numel());
-    if (!training) continue;
-    n.zero_grad_and_backward();
-    const TensorView dx = n.grad(images);
-    run.input_grad.insert(run.input_grad.end(), dx.data, dx.data + dx.numel());
-    for (const Param& p : n.params()) {
-      run.param_grads.insert(run.param_grads.end(), p.grad.data, p.grad.data + p.grad.numel());
-      for (int64_t i = 0; i < p.value.numel(); ++i) p.value.data[i] -= 0.05f * p.grad.data[i];
-    }
-  }
-  for (const ModelBuffer& b : n.buffers())
-    run.buffers.insert(run.buffers.end(), b.value.data, b.value.data + b.value.numel());
-  return run;
+  return run_steps(
+      n, seed,
+      [&](RngStream& rng) {
+        for (float& v : image_values) v = rng.uniform(-2.0f, 2.0f);
+        for (int32_t& l : label_values) l = static_cast<int32_t>(rng.below(4));
+        n.set_input(images, TensorView(image_values.data(), Shape{kBatch, B * 3, 5, 5}));
+        n.set_input(labels, IndexView(label_values.data(), Shape{kBatch}));
+      },
+      images);
 }
 
 // PointNet's shape of layer: per-point Conv1d, BatchNorm1d and ReLU over [L, C] points.
@@ -132,33 +146,14 @@ Trace train_points(bool fuse, int64_t B, uint64_t seed) {
   n.finalize();
   EXPECT_EQ(describes(n, "bn1: BatchNorm1d(16) + relu"), fuse) << n.describe();
   EXPECT_EQ(describes(n, "bn3: BatchNorm1d(8) + leaky_relu"), fuse) << n.describe();
-  for (const Param& p : n.params()) {
-    if (p.name.starts_with("bn") && p.name.ends_with(".weight")) fill_view(p.value, 4.0f);
-    if (p.name.starts_with("bn") && p.name.ends_with(".bias")) fill_view(p.value, 1.0f);
-  }
-  RngStream rng(seed, 12);
   std::vector<float> point_values(static_cast<size_t>(kBatch * kPoints * 3));
   std::vector<int32_t> label_values(kBatch);
-  Trace run;
-  for (int step = 0; step < 4; ++step) {
-    const bool training = step != 2;
+  return run_steps(n, seed, [&](RngStream& rng) {
     for (float& v : point_values) v = rng.uniform(-2.0f, 2.0f);
     for (int32_t& l : label_values) l = static_cast<int32_t>(rng.below(4));
     n.set_input(points, TensorView(point_values.data(), Shape{kBatch, kPoints, 3}));
     n.set_input(labels, IndexView(label_values.data(), Shape{kBatch}));
-    n.forward(training);
-    const TensorView loss = n.value(n.losses()[0]);
-    run.losses.insert(run.losses.end(), loss.data, loss.data + loss.numel());
-    if (!training) continue;
-    n.zero_grad_and_backward();
-    for (const Param& p : n.params()) {
-      run.param_grads.insert(run.param_grads.end(), p.grad.data, p.grad.data + p.grad.numel());
-      for (int64_t i = 0; i < p.value.numel(); ++i) p.value.data[i] -= 0.05f * p.grad.data[i];
-    }
-  }
-  for (const ModelBuffer& b : n.buffers())
-    run.buffers.insert(run.buffers.end(), b.value.data, b.value.data + b.value.numel());
-  return run;
+  });
 }
 
 TEST(FusedActivations, FusedNetEqualsTheNetWithEveryOpApartBitForBit) {

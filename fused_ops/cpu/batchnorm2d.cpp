@@ -43,6 +43,13 @@
 #include "core/parallel.h"
 #include "fused_ops/cpu/norm_activation.h"
 
+// No FMA contraction in this file: with an activation, backward's sums and dx are forward's
+// arithmetic on a select of dy instead of on dy, and GCC contracted products into different
+// fused multiply-adds in the two (at -O1, the sanitizer builds'), so a fused activation stopped
+// giving the two ops' bits. Every product here is now rounded before its sum, whatever the
+// optimization level.
+#pragma GCC optimize("fp-contract=off")
+
 namespace hfta::cpu {
 
 namespace {

@@ -114,8 +114,8 @@ void Net::plan_in_place() {
 // by the BatchNorm (fused_ops/batchnorm2d.h, batchnorm1d.h): the BatchNorm writes the activation's
 // output (into the one buffer the two share) and takes its output gradient, the value between them
 // has no gradient of its own, and the activation node does nothing. That saves the activation's
-// passes over memory (docs/design.md, "In-place activations"). CPU nets only: the CUDA kernels take
-// no activation.
+// passes over memory (docs/design.md, "Activations fused into BatchNorm"). CPU nets only: the CUDA
+// kernels take no activation.
 void Net::fuse_norm_activations() {
   if (!spec_.fuse_activations || spec_.device != Device::kCpu) return;
   for (auto& node : nodes_) {

@@ -287,17 +287,19 @@ TEST(PlanAuto, WhichPlansTheConfirmingRoundTimes) {
 }
 
 // Three plans timed alternately (visits: fused, chunk:1, threads:1; then chunk:1, threads:1,
-// fused; then threads:1, fused, chunk:1), steps of 4, 6 and 8 ms, every step twice as long from
-// the 5th build on: chunk:1's second visit is the last fast one. Each plan's time is fused's
-// median times its ratios to fused's visit by visit.
+// fused; then threads:1, fused, chunk:1), steps of 20, 30 and 40 ms, every step twice as long
+// from the 5th build on: chunk:1's second visit is the last fast one. Each plan's time is fused's
+// median times its ratios to fused's visit by visit. The steps sleep, so a loaded machine wakes
+// them late: they are long enough for a late wake-up of a few ms to leave chunk:1's ratio nearer
+// the paired 1.5 than the 0.75 its whole median would give.
 TEST(PlanAuto, AlternateTimingsArePairedVisitByVisit) {
   std::map<std::string, int> builds;
   int all_builds = 0;
   const PlanTrialBuilder build = [&](const ExecutionPlan& plan) {
     ++builds[plan.str()];
-    const double ms = (plan == ExecutionPlan::fused() ? 4.0
-                       : plan.str() == "chunk:1"      ? 6.0
-                                                      : 8.0) *
+    const double ms = (plan == ExecutionPlan::fused() ? 20.0
+                       : plan.str() == "chunk:1"      ? 30.0
+                                                      : 40.0) *
                       (++all_builds >= 5 ? 2.0 : 1.0);
     return PlanTrialRun{
         .arena_bytes = 1.0, .step = [ms] {
@@ -309,10 +311,10 @@ TEST(PlanAuto, AlternateTimingsArePairedVisitByVisit) {
       20.0);
   ASSERT_EQ(t.size(), 3u);
   for (const auto& [name, n] : builds) EXPECT_EQ(n, kConfirmVisits) << name;
-  // fused: 4, 8, 8 ms; chunk:1 against it 6/4, 6/8, 12/8; threads:1 8/4, 16/8, 16/8.
-  EXPECT_NEAR(t[0].step_ms, 8.0, 1.5);
-  EXPECT_NEAR(t[1].step_ms / t[0].step_ms, 1.5, 0.2);
-  EXPECT_NEAR(t[2].step_ms / t[0].step_ms, 2.0, 0.25);
+  // fused: 20, 40, 40 ms; chunk:1 against it 30/20, 30/40, 60/40; threads:1 40/20, 80/40, 80/40.
+  EXPECT_NEAR(t[0].step_ms, 40.0, 10.0);
+  EXPECT_NEAR(t[1].step_ms / t[0].step_ms, 1.5, 0.3);
+  EXPECT_NEAR(t[2].step_ms / t[0].step_ms, 2.0, 0.4);
   for (const PlanTiming& p : t) EXPECT_FALSE(p.interleaved);
 }
 

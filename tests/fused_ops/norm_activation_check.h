@@ -1,17 +1,20 @@
-// A BatchNorm's fused activation against BatchNorm and then the activation op, as a Net runs
-// them apart (the activation in place over BatchNorm's output, its gradient in a buffer of its
-// own): the shared part of tests/fused_ops/test_batchnorm2d.cpp's and test_batchnorm1d.cpp's
-// bit-for-bit tests.
+// What tests/fused_ops/test_batchnorm2d.cpp and test_batchnorm1d.cpp share: their op harness
+// cases' settings, and the bit-for-bit test of a BatchNorm's fused activation against BatchNorm
+// and then the activation op, as a Net runs them apart (the activation in place over BatchNorm's
+// output, its gradient in a buffer of its own).
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/rng.h"
 #include "fused_ops/activation.h"
+#include "op_harness.h"
 #include "test_util.h"
 
 namespace hfta::test {
@@ -31,6 +34,34 @@ inline const std::vector<ActivationParams>& fusable_activations() {
 inline std::optional<ActivationParams> harness_activation(bool with_activation, int k) {
   if (!with_activation) return std::nullopt;
   return fusable_activations()[static_cast<size_t>(k % 3)];
+}
+
+// The settings a BatchNorm harness case (its Size `s`: affine, momentum, offset, eps) gets in
+// both tables. `mode`: 0 training, 1 training without running statistics, 2 eval; `spread` (a
+// sum of the shape's sizes) varies which cases accumulate into dx; `k` counts the cases and
+// gives them 1-3 threads.
+template <typename Case, typename Size>
+void set_batchnorm_case(Case& c, const Size& s, int mode, int64_t B, int64_t spread, int& k) {
+  c.p.running = mode != 1;
+  c.p.offset = s.offset;
+  c.B = B;
+  c.threads = 1 + (k++ % 3);
+  c.accumulate_dx = (spread + B + mode) % 2 == 1;
+  c.no_dx = s.affine && B == 2 && mode == 1;
+}
+
+// A BatchNorm harness case's name after its shape: "_B2_train_noaffine_m1_offset_t2_acc_relu6".
+template <typename Case, typename Size>
+std::string batchnorm_case_name(const Case& c, const Size& s, int mode) {
+  return fmt::format(
+      "_B{}_{}{}_m{}{}{}_t{}{}{}{}{}", c.B,
+      mode == 2   ? "eval"
+      : mode == 1 ? "train_norun"
+                  : "train",
+      s.affine ? "" : "_noaffine", int(s.momentum * 10), s.offset != 0 ? "_offset" : "",
+      s.eps > 1e-3 ? "_bigeps" : "", c.threads, c.accumulate_dx ? "_acc" : "",
+      c.no_dx ? "_nodx" : "", c.fd ? "_fd" : "",
+      c.p.bn.activation ? std::string("_") + activation_name(c.p.bn.activation->kind) : "");
 }
 
 // One call's tensors; gamma and beta spread the normalized values over both of ReLU6's clamps.

@@ -204,23 +204,10 @@ std::vector<OpCase<Bn1Params>> batchnorm1d_cases() {
                                 .affine = s.affine,
                                 .training = mode != 2,
                                 .activation = test::harness_activation(with_activation != 0, k)};
-          c.p.running = mode != 1;
-          c.p.offset = s.offset;
-          c.B = B;
-          c.threads = 1 + (k++ % 3);
-          c.accumulate_dx = (s.R + s.C + B + mode) % 2 == 1;
-          c.no_dx = s.affine && B == 2 && mode == 1;
+          test::set_batchnorm_case(c, s, mode, B, s.R + s.C, k);
           // Finite differences step across the activations' kinks.
           c.fd = B == 1 && s.R >= 12 && s.R * s.C <= 48 && s.offset == 0 && !c.p.bn.activation;
-          c.name = fmt::format(
-              "R{}_C{}_B{}_{}{}_m{}{}{}_t{}{}{}{}{}", s.R, s.C, B,
-              mode == 2   ? "eval"
-              : mode == 1 ? "train_norun"
-                          : "train",
-              s.affine ? "" : "_noaffine", int(s.momentum * 10), s.offset != 0 ? "_offset" : "",
-              s.eps > 1e-3 ? "_bigeps" : "", c.threads, c.accumulate_dx ? "_acc" : "",
-              c.no_dx ? "_nodx" : "", c.fd ? "_fd" : "",
-              c.p.bn.activation ? std::string("_") + activation_name(c.p.bn.activation->kind) : "");
+          c.name = fmt::format("R{}_C{}", s.R, s.C) + test::batchnorm_case_name(c, s, mode);
           cases.push_back(c);
         }
   return cases;

@@ -126,17 +126,87 @@ std::vector<SweepPoint> summarize_sweep(const CsvTable& table) {
   return points;
 }
 
-std::string gnuplot_script(const std::vector<SweepPoint>& points, const std::string& title,
-                           int64_t memory_budget_bytes) {
+namespace {
+
+// The modes of a sweep's points (in order of first appearance), its B values (ascending), and
+// whether every point is normalized (the serial B=1 baseline ran).
+struct SweepAxes {
   std::vector<std::string> modes;
   std::vector<int64_t> Bs;
-  bool normalized = !points.empty();
+  bool normalized = false;
+};
+
+SweepAxes axes_of(const std::vector<SweepPoint>& points) {
+  SweepAxes a;
+  a.normalized = !points.empty();
   for (const SweepPoint& p : points) {
-    if (std::find(modes.begin(), modes.end(), p.mode) == modes.end()) modes.push_back(p.mode);
-    if (std::find(Bs.begin(), Bs.end(), p.B) == Bs.end()) Bs.push_back(p.B);
-    normalized = normalized && p.has_normalized;
+    if (std::find(a.modes.begin(), a.modes.end(), p.mode) == a.modes.end())
+      a.modes.push_back(p.mode);
+    if (std::find(a.Bs.begin(), a.Bs.end(), p.B) == a.Bs.end()) a.Bs.push_back(p.B);
+    a.normalized = a.normalized && p.has_normalized;
   }
-  std::sort(Bs.begin(), Bs.end());
+  std::sort(a.Bs.begin(), a.Bs.end());
+  return a;
+}
+
+// "fused", or "fused (<plan>)" in a sweep of several plans (summarize_sweep).
+bool is_fused_mode(const std::string& mode) {
+  return mode == "fused" || mode.starts_with("fused (");
+}
+
+}  // namespace
+
+std::string fusion_table(const std::vector<SweepPoint>& points) {
+  const auto [modes, Bs, normalized] = axes_of(points);
+  std::vector<std::string> fused, others;
+  for (const std::string& m : modes) (is_fused_mode(m) ? fused : others).push_back(m);
+  auto point = [&](const std::string& mode, int64_t B) -> const SweepPoint* {
+    for (const SweepPoint& p : points)
+      if (p.mode == mode && p.B == B) return &p;
+    return nullptr;
+  };
+  // Columns: B, every mode, then each fused mode over the best other one.
+  std::vector<std::string> headers = {"B"};
+  headers.insert(headers.end(), modes.begin(), modes.end());
+  if (!others.empty())
+    for (const std::string& f : fused) headers.push_back(f + " / best other");
+  std::vector<size_t> widths;
+  for (const std::string& h : headers) widths.push_back(std::max<size_t>(h.size(), 8));
+  widths[0] = 4;
+  std::string s = fmt::format("medians over the repeats, {}:\n",
+                              normalized ? "normalized to serial B=1" : "samples/s");
+  for (size_t c = 0; c < headers.size(); ++c)
+    s += fmt::format("{}{:>{}}", c ? "  " : "", headers[c], widths[c]);
+  s += '\n';
+  for (const int64_t B : Bs) {
+    size_t c = 0;
+    s += fmt::format("{:>{}}", B, widths[c++]);
+    for (const std::string& m : modes) {
+      const SweepPoint* p = point(m, B);
+      const std::string cell = p == nullptr ? "-"
+                               : normalized ? fmt::format("{:.2f}", p->normalized_median)
+                                            : fmt::format("{:.0f}", p->samples_median);
+      s += fmt::format("  {:>{}}", cell, widths[c++]);
+    }
+    double best_other = 0;
+    for (const std::string& m : others)
+      if (const SweepPoint* p = point(m, B)) best_other = std::max(best_other, p->samples_median);
+    if (!others.empty())
+      for (const std::string& f : fused) {
+        const SweepPoint* p = point(f, B);
+        const std::string cell = p == nullptr || best_other <= 0
+                                     ? "-"
+                                     : fmt::format("{:.3f}", p->samples_median / best_other);
+        s += fmt::format("  {:>{}}", cell, widths[c++]);
+      }
+    s += '\n';
+  }
+  return s;
+}
+
+std::string gnuplot_script(const std::vector<SweepPoint>& points, const std::string& title,
+                           int64_t memory_budget_bytes) {
+  const auto [modes, Bs, normalized] = axes_of(points);
   std::string s;
   s +=
       "# Plots of an hfta sweep, written by `hfta sweep`; rerun with `gnuplot sweep.gp` in this\n"

@@ -30,6 +30,12 @@ double median(std::vector<double> values);
 // Groups the rows with status "ok" by (mode, B): modes in order of first appearance, B ascending.
 std::vector<SweepPoint> summarize_sweep(const CsvTable& table);
 
+// The table a sweep ends with: per B (rows), each mode's median throughput, normalized to serial
+// B=1 (samples/s when the baseline failed), and each fused mode's over the best other mode that
+// ran at that B: what fusion gains over training the B models one after another or as B
+// processes. "-" where a mode did not run.
+std::string fusion_table(const std::vector<SweepPoint>& points);
+
 // The gnuplot script (self-contained: the points are inline data blocks) writing throughput.png
 // and memory.png into the directory gnuplot runs in. A budget > 0 draws a line on memory.png.
 std::string gnuplot_script(const std::vector<SweepPoint>& points, const std::string& title,

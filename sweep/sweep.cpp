@@ -134,8 +134,10 @@ void print_summary(const std::string& dir) {
   std::vector<std::string> modes;
   for (const auto& p : points)
     if (std::find(modes.begin(), modes.end(), p.mode) == modes.end()) modes.push_back(p.mode);
-  fmt::print("medians over the repeats (min-max):\n{:<22} {:>6} {:>24} {:>12} {:>14}\n", "mode",
-             "best B", "normalized (min-max)", "samples/s", "peak RSS MiB");
+  fmt::print(
+      "each mode at its best B, medians over the repeats (min-max):\n{:<22} {:>6} {:>24} {:>12} "
+      "{:>14}\n",
+      "mode", "best B", "normalized (min-max)", "samples/s", "peak RSS MiB");
   for (const std::string& mode : modes) {
     const SweepPoint* best = nullptr;
     for (const auto& p : points)
@@ -147,6 +149,7 @@ void print_summary(const std::string& dir) {
     fmt::print("{:<22} {:>6} {:>24} {:>12.0f} {:>14.0f}\n", mode, best->B, normalized,
                best->samples_median, best->rss_mib_median);
   }
+  fmt::print("\n{}", fusion_table(points));
 }
 
 // What was trained: "mlp (fashion-mnist, batch 64)".

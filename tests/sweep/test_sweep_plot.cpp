@@ -2,6 +2,7 @@
 // gnuplot (or warning without it), and plot.json, the title and budget line that --plot-only
 // redraws with. The CSVs come from the engine driven by a fake runner (tests/sweep_fakes.h);
 // test_sweep_process.cpp runs `hfta sweep --plot-only` itself.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +59,70 @@ TEST(SweepPlot, SummaryAndScriptCoverEveryModeAndOnlyMeasuredPoints) {
   std::string block = script.substr(begin + 19, end - begin - 19);
   EXPECT_EQ(std::count(block.begin(), block.end(), '\n'), 2) << block;
   EXPECT_EQ(block.rfind("4 ", 0), std::string::npos);
+}
+
+// The lines of `text`.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = text.find('\n', begin);
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end == std::string::npos ? text.size() : end + 1;
+  }
+  return lines;
+}
+
+// The fake sweep's medians (tests/sweep_fakes.h): serial B=1 110 samples/s (the baseline), then
+// 100 * B * (1, 1.2, 1.5 for serial, concurrent, fused) + 2; concurrent B=4 failed, so fused is
+// compared with serial alone there.
+TEST(SweepPlot, FusionTableComparesFusedWithTheBestOtherModeAtEachB) {
+  TempDir tmp("table");
+  SweepOptions o = small_sweep(tmp.path);
+  FakeRunner fake;
+  fake.failures[{SweepMode::kConcurrent, 4}] = "failed on purpose";
+  run_sweep(o, by_ref(fake), nullptr);
+  const std::string table =
+      fusion_table(summarize_sweep(read_csv((tmp.path / "throughput.csv").string())));
+  const std::vector<std::string> lines = lines_of(table);
+  ASSERT_EQ(lines.size(), 5u) << table;
+  EXPECT_EQ(lines[0], "medians over the repeats, normalized to serial B=1:");
+  EXPECT_EQ(lines[1], "   B    serial  concurrent     fused  fused / best other");
+  const double base = 110.0;
+  EXPECT_EQ(lines[2], fmt::format("   1  {:>8.2f}  {:>10.2f}  {:>8.2f}  {:>18.3f}", 1.0, 122 / base,
+                                  152 / base, 152.0 / 122));
+  EXPECT_EQ(lines[3], fmt::format("   2  {:>8.2f}  {:>10.2f}  {:>8.2f}  {:>18.3f}", 202 / base,
+                                  242 / base, 302 / base, 302.0 / 242));
+  EXPECT_EQ(lines[4], fmt::format("   4  {:>8.2f}  {:>10}  {:>8.2f}  {:>18.3f}", 402 / base, "-",
+                                  602 / base, 602.0 / 402));
+}
+
+// Two fused plans get a ratio column each; without the baseline the table is in samples/s; a B
+// where no other mode ran has no ratio.
+TEST(SweepPlot, FusionTableWithSeveralPlansAndNoBaseline) {
+  auto point = [](const std::string& mode, int64_t B, double samples) {
+    SweepPoint p;
+    p.mode = mode;
+    p.B = B;
+    p.runs = 1;
+    p.samples_median = p.samples_min = p.samples_max = samples;
+    return p;
+  };
+  const std::string table =
+      fusion_table({point("serial", 2, 200), point("serial", 4, 400), point("fused (auto)", 2, 300),
+                    point("fused (threads)", 2, 250), point("fused (auto)", 8, 900)});
+  const std::vector<std::string> lines = lines_of(table);
+  ASSERT_EQ(lines.size(), 5u) << table;
+  EXPECT_EQ(lines[0], "medians over the repeats, samples/s:");
+  EXPECT_EQ(lines[1],
+            "   B    serial  fused (auto)  fused (threads)  fused (auto) / best other  "
+            "fused (threads) / best other");
+  EXPECT_EQ(lines[2], fmt::format("   2  {:>8}  {:>12}  {:>15}  {:>25}  {:>28}", 200, 300, 250,
+                                  "1.500", "1.250"));
+  EXPECT_EQ(lines[3],
+            fmt::format("   4  {:>8}  {:>12}  {:>15}  {:>25}  {:>28}", 400, "-", "-", "-", "-"));
+  EXPECT_EQ(lines[4],
+            fmt::format("   8  {:>8}  {:>12}  {:>15}  {:>25}  {:>28}", "-", 900, "-", "-", "-"));
+  EXPECT_TRUE(fusion_table({}).find("   B") != std::string::npos);
 }
 
 TEST(SweepPlot, PlotsWithGnuplotOrWarns) {

@@ -480,35 +480,67 @@ ModelSpec model_spec(const Checkpoint& c, int64_t batch_size) {
   return spec;
 }
 
-void capture_tensors(const Net& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& out, bool values) {
-  size_t next = 0;
-  auto put = [&](const std::string& name, const Shape& shape, const float* first) {
-    if (next == out.size()) out.emplace_back();
-    CheckpointTensor& t = out[next++];
-    if (t.name != name) t.name = name;
-    t.shape = shape;
-    // Same size as last time: no reallocation, only the copy.
-    t.values.resize(static_cast<size_t>(shape.numel()));
-    // From a device net: a copy back that waits for the step before it.
-    if (values)
-      copy_memory(t.values.data(), Device::kCpu, first, model.device(),
-                  t.values.size() * sizeof(float));
-  };
+namespace {
+
+// Calls visit(name, shape, first) for every tensor a checkpoint of `model` holds, in its order:
+// parameters, buffers, then each of the optimizer's state buffers per parameter. `first` is in
+// the net's device memory.
+template <typename Visit>
+void for_each_state_tensor(const Net& model, const Optimizer* optimizer, Visit&& visit) {
   const auto names = param_names(model);
   for (size_t i = 0; i < model.params().size(); ++i)
-    put(names[i], model.params()[i].value.shape, model.params()[i].value.data);
-  for (const ModelBuffer& b : model.buffers()) put(b.name, b.value.shape, b.value.data);
+    visit(names[i], model.params()[i].value.shape, model.params()[i].value.data);
+  for (const ModelBuffer& b : model.buffers()) visit(b.name, b.value.shape, b.value.data);
   if (optimizer != nullptr) {
     for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
       const float* base = optimizer->state_buffer(s);
       for (size_t i = 0; i < model.params().size(); ++i) {
         const Param& p = model.params()[i];
-        put(state_name(names[i], s), p.value.shape, base + arena_offset(model, p));
+        visit(state_name(names[i], s), p.value.shape, base + arena_offset(model, p));
       }
     }
   }
+}
+
+}  // namespace
+
+void capture_tensors(const Net& model, const Optimizer* optimizer,
+                     std::vector<CheckpointTensor>& out, bool values) {
+  size_t next = 0;
+  for_each_state_tensor(model, optimizer,
+                        [&](const std::string& name, const Shape& shape, const float* first) {
+                          if (next == out.size()) out.emplace_back();
+                          CheckpointTensor& t = out[next++];
+                          if (t.name != name) t.name = name;
+                          t.shape = shape;
+                          // Same size as last time: no reallocation, only the copy.
+                          t.values.resize(static_cast<size_t>(shape.numel()));
+                          // From a device net: a copy back that waits for the step before it.
+                          if (values)
+                            copy_memory(t.values.data(), Device::kCpu, first, model.device(),
+                                        t.values.size() * sizeof(float));
+                        });
   out.resize(next);
+}
+
+std::vector<uint32_t> live_state_crc32s(const Net& model, const Optimizer* optimizer) {
+  const auto B = static_cast<size_t>(model.B());
+  std::vector<uint32_t> crcs(B, crc_start());
+  std::vector<float> host;  // a device net's tensor, copied back
+  for_each_state_tensor(
+      model, optimizer, [&](const std::string&, const Shape& shape, const float* first) {
+        const auto numel = static_cast<size_t>(shape.numel());
+        const float* values = first;
+        if (model.device() != Device::kCpu) {
+          host.resize(numel);
+          copy_memory(host.data(), Device::kCpu, first, model.device(), numel * sizeof(float));
+          values = host.data();
+        }
+        const size_t per_model = numel / B;  // a [B, ...] tensor: model b's slice is contiguous
+        for (size_t b = 0; b < B; ++b)
+          crcs[b] = crc_update(crcs[b], values + b * per_model, per_model * sizeof(float));
+      });
+  return crcs;
 }
 
 void capture_tensors(const Model& model, const Optimizer* optimizer,

@@ -108,6 +108,10 @@ Checkpoint extract_model(const Checkpoint& checkpoint, int64_t b);
 // same for two runs exactly when they left model b with the same bits (summary.csv's
 // state_crc32; --deterministic promises it between an array and the model trained alone).
 uint32_t model_state_crc32(const Checkpoint& checkpoint, int64_t b);
+// model_state_crc32 of every model of a live net (parameters, buffers, then the optimizer's
+// state, as capture_tensors lays them out), read in place (a device net's tensors copied back one
+// at a time): a run's summary without a snapshot of every model's state.
+std::vector<uint32_t> live_state_crc32s(const Net& net, const Optimizer* optimizer);
 // The spec that rebuilds the checkpoint's models (architecture, sample shape, classes, dropout)
 // for `batch_size` rows.
 ModelSpec model_spec(const Checkpoint& checkpoint, int64_t batch_size);

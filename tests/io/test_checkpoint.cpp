@@ -1,6 +1,7 @@
 // Checkpoints: the file format round-trips and rejects damaged files with a clear message; a run
 // stopped (at an epoch boundary or by Ctrl-C mid-epoch) and resumed writes exactly the metrics of
 // an uninterrupted run; one model extracted from an array evaluates as it did inside it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -23,6 +24,8 @@
 #include "io/csv.h"
 #include "io/safetensors.h"
 #include "models/model.h"
+#include "optim/optimizer.h"
+#include "run/hyper.h"
 #include "test_files.h"
 #include "tests/io/seed_files.h"
 
@@ -392,6 +395,43 @@ TEST(CheckpointFile, BatchNormRunningStatisticsRoundTrip) {
   // The running statistics moved off their initial values, so the check is not vacuous.
   EXPECT_NE(trained->buffers()[0].value[0], 0.0f);
   EXPECT_EQ(trained->buffers()[2].value[0], 1.0f) << "num_batches_tracked after one step";
+}
+
+// A run's summary takes each model's state_crc32 from the live array (live_state_crc32s): it must
+// be model_state_crc32 of the checkpoint the array would save, model by model, with and without
+// the optimizer's state, and change for model b alone when only model b's bits change.
+TEST(CheckpointFile, LiveStateCrcsAreThoseOfTheCheckpoint) {
+  for (const int64_t B : {1, 3}) {
+    SCOPED_TRACE(fmt::format("B={}", B));
+    auto model = make_model("mobilenetv2", {.B = B, .batch_size = 4, .seed = 5});
+    std::vector<float> lrs;
+    for (int64_t b = 0; b < B; ++b) lrs.push_back(0.01f * static_cast<float>(b + 1));
+    auto optimizer = make_optimizer("adam", *model, resolve_hyper("adam", {{"lr", lrs}}, B));
+    std::vector<float> images(4 * 3 * 32 * 32);
+    for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 97) / 50.0f - 1;
+    std::vector<int32_t> labels = {1, 2, 3, 4};
+    model->forward(TensorView(images.data(), {4, 3, 32, 32}), IndexView(labels.data(), {4}), true);
+    model->backward();
+    optimizer->step(model->param_arena(), model->grad_arena());
+    const Optimizer* const state_of[] = {nullptr, optimizer.get()};
+    for (const Optimizer* opt : state_of) {
+      Checkpoint c;
+      c.B = B;
+      c.tensors = capture_tensors(*model, opt);
+      const std::vector<uint32_t> live = live_state_crc32s(model->net(), opt);
+      ASSERT_EQ(static_cast<int64_t>(live.size()), B);
+      for (int64_t b = 0; b < B; ++b)
+        EXPECT_EQ(live[b], model_state_crc32(c, b))
+            << "model " << b << (opt ? " with" : " without") << " the optimizer's state";
+    }
+    // One bit of the last model's last parameter.
+    const std::vector<uint32_t> before = live_state_crc32s(model->net(), optimizer.get());
+    const TensorView last = model->params().back().value;
+    float* value = last.data + last.numel() - 1;
+    *value = std::nextafter(*value, 1e30f);
+    const std::vector<uint32_t> after = live_state_crc32s(model->net(), optimizer.get());
+    for (int64_t b = 0; b < B; ++b) EXPECT_EQ(after[b] != before[b], b == B - 1) << "model " << b;
+  }
 }
 
 // A model with BatchNorm and dropout (MobileNetV2: dropout 0.2 before its classifier) resumes

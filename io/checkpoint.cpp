@@ -201,7 +201,7 @@ void Checkpoint::check() const {
   for (const CheckpointTensor& t : tensors) {
     HFTA_CHECK(t.shape.rank() >= 1 && t.shape[0] == B,
                "checkpoint: tensor {} has shape {}, expected [{}, ...]", t.name, t.shape.str(), B);
-    HFTA_CHECK(static_cast<int64_t>(t.values.size()) == t.shape.numel(),
+    HFTA_CHECK(t.source != nullptr || static_cast<int64_t>(t.values.size()) == t.shape.numel(),
                "checkpoint: tensor {} has {} values for shape {}", t.name, t.values.size(),
                t.shape.str());
   }
@@ -274,7 +274,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const CheckpointTensor& t : c.tensors) {
     tensors.push_back({{"name", t.name}, {"shape", dims(t.shape)}, {"offset", floats}});
-    floats += t.values.size();
+    floats += static_cast<uint64_t>(t.shape.numel());
   }
   header["tensors"] = tensors;
   // Only when a slot was refilled: other files stay as they were.
@@ -299,9 +299,27 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     out.write(&header_bytes, sizeof header_bytes);
     out.write(text.data(), text.size());
     uint32_t crc = crc_of_head(kVersion, header_bytes, text);
+    auto write = [&](const float* data, size_t floats) {
+      out.write(data, floats * sizeof(float));
+      crc = crc_update(crc, data, floats * sizeof(float));
+    };
+    std::vector<float> staged;  // a borrowed device tensor, copied back a piece at a time
     for (const CheckpointTensor& t : c.tensors) {
-      out.write(t.values.data(), t.values.size() * sizeof(float));
-      crc = crc_update(crc, t.values.data(), t.values.size() * sizeof(float));
+      const auto numel = static_cast<size_t>(t.shape.numel());
+      if (t.source == nullptr) {
+        write(t.values.data(), numel);
+      } else if (t.source_device == Device::kCpu) {
+        write(t.source, numel);
+      } else {
+        constexpr size_t kStagedFloats = size_t{1} << 20;
+        staged.resize(std::min(numel, kStagedFloats));
+        for (size_t at = 0; at < numel; at += staged.size()) {
+          const size_t n = std::min(staged.size(), numel - at);
+          copy_memory(staged.data(), Device::kCpu, t.source + at, t.source_device,
+                      n * sizeof(float));
+          write(staged.data(), n);
+        }
+      }
     }
     out.write(&crc, sizeof crc);
     out.sync_and_close();
@@ -433,6 +451,8 @@ uint32_t model_state_crc32(const Checkpoint& c, int64_t b) {
              c.B - 1);
   uint32_t crc = crc_start();
   for (const CheckpointTensor& t : c.tensors) {
+    HFTA_CHECK(t.source == nullptr, "model_state_crc32 of a checkpoint that borrows tensor {}",
+               t.name);
     const size_t per_model = t.values.size() / static_cast<size_t>(c.B);
     crc = crc_update(crc, t.values.data() + static_cast<size_t>(b) * per_model,
                      per_model * sizeof(float));
@@ -505,7 +525,7 @@ void for_each_state_tensor(const Net& model, const Optimizer* optimizer, Visit&&
 }  // namespace
 
 void capture_tensors(const Net& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& out, bool values) {
+                     std::vector<CheckpointTensor>& out, bool values, bool borrow) {
   size_t next = 0;
   for_each_state_tensor(model, optimizer,
                         [&](const std::string& name, const Shape& shape, const float* first) {
@@ -513,6 +533,12 @@ void capture_tensors(const Net& model, const Optimizer* optimizer,
                           CheckpointTensor& t = out[next++];
                           if (t.name != name) t.name = name;
                           t.shape = shape;
+                          if (borrow) {
+                            t.source = first;
+                            t.source_device = model.device();
+                            return;
+                          }
+                          t.source = nullptr;
                           // Same size as last time: no reallocation, only the copy.
                           t.values.resize(static_cast<size_t>(shape.numel()));
                           // From a device net: a copy back that waits for the step before it.
@@ -544,8 +570,8 @@ std::vector<uint32_t> live_state_crc32s(const Net& model, const Optimizer* optim
 }
 
 void capture_tensors(const Model& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& out, bool values) {
-  capture_tensors(model.net(), optimizer, out, values);
+                     std::vector<CheckpointTensor>& out, bool values, bool borrow) {
+  capture_tensors(model.net(), optimizer, out, values, borrow);
 }
 
 std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {

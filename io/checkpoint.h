@@ -45,6 +45,11 @@ struct CheckpointTensor {
   std::string name;
   Shape shape;  // [B, ...]
   std::vector<float> values;
+  // Borrowed instead of copied (Checkpoint::borrow_tensors): the live tensor's first float, in
+  // `source_device` memory, which save_checkpoint reads in place of `values`. Only for a save on
+  // the training thread while the array stands still; every other reader wants `values`.
+  const float* source = nullptr;
+  Device source_device = Device::kCpu;
 };
 
 // Everything a checkpoint holds but its tensors (extract_model copies this part whole).
@@ -88,6 +93,10 @@ struct CheckpointMeta {
 
 struct Checkpoint : CheckpointMeta {
   std::vector<CheckpointTensor> tensors;
+  // Set around a fill whose checkpoint is saved at once on the training thread (an epoch's end,
+  // Ctrl-C): the captures borrow the live tensors (CheckpointTensor::source) instead of copying
+  // them, so the save holds no second copy of every model's state. Not saved.
+  bool borrow_tensors = false;
 
   // Throws hfta::Error when the fields disagree with each other (sizes of per-model lists, tensor
   // shapes not [B, ...]).
@@ -120,9 +129,12 @@ ModelSpec model_spec(const Checkpoint& checkpoint, int64_t batch_size);
 std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer);
 // The same into `tensors`, reusing its vectors when it already holds this array's tensors (a
 // periodic snapshot then costs one copy of the values and no allocation). With `values` false it
-// only names and sizes them (zeros): the memory is allocated and touched, values not read.
+// only names and sizes them (zeros): the memory is allocated and touched, values not read. With
+// `borrow` it names them and points their `source` at the live tensors, copying nothing and
+// leaving `values` as they were (Checkpoint::borrow_tensors).
 void capture_tensors(const Model& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& tensors, bool values = true);
+                     std::vector<CheckpointTensor>& tensors, bool values = true,
+                     bool borrow = false);
 // Copies the tensors back (optimizer state and step counts only when `optimizer`), and the
 // dropout counts (training forwards = step, forward_origins). Throws
 // hfta::Error naming the first tensor whose name or shape differs from the live array's.
@@ -130,7 +142,8 @@ void restore_tensors(const Checkpoint& checkpoint, Model& model, Optimizer* opti
 // The same for a bare Net (language models): parameters, buffers, then optimizer state; the
 // caller checks the architecture. Also restores the net's count of training forwards (dropout).
 void capture_tensors(const Net& net, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& tensors, bool values = true);
+                     std::vector<CheckpointTensor>& tensors, bool values = true,
+                     bool borrow = false);
 void restore_tensors(const Checkpoint& checkpoint, Net& net, Optimizer* optimizer);
 
 }  // namespace hfta

@@ -155,14 +155,28 @@ PeriodicCheckpoints::PeriodicCheckpoints(std::string path, CheckpointSchedule sc
 }
 
 void PeriodicCheckpoints::start(int64_t step) {
-  schedule_.start(step, CheckpointSchedule::Clock::now());
-  if (schedule_.enabled() && reserve_) writer_.prepare(reserve_);
+  const auto now = CheckpointSchedule::Clock::now();
+  schedule_.start(step, now);
+  reserved_ = false;
+  reserve_when_near(now);
+}
+
+void PeriodicCheckpoints::reserve_when_near(CheckpointSchedule::Clock::time_point now) {
+  if (reserved_ || !schedule_.enabled() || !reserve_) return;
+  // Steps may come seconds apart: a step schedule reserves at once. An interval one waits for
+  // half its interval, so that a run ending before its first snapshot never holds the buffer
+  // (every model's parameters and optimizer state).
+  if (schedule_.every_steps == 0 &&
+      seconds_between(schedule_.last_time, now) < 0.5 * schedule_.interval_seconds)
+    return;
+  reserved_ = writer_.prepare(reserve_);
 }
 
 void PeriodicCheckpoints::after_step(int64_t step) {
   if (!schedule_.enabled()) return;
   report(writer_.poll());
   const auto now = CheckpointSchedule::Clock::now();
+  reserve_when_near(now);
   if (!schedule_.due(step, now)) return;
   if (!writer_.idle()) {
     if (delayed_since_ < 0) {
@@ -183,8 +197,20 @@ void PeriodicCheckpoints::after_step(int64_t step) {
 
 void PeriodicCheckpoints::save_now(int64_t step) {
   wait();
-  fill_(writer_.snapshot());
-  save_checkpoint(path_, writer_.snapshot());
+  // Written here while the array stands still: the tensors are read in place, not copied into
+  // the snapshot (its buffer, if periodic checkpoints keep one, stays as it was).
+  Checkpoint& c = writer_.snapshot();
+  struct Borrowing {
+    Checkpoint& c;
+    ~Borrowing() {
+      c.borrow_tensors = false;
+      for (CheckpointTensor& t : c.tensors) t.source = nullptr;
+    }
+  } borrowing{c};
+  c.borrow_tensors = true;
+  fill_(c);
+  c.borrow_tensors = false;
+  save_checkpoint(path_, c);
   schedule_.taken(step, CheckpointSchedule::Clock::now());
   // Without periodic checkpoints the buffer would sit unused until the next epoch ends.
   if (!schedule_.enabled()) writer_.snapshot() = Checkpoint{};

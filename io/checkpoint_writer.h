@@ -99,8 +99,10 @@ class CheckpointWriter {
 class PeriodicCheckpoints {
  public:
   // `fill` copies the array and its progress into a snapshot; `log` prints one line; `reserve`
-  // (if given) sizes a snapshot without reading the array, run in the background at start() so
-  // that the first snapshot does not pay for allocating and faulting in its memory; `write`
+  // (if given) sizes a snapshot without reading the array, run in the background ahead of the
+  // first periodic snapshot (at start() for a step schedule, halfway to the first one for an
+  // interval) so that the snapshot does not pay for allocating and faulting in its memory and
+  // a run that ends before it never holds that memory; `write`
   // writes a snapshot in the background (tests give a slow or failing one). Throws hfta::Error
   // for a negative or non-finite schedule.
   PeriodicCheckpoints(std::string path, CheckpointSchedule schedule,
@@ -114,8 +116,9 @@ class PeriodicCheckpoints {
   // snapshot if one is due and the writer is free, or logs that it is delayed.
   void after_step(int64_t step);
   // Waits for the write in flight, reports it, then writes a checkpoint of now on this thread
-  // through the same snapshot buffer (epoch ends, Ctrl-C): files are never written concurrently.
-  // The schedule counts from `step`.
+  // (epoch ends, Ctrl-C): files are never written concurrently. The tensors are read in place
+  // (Checkpoint::borrow_tensors), so the save holds no copy of the array. The schedule counts
+  // from `step`.
   void save_now(int64_t step);
   // Waits for the write in flight and reports it (at the end of the run).
   void wait();
@@ -126,6 +129,8 @@ class PeriodicCheckpoints {
 
  private:
   void report(const std::optional<CheckpointWritten>& written);
+  // Starts `reserve_` on the writer thread once the first periodic snapshot is near (above).
+  void reserve_when_near(CheckpointSchedule::Clock::time_point now);
 
   std::string path_;
   CheckpointSchedule schedule_;
@@ -134,6 +139,7 @@ class PeriodicCheckpoints {
   std::function<void(Checkpoint&)> reserve_;
   CheckpointWriter writer_;
   int64_t delayed_since_ = -1;  // the step a snapshot fell due while the writer was busy
+  bool reserved_ = false;       // reserve_ has been started
 };
 
 }  // namespace hfta

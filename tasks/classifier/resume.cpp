@@ -48,7 +48,7 @@ void fill_checkpoint(Checkpoint& c, const TrainOptions& o, const ModelConfig& co
   c.optimizer_steps.assign(steps.begin(), steps.end());
   c.skipped_steps = p.skipped;
   c.forward_origins = array.model->net().forward_origins();
-  capture_tensors(*array.model, array.optimizer.get(), c.tensors);
+  capture_tensors(*array.model, array.optimizer.get(), c.tensors, true, c.borrow_tensors);
 }
 
 ArrayProgress restore_checkpoint(const Checkpoint& c, ModelArray& array) {

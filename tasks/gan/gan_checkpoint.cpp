@@ -78,12 +78,20 @@ void fill_gan_checkpoint(Checkpoint& c, const GanArray& gan, const HyperValues& 
   c.skipped_steps.assign(static_cast<size_t>(spec.B), 0);
 
   size_t next = 0;
-  // `first` in `device` memory (the nets' device, or the host).
-  auto put = [&](const std::string& name, const Shape& shape, const float* first, Device device) {
+  // `first` in `device` memory (the nets' device, or the host); borrowed where `borrow`
+  // (Checkpoint::borrow_tensors; not the step counts, made here).
+  auto put = [&](const std::string& name, const Shape& shape, const float* first, Device device,
+                 bool borrow) {
     if (next == c.tensors.size()) c.tensors.emplace_back();
     CheckpointTensor& t = c.tensors[next++];
     if (t.name != name) t.name = name;
     t.shape = shape;
+    if (borrow) {
+      t.source = first;
+      t.source_device = device;
+      return;
+    }
+    t.source = nullptr;
     t.values.resize(static_cast<size_t>(shape.numel()));  // same size: no reallocation
     if (values)
       copy_memory(t.values.data(), Device::kCpu, first, device,
@@ -91,11 +99,11 @@ void fill_gan_checkpoint(Checkpoint& c, const GanArray& gan, const HyperValues& 
   };
   for_each_tensor(gan.generator(), gan.discriminator(), gan.g_optimizer(), gan.d_optimizer(),
                   [&](const std::string& name, const Shape& shape, const float* data) {
-                    put(name, shape, data, spec.device);
+                    put(name, shape, data, spec.device, c.borrow_tensors);
                   });
   std::vector<float> d_steps;
   for (int64_t s : gan.d_optimizer().steps()) d_steps.push_back(static_cast<float>(s));
-  put(kDSteps, Shape{spec.B, 1}, d_steps.data(), Device::kCpu);
+  put(kDSteps, Shape{spec.B, 1}, d_steps.data(), Device::kCpu, false);
   c.tensors.resize(next);
 }
 

@@ -197,7 +197,7 @@ void fill_lm_checkpoint(Checkpoint& c, const TrainOptions& o, const LmConfig& co
   const auto skips = optimizer.skip_counts();
   c.skipped_steps.assign(skips.begin(), skips.end());
   c.lm = info;
-  capture_tensors(net, &optimizer, c.tensors);
+  capture_tensors(net, &optimizer, c.tensors, true, c.borrow_tensors);
 }
 
 LmProgress restore_lm_checkpoint(const Checkpoint& c, Net& net, Optimizer& optimizer) {

@@ -434,6 +434,43 @@ TEST(CheckpointFile, LiveStateCrcsAreThoseOfTheCheckpoint) {
   }
 }
 
+// A checkpoint that borrows the live tensors (an epoch's end) writes the bytes of one that copies
+// them, and copies nothing; what reads values (model_state_crc32) refuses it.
+TEST(CheckpointFile, ABorrowingCheckpointSavesTheBytesOfACopy) {
+  TempDir dir("borrowed");
+  auto model = make_model("mobilenetv2", {.B = 2, .batch_size = 4, .seed = 5});
+  auto optimizer =
+      make_optimizer("adam", *model, resolve_hyper("adam", {{"lr", {0.01f, 0.02f}}}, 2));
+  std::vector<float> images(4 * 3 * 32 * 32);
+  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 89) / 40.0f - 1;
+  std::vector<int32_t> labels = {1, 2, 3, 4};
+  model->forward(TensorView(images.data(), {4, 3, 32, 32}), IndexView(labels.data(), {4}), true);
+  model->backward();
+  optimizer->step(model->param_arena(), model->grad_arena());
+  Checkpoint copied;
+  copied.model = "mobilenetv2";
+  copied.B = 2;
+  copied.model_ids = {0, 1};
+  copied.epoch_loss_sum = copied.last_train_loss = {1.5, 2.5};
+  copied.optimizer_steps = {1, 1};
+  copied.skipped_steps = {0, 0};
+  Checkpoint borrowed = copied;
+  capture_tensors(*model, optimizer.get(), copied.tensors);
+  capture_tensors(*model, optimizer.get(), borrowed.tensors, true, /*borrow=*/true);
+  ASSERT_EQ(borrowed.tensors.size(), copied.tensors.size());
+  for (const CheckpointTensor& t : borrowed.tensors) {
+    EXPECT_NE(t.source, nullptr) << t.name;
+    EXPECT_TRUE(t.values.empty()) << t.name << " was copied";
+  }
+  EXPECT_EQ(borrowed.tensors.front().source, model->params().front().value.data);
+  const std::string a = (dir.path / "copied.bin").string(),
+                    b = (dir.path / "borrowed.bin").string();
+  save_checkpoint(a, copied);
+  save_checkpoint(b, borrowed);
+  EXPECT_EQ(read_file(a), read_file(b));
+  EXPECT_THROW(model_state_crc32(borrowed, 0), Error);
+}
+
 // A model with BatchNorm and dropout (MobileNetV2: dropout 0.2 before its classifier) resumes
 // exactly: running statistics come back from the checkpoint, dropout masks from the step count.
 TEST(CheckpointCli, BatchNormAndDropoutModelResumesExactly) {

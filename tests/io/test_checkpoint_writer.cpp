@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "io/checkpoint_writer.h"
 #include "io/csv.h"
 #include "tasks/classifier/resume.h"
@@ -219,6 +220,29 @@ TEST(PeriodicCheckpoints, TheSnapshotIsReservedInTheBackgroundAndReused) {
   for (const float* p : filled) EXPECT_EQ(p, reserved) << "the snapshot was reallocated";
 }
 
+// An interval schedule reserves the snapshot halfway to its first periodic checkpoint, not at the
+// start: a run that ends sooner never holds it. (A step schedule reserves at start, above.)
+TEST(PeriodicCheckpoints, AnIntervalScheduleReservesTheSnapshotHalfwayToTheFirst) {
+  std::atomic<int> reserves{0};
+  PeriodicCheckpoints periodic(
+      "x.bin", {.interval_seconds = 2.0}, [](Checkpoint&) {}, [](const std::string&) {},
+      [&](Checkpoint&) { ++reserves; }, [](const std::string&, const Checkpoint&) {});
+  const auto started = Clock::now();
+  periodic.start(0);
+  periodic.after_step(1);
+  if (Clock::now() - started < std::chrono::milliseconds(900)) {  // not a stalled machine
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(reserves, 0) << "reserved long before the first checkpoint is due";
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  periodic.after_step(2);
+  periodic.wait();
+  EXPECT_EQ(reserves, 1);
+  periodic.after_step(3);
+  periodic.wait();
+  EXPECT_EQ(reserves, 1) << "reserved once";
+}
+
 TEST(PeriodicCheckpoints, AFailedWriteFailsTheNextStepNamingTheFile) {
   TempDir tmp("writer_error");
   const std::string path = tmp.str() + "/missing_dir/checkpoint.bin";
@@ -269,6 +293,57 @@ TEST(PeriodicCheckpoints, AFailedLastWriteFailsWait) {
         }
       },
       Error);
+}
+
+// An epoch's end (save_now) writes on this thread while the array stands still: the fill is told
+// to borrow the live tensors, nothing is copied, and the file holds their values; a periodic
+// snapshot, written later on another thread, copies them. No borrowed pointer outlives a save.
+TEST(PeriodicCheckpoints, ASaveNowBorrowsTheTensorsAPeriodicSnapshotCopiesThem) {
+  TempDir dir("borrow");
+  const std::string path = (dir.path / "checkpoint.bin").string();
+  std::vector<float> live(300);
+  for (size_t i = 0; i < live.size(); ++i) live[i] = 0.5f * static_cast<float>(i) - 7.0f;
+  std::vector<bool> borrowed;         // what each fill was told
+  std::vector<const float*> written;  // each written tensor's borrowed source
+  int64_t step = 0;
+  PeriodicCheckpoints periodic(
+      path, {.every_steps = 2},
+      [&](Checkpoint& c) {
+        borrowed.push_back(c.borrow_tensors);
+        c.model = "lenet";
+        c.B = 3;
+        c.step = step;
+        c.model_ids = {0, 1, 2};
+        c.epoch_loss_sum = c.last_train_loss = {0.0, 0.0, 0.0};
+        c.optimizer_steps = c.skipped_steps = {step, step, step};
+        c.tensors.resize(1);
+        CheckpointTensor& t = c.tensors[0];
+        t.name = "w";
+        t.shape = Shape{3, 100};
+        if (c.borrow_tensors) {
+          t.source = live.data();
+        } else {
+          t.source = nullptr;
+          t.values = live;
+        }
+      },
+      [](const std::string&) {}, {},
+      [&](const std::string&, const Checkpoint& c) {
+        for (const CheckpointTensor& t : c.tensors) written.push_back(t.source);
+      });
+  periodic.start(0);
+  step = 1;
+  periodic.save_now(step);
+  const Checkpoint saved = load_checkpoint(path);
+  ASSERT_EQ(saved.tensors.size(), 1u);
+  EXPECT_EQ(saved.tensors[0].values, live);
+  EXPECT_EQ(saved.step, 1);
+  step = 3;                   // every 2 steps, counted from the save at step 1
+  periodic.after_step(step);  // due: a copy, written in the background
+  periodic.wait();
+  EXPECT_EQ(borrowed, (std::vector<bool>{true, false}));
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(written[0], nullptr) << "a periodic snapshot must not point into the live array";
 }
 
 TEST(PeriodicCheckpoints, NegativeSchedulesAreRefused) {

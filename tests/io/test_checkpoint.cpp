@@ -397,22 +397,29 @@ TEST(CheckpointFile, BatchNormRunningStatisticsRoundTrip) {
   EXPECT_EQ(trained->buffers()[2].value[0], 1.0f) << "num_batches_tracked after one step";
 }
 
+// B MobileNetV2s (BatchNorm buffers) after one Adam step at learning rates 0.01, 0.02, ...: every
+// parameter, buffer and moment moved off its initial value.
+std::pair<std::unique_ptr<Model>, std::unique_ptr<Optimizer>> stepped_mobilenetv2(int64_t B) {
+  auto model = make_model("mobilenetv2", {.B = B, .batch_size = 4, .seed = 5});
+  std::vector<float> lrs;
+  for (int64_t b = 0; b < B; ++b) lrs.push_back(0.01f * static_cast<float>(b + 1));
+  auto optimizer = make_optimizer("adam", *model, resolve_hyper("adam", {{"lr", lrs}}, B));
+  std::vector<float> images(4 * 3 * 32 * 32);
+  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 97) / 50.0f - 1;
+  std::vector<int32_t> labels = {1, 2, 3, 4};
+  model->forward(TensorView(images.data(), {4, 3, 32, 32}), IndexView(labels.data(), {4}), true);
+  model->backward();
+  optimizer->step(model->param_arena(), model->grad_arena());
+  return {std::move(model), std::move(optimizer)};
+}
+
 // A run's summary takes each model's state_crc32 from the live array (live_state_crc32s): it must
 // be model_state_crc32 of the checkpoint the array would save, model by model, with and without
 // the optimizer's state, and change for model b alone when only model b's bits change.
 TEST(CheckpointFile, LiveStateCrcsAreThoseOfTheCheckpoint) {
   for (const int64_t B : {1, 3}) {
     SCOPED_TRACE(fmt::format("B={}", B));
-    auto model = make_model("mobilenetv2", {.B = B, .batch_size = 4, .seed = 5});
-    std::vector<float> lrs;
-    for (int64_t b = 0; b < B; ++b) lrs.push_back(0.01f * static_cast<float>(b + 1));
-    auto optimizer = make_optimizer("adam", *model, resolve_hyper("adam", {{"lr", lrs}}, B));
-    std::vector<float> images(4 * 3 * 32 * 32);
-    for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 97) / 50.0f - 1;
-    std::vector<int32_t> labels = {1, 2, 3, 4};
-    model->forward(TensorView(images.data(), {4, 3, 32, 32}), IndexView(labels.data(), {4}), true);
-    model->backward();
-    optimizer->step(model->param_arena(), model->grad_arena());
+    auto [model, optimizer] = stepped_mobilenetv2(B);
     const Optimizer* const state_of[] = {nullptr, optimizer.get()};
     for (const Optimizer* opt : state_of) {
       Checkpoint c;
@@ -438,15 +445,7 @@ TEST(CheckpointFile, LiveStateCrcsAreThoseOfTheCheckpoint) {
 // them, and copies nothing; what reads values (model_state_crc32) refuses it.
 TEST(CheckpointFile, ABorrowingCheckpointSavesTheBytesOfACopy) {
   TempDir dir("borrowed");
-  auto model = make_model("mobilenetv2", {.B = 2, .batch_size = 4, .seed = 5});
-  auto optimizer =
-      make_optimizer("adam", *model, resolve_hyper("adam", {{"lr", {0.01f, 0.02f}}}, 2));
-  std::vector<float> images(4 * 3 * 32 * 32);
-  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 89) / 40.0f - 1;
-  std::vector<int32_t> labels = {1, 2, 3, 4};
-  model->forward(TensorView(images.data(), {4, 3, 32, 32}), IndexView(labels.data(), {4}), true);
-  model->backward();
-  optimizer->step(model->param_arena(), model->grad_arena());
+  auto [model, optimizer] = stepped_mobilenetv2(2);
   Checkpoint copied;
   copied.model = "mobilenetv2";
   copied.B = 2;

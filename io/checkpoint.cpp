@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +16,7 @@
 
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "io/crc32.h"
 #include "io/temp_file.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
@@ -31,27 +31,12 @@ constexpr char kMagic[8] = {'H', 'F', 'T', 'A', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kVersion = 3;
 constexpr uint32_t kVersionDataCrc = 2;
 
-// zlib's crc32 takes 32-bit lengths: longer spans go in pieces.
-uint32_t crc_update(uint32_t crc, const void* data, size_t size) {
-  uLong c = crc;
-  const auto* bytes = static_cast<const Bytef*>(data);
-  while (size > 0) {
-    uInt chunk = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
-    c = crc32(c, bytes, chunk);
-    bytes += chunk;
-    size -= chunk;
-  }
-  return static_cast<uint32_t>(c);
-}
-
-uint32_t crc_start() { return static_cast<uint32_t>(crc32(0L, Z_NULL, 0)); }
-
 // The CRC of a file's parts before the data: magic, version, header length and header.
 uint32_t crc_of_head(uint32_t version, uint64_t header_bytes, const std::string& text) {
-  uint32_t crc = crc_update(crc_start(), kMagic, sizeof kMagic);
-  crc = crc_update(crc, &version, sizeof version);
-  crc = crc_update(crc, &header_bytes, sizeof header_bytes);
-  return crc_update(crc, text.data(), text.size());
+  uint32_t crc = crc32_update(crc32_start(), kMagic, sizeof kMagic);
+  crc = crc32_update(crc, &version, sizeof version);
+  crc = crc32_update(crc, &header_bytes, sizeof header_bytes);
+  return crc32_update(crc, text.data(), text.size());
 }
 
 // A file written with plain POSIX calls, so that it can be fsync'ed before the rename.
@@ -140,23 +125,6 @@ void check_integer_fields(const nlohmann::json& j, const std::string& path) {
     HFTA_CHECK(integers, "{} has a malformed header: {} is {}, expected an integer", path, key,
                value.dump());
   }
-}
-
-// The float offset of a parameter inside its arena (state buffers mirror the arena).
-int64_t arena_offset(const Net& net, const Param& p) {
-  return p.value.data - reinterpret_cast<const float*>(net.param_arena().data());
-}
-
-std::string state_name(const std::string& param, int i) {
-  return fmt::format("{}#state{}", param, i);
-}
-
-// Parameter names are per layer ("weight", "bias"); the checkpoint numbers them in order.
-std::vector<std::string> param_names(const Net& net) {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < net.params().size(); ++i)
-    names.push_back(fmt::format("{}.{}", i, net.params()[i].name));
-  return names;
 }
 
 nlohmann::json lm_json(const LmCheckpointInfo& l) {
@@ -301,7 +269,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     uint32_t crc = crc_of_head(kVersion, header_bytes, text);
     auto write = [&](const float* data, size_t floats) {
       out.write(data, floats * sizeof(float));
-      crc = crc_update(crc, data, floats * sizeof(float));
+      crc = crc32_update(crc, data, floats * sizeof(float));
     };
     std::vector<float> staged;  // a borrowed device tensor, copied back a piece at a time
     for (const CheckpointTensor& t : c.tensors) {
@@ -369,8 +337,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   in.read(reinterpret_cast<char*>(&crc), sizeof crc);
   HFTA_CHECK(in.good(), "{} is truncated: it ends inside its data", path);
   const uint32_t expected_crc =
-      crc_update(version == kVersion ? crc_of_head(version, header_bytes, text) : crc_start(),
-                 data.data(), data.size() * sizeof(float));
+      crc32_update(version == kVersion ? crc_of_head(version, header_bytes, text) : crc32_start(),
+                   data.data(), data.size() * sizeof(float));
   HFTA_CHECK(crc == expected_crc, "{} is corrupt: the checksum of its {} does not match", path,
              version == kVersion ? "header and data" : "data");
 
@@ -449,13 +417,13 @@ Checkpoint load_checkpoint(const std::string& path) {
 uint32_t model_state_crc32(const Checkpoint& c, int64_t b) {
   HFTA_CHECK(b >= 0 && b < c.B, "no model {} in a checkpoint of {} models (0 to {})", b, c.B,
              c.B - 1);
-  uint32_t crc = crc_start();
+  uint32_t crc = crc32_start();
   for (const CheckpointTensor& t : c.tensors) {
     HFTA_CHECK(t.source == nullptr, "model_state_crc32 of a checkpoint that borrows tensor {}",
                t.name);
     const size_t per_model = t.values.size() / static_cast<size_t>(c.B);
-    crc = crc_update(crc, t.values.data() + static_cast<size_t>(b) * per_model,
-                     per_model * sizeof(float));
+    crc = crc32_update(crc, t.values.data() + static_cast<size_t>(b) * per_model,
+                       per_model * sizeof(float));
   }
   return crc;
 }
@@ -498,124 +466,6 @@ ModelSpec model_spec(const Checkpoint& c, int64_t batch_size) {
                  .num_classes = c.num_classes};
   if (c.dropout >= 0) spec.dropout = static_cast<float>(c.dropout);
   return spec;
-}
-
-namespace {
-
-// Calls visit(name, shape, first) for every tensor a checkpoint of `model` holds, in its order:
-// parameters, buffers, then each of the optimizer's state buffers per parameter. `first` is in
-// the net's device memory.
-template <typename Visit>
-void for_each_state_tensor(const Net& model, const Optimizer* optimizer, Visit&& visit) {
-  const auto names = param_names(model);
-  for (size_t i = 0; i < model.params().size(); ++i)
-    visit(names[i], model.params()[i].value.shape, model.params()[i].value.data);
-  for (const ModelBuffer& b : model.buffers()) visit(b.name, b.value.shape, b.value.data);
-  if (optimizer != nullptr) {
-    for (int s = 0; s < optimizer->num_state_buffers(); ++s) {
-      const float* base = optimizer->state_buffer(s);
-      for (size_t i = 0; i < model.params().size(); ++i) {
-        const Param& p = model.params()[i];
-        visit(state_name(names[i], s), p.value.shape, base + arena_offset(model, p));
-      }
-    }
-  }
-}
-
-}  // namespace
-
-void capture_tensors(const Net& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& out, bool values, bool borrow) {
-  size_t next = 0;
-  for_each_state_tensor(model, optimizer,
-                        [&](const std::string& name, const Shape& shape, const float* first) {
-                          if (next == out.size()) out.emplace_back();
-                          CheckpointTensor& t = out[next++];
-                          if (t.name != name) t.name = name;
-                          t.shape = shape;
-                          if (borrow) {
-                            t.source = first;
-                            t.source_device = model.device();
-                            return;
-                          }
-                          t.source = nullptr;
-                          // Same size as last time: no reallocation, only the copy.
-                          t.values.resize(static_cast<size_t>(shape.numel()));
-                          // From a device net: a copy back that waits for the step before it.
-                          if (values)
-                            copy_memory(t.values.data(), Device::kCpu, first, model.device(),
-                                        t.values.size() * sizeof(float));
-                        });
-  out.resize(next);
-}
-
-std::vector<uint32_t> live_state_crc32s(const Net& model, const Optimizer* optimizer) {
-  const auto B = static_cast<size_t>(model.B());
-  std::vector<uint32_t> crcs(B, crc_start());
-  std::vector<float> host;  // a device net's tensor, copied back
-  for_each_state_tensor(
-      model, optimizer, [&](const std::string&, const Shape& shape, const float* first) {
-        const auto numel = static_cast<size_t>(shape.numel());
-        const float* values = first;
-        if (model.device() != Device::kCpu) {
-          host.resize(numel);
-          copy_memory(host.data(), Device::kCpu, first, model.device(), numel * sizeof(float));
-          values = host.data();
-        }
-        const size_t per_model = numel / B;  // a [B, ...] tensor: model b's slice is contiguous
-        for (size_t b = 0; b < B; ++b)
-          crcs[b] = crc_update(crcs[b], values + b * per_model, per_model * sizeof(float));
-      });
-  return crcs;
-}
-
-void capture_tensors(const Model& model, const Optimizer* optimizer,
-                     std::vector<CheckpointTensor>& out, bool values, bool borrow) {
-  capture_tensors(model.net(), optimizer, out, values, borrow);
-}
-
-std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimizer* optimizer) {
-  std::vector<CheckpointTensor> out;
-  capture_tensors(model, optimizer, out);
-  return out;
-}
-
-void restore_tensors(const Checkpoint& c, Model& model, Optimizer* optimizer) {
-  HFTA_CHECK(c.model == model.name() && c.B == model.B(),
-             "the checkpoint holds {} {} models, the run builds {} {} models", c.B, c.model,
-             model.B(), model.name());
-  restore_tensors(c, model.net(), optimizer);
-}
-
-void restore_tensors(const Checkpoint& c, Net& model, Optimizer* optimizer) {
-  std::vector<CheckpointTensor> live;
-  capture_tensors(model, optimizer, live, /*values=*/false);
-  const size_t P = model.params().size(), Q = model.buffers().size();
-  const size_t wanted = optimizer ? live.size() : P + Q;
-  HFTA_CHECK(c.tensors.size() >= wanted, "the checkpoint has {} tensors, the run needs {}{}",
-             c.tensors.size(), wanted, optimizer ? " (is it from another optimizer?)" : "");
-  for (size_t i = 0; i < wanted; ++i)
-    HFTA_CHECK(c.tensors[i].name == live[i].name && c.tensors[i].shape == live[i].shape,
-               "checkpoint tensor {} {} does not match the model's {} {}", c.tensors[i].name,
-               c.tensors[i].shape.str(), live[i].name, live[i].shape.str());
-  auto restore = [&](const std::vector<float>& values, float* to) {
-    copy_memory(to, model.device(), values.data(), Device::kCpu, values.size() * sizeof(float));
-  };
-  for (size_t i = 0; i < P; ++i) restore(c.tensors[i].values, model.params()[i].value.data);
-  for (size_t i = 0; i < Q; ++i) restore(c.tensors[P + i].values, model.buffers()[i].value.data);
-  // Dropout masks depend on the count of training forwards: one per optimizer step.
-  model.set_training_forwards(c.step);
-  // A refilled slot counts its dropout draws from its origin; older files hold none (all zeros).
-  model.set_forward_origins(c.forward_origins.empty()
-                                ? std::vector<int64_t>(static_cast<size_t>(c.B), 0)
-                                : c.forward_origins);
-  if (optimizer == nullptr) return;
-  for (int s = 0; s < optimizer->num_state_buffers(); ++s)
-    for (size_t i = 0; i < P; ++i) {
-      restore(c.tensors[P + Q + P * static_cast<size_t>(s) + i].values,
-              optimizer->state_buffer(s) + arena_offset(model, model.params()[i]));
-    }
-  optimizer->set_steps(c.optimizer_steps);
 }
 
 }  // namespace hfta

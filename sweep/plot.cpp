@@ -157,7 +157,11 @@ bool is_fused_mode(const std::string& mode) {
 }  // namespace
 
 std::string fusion_table(const std::vector<SweepPoint>& points) {
-  const auto [modes, Bs, normalized] = axes_of(points);
+  // References, not a structured binding: clang before 16 cannot capture those in lambdas.
+  const SweepAxes axes = axes_of(points);
+  const auto& modes = axes.modes;
+  const auto& Bs = axes.Bs;
+  const bool normalized = axes.normalized;
   std::vector<std::string> fused, others;
   for (const std::string& m : modes) (is_fused_mode(m) ? fused : others).push_back(m);
   auto point = [&](const std::string& mode, int64_t B) -> const SweepPoint* {
@@ -206,7 +210,11 @@ std::string fusion_table(const std::vector<SweepPoint>& points) {
 
 std::string gnuplot_script(const std::vector<SweepPoint>& points, const std::string& title,
                            int64_t memory_budget_bytes) {
-  const auto [modes, Bs, normalized] = axes_of(points);
+  // References, not a structured binding: clang before 16 cannot capture those in lambdas.
+  const SweepAxes axes = axes_of(points);
+  const auto& modes = axes.modes;
+  const auto& Bs = axes.Bs;
+  const bool normalized = axes.normalized;
   std::string s;
   s +=
       "# Plots of an hfta sweep, written by `hfta sweep`; rerun with `gnuplot sweep.gp` in this\n"

@@ -119,8 +119,9 @@ void restore_tensors(const Checkpoint& c, Model& model, Optimizer* optimizer) {
 }
 
 void restore_tensors(const Checkpoint& c, Net& model, Optimizer* optimizer) {
+  // Names and shapes to check against: borrowed, so nothing is allocated.
   std::vector<CheckpointTensor> live;
-  capture_tensors(model, optimizer, live, /*values=*/false);
+  capture_tensors(model, optimizer, live, /*values=*/false, /*borrow=*/true);
   const size_t P = model.params().size(), Q = model.buffers().size();
   const size_t wanted = optimizer ? live.size() : P + Q;
   HFTA_CHECK(c.tensors.size() >= wanted, "the checkpoint has {} tensors, the run needs {}{}",

@@ -23,6 +23,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "fused_ops/activation.h"
+#include "fused_ops/batchnorm1d.h"
 #include "fused_ops/batchnorm2d.h"
 #include "fused_ops/conv2d.h"
 #include "fused_ops/cross_entropy.h"
@@ -276,6 +277,48 @@ inline OpCase batchnorm2d_case(int64_t B, const Options& o) {
       }};
 }
 
+// batchnorm1d (training, affine) on the rows layout [B, R, C]: the same counts as batchnorm2d
+// (PointNet's per-point layers: R = batch * points, e.g. R=80000 C=1024).
+inline OpCase batchnorm1d_case(int64_t B, const Options& o) {
+  BatchNorm1dParams p;
+  if (const std::string act = get_option(o, "act", "none"); act != "none")
+    p.activation = activation_of_kind(act);
+  p.B = B;
+  p.R = option(o, "R", 4096);
+  p.C = option(o, "C", 128);
+  p.training = option(o, "training", 1) != 0;
+  auto buf = std::make_shared<Buffers>();
+  TensorView x = buf->make(p.x_shape()), y = buf->make(p.y_shape());
+  TensorView dy = buf->make(p.y_shape()), dx = buf->make(p.x_shape());
+  TensorView gamma = buf->make(p.param_shape()), beta = buf->make(p.param_shape());
+  TensorView rmean = buf->make(p.param_shape()), rvar = buf->make(p.param_shape(), 0.5f, 1.5f);
+  TensorView dgamma = buf->make(p.param_shape()), dbeta = buf->make(p.param_shape());
+  BatchNorm1dSaved saved{buf->make(p.param_shape()), buf->make(p.param_shape())};
+  const double elements = static_cast<double>(p.x_shape().numel());
+  return {
+      fmt::format("R={} C={}{}{}", p.R, p.C, p.training ? "" : " eval",
+                  p.activation ? fmt::format(" + {}", activation_name(p.activation->kind)) : ""),
+      p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
+      [=, keep_alive = buf] {
+        batchnorm1d_forward(p, {.x = x,
+                                .gamma = gamma,
+                                .beta = beta,
+                                .running_mean = rmean,
+                                .running_var = rvar,
+                                .saved = saved,
+                                .y = y});
+        batchnorm1d_backward(p, {.x = x,
+                                 .gamma = gamma,
+                                 .beta = beta,
+                                 .y = y,
+                                 .saved = saved,
+                                 .dy = dy,
+                                 .dx = dx,
+                                 .dgamma = dgamma,
+                                 .dbeta = dbeta});
+      }};
+}
+
 // layernorm over [B, N, F]: forward_flops() (7 per element) + backward: dx as batchnorm's (9 per
 // element) and dgamma/dbeta (3). Bytes: forward reads x twice and writes y (3 floats); backward
 // reads x, dy for dx and again for dgamma/dbeta (see fused_ops/cpu/layernorm.cpp) and writes dx:
@@ -398,6 +441,7 @@ inline const std::map<std::string, CaseFactory>& case_table() {
       {"conv2d", conv2d_case},
       {"adam", adam_case},
       {"sgd", sgd_case},
+      {"batchnorm1d", batchnorm1d_case},
       {"batchnorm2d", batchnorm2d_case},
       {"layernorm", layernorm_case},
       {"maxpool2d", maxpool2d_case},

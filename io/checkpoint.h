@@ -135,6 +135,12 @@ std::vector<CheckpointTensor> capture_tensors(const Model& model, const Optimize
 void capture_tensors(const Model& model, const Optimizer* optimizer,
                      std::vector<CheckpointTensor>& tensors, bool values = true,
                      bool borrow = false);
+// One tensor of such a fill: `t` becomes `name` of `shape`, whose first float is `first` in
+// `device` memory; borrowed (t.source) with `borrow`, else copied into t.values (or only sized,
+// without `values`), reusing t's allocation when the size is the same. For tasks that list their
+// own tensors (the GAN's two nets and optimizers).
+void fill_tensor(CheckpointTensor& t, const std::string& name, const Shape& shape,
+                 const float* first, Device device, bool values, bool borrow);
 // Copies the tensors back (optimizer state and step counts only when `optimizer`), and the
 // dropout counts (training forwards = step, forward_origins). Throws
 // hfta::Error naming the first tensor whose name or shape differs from the live array's.

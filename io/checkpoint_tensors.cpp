@@ -55,28 +55,31 @@ void for_each_state_tensor(const Net& model, const Optimizer* optimizer, Visit&&
 
 }  // namespace
 
+void fill_tensor(CheckpointTensor& t, const std::string& name, const Shape& shape,
+                 const float* first, Device device, bool values, bool borrow) {
+  if (t.name != name) t.name = name;
+  t.shape = shape;
+  if (borrow) {
+    t.source = first;
+    t.source_device = device;
+    return;
+  }
+  t.source = nullptr;
+  // Same size as last time: no reallocation, only the copy.
+  t.values.resize(static_cast<size_t>(shape.numel()));
+  // From a device: a copy back that waits for the step before it.
+  if (values)
+    copy_memory(t.values.data(), Device::kCpu, first, device, t.values.size() * sizeof(float));
+}
+
 void capture_tensors(const Net& model, const Optimizer* optimizer,
                      std::vector<CheckpointTensor>& out, bool values, bool borrow) {
   size_t next = 0;
-  for_each_state_tensor(model, optimizer,
-                        [&](const std::string& name, const Shape& shape, const float* first) {
-                          if (next == out.size()) out.emplace_back();
-                          CheckpointTensor& t = out[next++];
-                          if (t.name != name) t.name = name;
-                          t.shape = shape;
-                          if (borrow) {
-                            t.source = first;
-                            t.source_device = model.device();
-                            return;
-                          }
-                          t.source = nullptr;
-                          // Same size as last time: no reallocation, only the copy.
-                          t.values.resize(static_cast<size_t>(shape.numel()));
-                          // From a device net: a copy back that waits for the step before it.
-                          if (values)
-                            copy_memory(t.values.data(), Device::kCpu, first, model.device(),
-                                        t.values.size() * sizeof(float));
-                        });
+  for_each_state_tensor(
+      model, optimizer, [&](const std::string& name, const Shape& shape, const float* first) {
+        if (next == out.size()) out.emplace_back();
+        fill_tensor(out[next++], name, shape, first, model.device(), values, borrow);
+      });
   out.resize(next);
 }
 

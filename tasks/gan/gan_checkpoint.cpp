@@ -83,19 +83,7 @@ void fill_gan_checkpoint(Checkpoint& c, const GanArray& gan, const HyperValues& 
   auto put = [&](const std::string& name, const Shape& shape, const float* first, Device device,
                  bool borrow) {
     if (next == c.tensors.size()) c.tensors.emplace_back();
-    CheckpointTensor& t = c.tensors[next++];
-    if (t.name != name) t.name = name;
-    t.shape = shape;
-    if (borrow) {
-      t.source = first;
-      t.source_device = device;
-      return;
-    }
-    t.source = nullptr;
-    t.values.resize(static_cast<size_t>(shape.numel()));  // same size: no reallocation
-    if (values)
-      copy_memory(t.values.data(), Device::kCpu, first, device,
-                  static_cast<size_t>(shape.numel()) * sizeof(float));
+    fill_tensor(c.tensors[next++], name, shape, first, device, values, borrow);
   };
   for_each_tensor(gan.generator(), gan.discriminator(), gan.g_optimizer(), gan.d_optimizer(),
                   [&](const std::string& name, const Shape& shape, const float* data) {

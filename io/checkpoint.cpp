@@ -414,18 +414,51 @@ Checkpoint load_checkpoint(const std::string& path) {
   return c;
 }
 
+namespace {
+
+// Calls use(values, numel) for every tensor of `c` in order with its floats in host memory: its
+// values, or the live tensor it borrows (from a device, copied back into one staging buffer).
+template <typename Use>
+void for_each_host_tensor(const Checkpoint& c, Use&& use) {
+  std::vector<float> staged;
+  for (const CheckpointTensor& t : c.tensors) {
+    if (t.source == nullptr) {
+      use(t.values.data(), t.values.size());
+      continue;
+    }
+    const auto numel = static_cast<size_t>(t.shape.numel());
+    const float* values = t.source;
+    if (t.source_device != Device::kCpu) {
+      staged.resize(numel);
+      copy_memory(staged.data(), Device::kCpu, t.source, t.source_device, numel * sizeof(float));
+      values = staged.data();
+    }
+    use(values, numel);
+  }
+}
+
+}  // namespace
+
 uint32_t model_state_crc32(const Checkpoint& c, int64_t b) {
   HFTA_CHECK(b >= 0 && b < c.B, "no model {} in a checkpoint of {} models (0 to {})", b, c.B,
              c.B - 1);
   uint32_t crc = crc32_start();
-  for (const CheckpointTensor& t : c.tensors) {
-    HFTA_CHECK(t.source == nullptr, "model_state_crc32 of a checkpoint that borrows tensor {}",
-               t.name);
-    const size_t per_model = t.values.size() / static_cast<size_t>(c.B);
-    crc = crc32_update(crc, t.values.data() + static_cast<size_t>(b) * per_model,
-                       per_model * sizeof(float));
-  }
+  for_each_host_tensor(c, [&](const float* values, size_t numel) {
+    const size_t per_model = numel / static_cast<size_t>(c.B);
+    crc = crc32_update(crc, values + static_cast<size_t>(b) * per_model, per_model * sizeof(float));
+  });
   return crc;
+}
+
+std::vector<uint32_t> model_state_crc32s(const Checkpoint& c) {
+  const auto B = static_cast<size_t>(c.B);
+  std::vector<uint32_t> crcs(B, crc32_start());
+  for_each_host_tensor(c, [&](const float* values, size_t numel) {
+    const size_t per_model = numel / B;  // a [B, ...] tensor: model b's slice is contiguous
+    for (size_t b = 0; b < B; ++b)
+      crcs[b] = crc32_update(crcs[b], values + b * per_model, per_model * sizeof(float));
+  });
+  return crcs;
 }
 
 Checkpoint extract_model(const Checkpoint& c, int64_t b) {

@@ -115,11 +115,14 @@ Checkpoint load_checkpoint(const std::string& path);
 Checkpoint extract_model(const Checkpoint& checkpoint, int64_t b);
 // CRC-32 of model b's slice of every tensor in order (parameters, buffers, optimizer state): the
 // same for two runs exactly when they left model b with the same bits (summary.csv's
-// state_crc32; --deterministic promises it between an array and the model trained alone).
+// state_crc32; --deterministic promises it between an array and the model trained alone). A
+// borrowing checkpoint's tensors are read where they live (a device tensor copied back one at a
+// time), so a run's summary needs no snapshot of every model's state.
 uint32_t model_state_crc32(const Checkpoint& checkpoint, int64_t b);
-// model_state_crc32 of every model of a live net (parameters, buffers, then the optimizer's
-// state, as capture_tensors lays them out), read in place (a device net's tensors copied back one
-// at a time): a run's summary without a snapshot of every model's state.
+// model_state_crc32 of every model, in one pass over the tensors.
+std::vector<uint32_t> model_state_crc32s(const Checkpoint& checkpoint);
+// model_state_crc32s of a live net's checkpoint tensors (parameters, buffers, then the
+// optimizer's state, as capture_tensors lays them out), borrowed: nothing is copied.
 std::vector<uint32_t> live_state_crc32s(const Net& net, const Optimizer* optimizer);
 // The spec that rebuilds the checkpoint's models (architecture, sample shape, classes, dropout)
 // for `batch_size` rows.

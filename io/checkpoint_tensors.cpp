@@ -84,23 +84,10 @@ void capture_tensors(const Net& model, const Optimizer* optimizer,
 }
 
 std::vector<uint32_t> live_state_crc32s(const Net& model, const Optimizer* optimizer) {
-  const auto B = static_cast<size_t>(model.B());
-  std::vector<uint32_t> crcs(B, crc32_start());
-  std::vector<float> host;  // a device net's tensor, copied back
-  for_each_state_tensor(
-      model, optimizer, [&](const std::string&, const Shape& shape, const float* first) {
-        const auto numel = static_cast<size_t>(shape.numel());
-        const float* values = first;
-        if (model.device() != Device::kCpu) {
-          host.resize(numel);
-          copy_memory(host.data(), Device::kCpu, first, model.device(), numel * sizeof(float));
-          values = host.data();
-        }
-        const size_t per_model = numel / B;  // a [B, ...] tensor: model b's slice is contiguous
-        for (size_t b = 0; b < B; ++b)
-          crcs[b] = crc32_update(crcs[b], values + b * per_model, per_model * sizeof(float));
-      });
-  return crcs;
+  Checkpoint live;
+  live.B = model.B();
+  capture_tensors(model, optimizer, live.tensors, /*values=*/false, /*borrow=*/true);
+  return model_state_crc32s(live);
 }
 
 void capture_tensors(const Model& model, const Optimizer* optimizer,

@@ -195,21 +195,37 @@ void PeriodicCheckpoints::after_step(int64_t step) {
   delayed_since_ = -1;
 }
 
+namespace {
+
+// The snapshot filled with borrowed tensors for as long as this lives: afterwards it borrows
+// nothing, so a later periodic snapshot copies again and the writer thread never reads a live
+// tensor.
+class Borrowing {
+ public:
+  Borrowing(Checkpoint& c, const std::function<void(Checkpoint&)>& fill) : c_(c) {
+    c_.borrow_tensors = true;
+    fill(c_);
+    c_.borrow_tensors = false;
+  }
+  ~Borrowing() {
+    c_.borrow_tensors = false;
+    for (CheckpointTensor& t : c_.tensors) t.source = nullptr;
+  }
+  Borrowing(const Borrowing&) = delete;
+  Borrowing& operator=(const Borrowing&) = delete;
+
+ private:
+  Checkpoint& c_;
+};
+
+}  // namespace
+
 void PeriodicCheckpoints::save_now(int64_t step) {
   wait();
   // Written here while the array stands still: the tensors are read in place, not copied into
   // the snapshot (its buffer, if periodic checkpoints keep one, stays as it was).
   Checkpoint& c = writer_.snapshot();
-  struct Borrowing {
-    Checkpoint& c;
-    ~Borrowing() {
-      c.borrow_tensors = false;
-      for (CheckpointTensor& t : c.tensors) t.source = nullptr;
-    }
-  } borrowing{c};
-  c.borrow_tensors = true;
-  fill_(c);
-  c.borrow_tensors = false;
+  const Borrowing borrowing(c, fill_);
   save_checkpoint(path_, c);
   schedule_.taken(step, CheckpointSchedule::Clock::now());
   // Without periodic checkpoints the buffer would sit unused until the next epoch ends.
@@ -218,8 +234,10 @@ void PeriodicCheckpoints::save_now(int64_t step) {
 
 void PeriodicCheckpoints::inspect_now(const std::function<void(const Checkpoint&)>& use) {
   wait();
-  fill_(writer_.snapshot());
-  use(writer_.snapshot());
+  {
+    const Borrowing borrowing(writer_.snapshot(), fill_);
+    use(writer_.snapshot());
+  }
   if (!schedule_.enabled()) writer_.snapshot() = Checkpoint{};
 }
 

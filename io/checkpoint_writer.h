@@ -122,9 +122,9 @@ class PeriodicCheckpoints {
   void save_now(int64_t step);
   // Waits for the write in flight and reports it (at the end of the run).
   void wait();
-  // Waits for the write in flight, then fills the snapshot buffer with now and hands it to `use`
-  // without writing it (the end of a run: what each model's state hashes to). The buffer is the
-  // one checkpoints use, so this holds no second copy of the array.
+  // Waits for the write in flight, then fills the snapshot with now, borrowing the tensors as
+  // save_now does, and hands it to `use` without writing it (the end of a run: what each model's
+  // state hashes to, model_state_crc32s): nothing is copied.
   void inspect_now(const std::function<void(const Checkpoint&)>& use);
 
  private:

@@ -104,15 +104,7 @@ void run_epochs(RunArray& array, const TrainOptions& o, const EpochLoopOptions& 
   }
   periodic.wait();  // an error of the last background write fails the run
   if (!trained) fmt::print("{}: already trained for {} epochs\n", loop.who, o.epochs);
-  if (auto crcs = array.live_state_crc32s()) {
-    p.state_crc32 = std::move(*crcs);
-  } else {
-    periodic.inspect_now([&](const Checkpoint& state) {
-      p.state_crc32.resize(B);
-      for (size_t b = 0; b < B; ++b)
-        p.state_crc32[b] = model_state_crc32(state, static_cast<int64_t>(b));
-    });
-  }
+  periodic.inspect_now([&](const Checkpoint& state) { p.state_crc32 = model_state_crc32s(state); });
   array.finish(p, trained, seconds_since(start), results);
 }
 

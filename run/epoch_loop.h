@@ -73,10 +73,6 @@ class RunArray {
   // Names and sizes `c`'s tensors without reading the array (a periodic checkpoint's buffer,
   // allocated ahead on the writer thread); a task may leave it empty.
   virtual void reserve_checkpoint(Checkpoint& c) {}
-  // model_state_crc32 of each model's state as fill_checkpoint would capture it, read from the
-  // live tensors (live_state_crc32s in io/checkpoint.h); nullopt (the default) has the loop fill a
-  // checkpoint's snapshot to compute them.
-  virtual std::optional<std::vector<uint32_t>> live_state_crc32s() const { return std::nullopt; }
   // Copies `c` into the array and returns its progress.
   virtual ArrayProgress restore(const Checkpoint& c) = 0;
 

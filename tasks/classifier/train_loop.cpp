@@ -257,10 +257,6 @@ class ClassifierRun final : public RunArray {
     // On the writer thread: shapes only, never the training's values.
     capture_tensors(*array_.model, array_.optimizer.get(), c.tensors, /*values=*/false);
   }
-  std::optional<std::vector<uint32_t>> live_state_crc32s() const override {
-    // fill_checkpoint captures the model's net and the optimizer (capture_tensors).
-    return hfta::live_state_crc32s(array_.model->net(), array_.optimizer.get());
-  }
   ArrayProgress restore(const Checkpoint& c) override { return restore_checkpoint(c, array_); }
 
   ValidationScores validate() override {

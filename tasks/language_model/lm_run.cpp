@@ -174,11 +174,6 @@ void LmRun::reserve_checkpoint(Checkpoint& c) {
   capture_tensors(*net_, optimizer_.get(), c.tensors, /*values=*/false);
 }
 
-std::optional<std::vector<uint32_t>> LmRun::live_state_crc32s() const {
-  // fill_lm_checkpoint captures the net and the optimizer (capture_tensors).
-  return hfta::live_state_crc32s(*net_, optimizer_.get());
-}
-
 ArrayProgress LmRun::restore(const Checkpoint& c) {
   return restore_lm_checkpoint(c, *net_, *optimizer_);
 }

@@ -72,7 +72,6 @@ class LmRun : public RunArray {
   int64_t models() const override { return static_cast<int64_t>(group_.size()); }
   void fill_checkpoint(Checkpoint& c, const ArrayProgress& p) override;
   void reserve_checkpoint(Checkpoint& c) override;
-  std::optional<std::vector<uint32_t>> live_state_crc32s() const override;
   ArrayProgress restore(const Checkpoint& c) override;
   // Live arrays: the model's slots, the optimizer's, and each model's clip and StepLR. A refill
   // fails where clipping is on in `one` and off in the array or the other way round.

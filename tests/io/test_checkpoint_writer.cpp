@@ -344,6 +344,18 @@ TEST(PeriodicCheckpoints, ASaveNowBorrowsTheTensorsAPeriodicSnapshotCopiesThem) 
   EXPECT_EQ(borrowed, (std::vector<bool>{true, false}));
   ASSERT_EQ(written.size(), 1u);
   EXPECT_EQ(written[0], nullptr) << "a periodic snapshot must not point into the live array";
+  // The run's end: inspected borrowed (no copy), and borrowing nothing afterwards.
+  periodic.inspect_now([&](const Checkpoint& c) {
+    ASSERT_EQ(c.tensors.size(), 1u);
+    EXPECT_EQ(c.tensors[0].source, live.data());
+    EXPECT_EQ(model_state_crc32(c, 2), model_state_crc32(saved, 2));
+  });
+  EXPECT_EQ(borrowed, (std::vector<bool>{true, false, true}));
+  step = 5;
+  periodic.after_step(step);
+  periodic.wait();
+  ASSERT_EQ(written.size(), 2u);
+  EXPECT_EQ(written[1], nullptr) << "a snapshot after inspect_now must copy again";
 }
 
 TEST(PeriodicCheckpoints, NegativeSchedulesAreRefused) {

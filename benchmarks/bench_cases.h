@@ -229,94 +229,71 @@ inline OpCase sgd_case(int64_t B, const Options& o) {
                                   with_momentum ? kSgdMomentumBytes : kSgdPlainBytes);
 }
 
-// batchnorm2d (training, affine): forward_flops() (5 per element) + backward, which per element
-// reduces dy and dy*xhat (4) and forms dx = (dy - mean(dy) - xhat*mean(dy*xhat)) * gamma*rstd (5)
-// = 9. Bytes: forward reads x for the statistics and again to write y (3 floats), backward reads
-// x and dy for the sums and again to write dx (5 floats). act=relu|relu6|leaky_relu fuses that
-// activation (same counts: it adds no pass over memory).
+// batchnorm2d and batchnorm1d (training, affine): forward_flops() (5 per element) + backward,
+// which per element reduces dy and dy*xhat (4) and forms dx = (dy - mean(dy) - xhat*mean(dy*xhat))
+// * gamma*rstd (5) = 9. Bytes: forward reads x for the statistics and again to write y (3
+// floats), backward reads x and dy for the sums and again to write dx (5 floats). act=relu|relu6|
+// leaky_relu fuses that activation (same counts: it adds no pass over memory).
 inline ActivationParams activation_of_kind(const std::string& kind);
-inline OpCase batchnorm2d_case(int64_t B, const Options& o) {
-  BatchNorm2dParams p;
+template <typename Params, typename ForwardArgs, typename BackwardArgs>
+OpCase batchnorm_case(Params p, const Options& o, const std::string& shape,
+                      void (*forward)(const Params&, const ForwardArgs&),
+                      void (*backward)(const Params&, const BackwardArgs&)) {
   if (const std::string act = get_option(o, "act", "none"); act != "none")
     p.activation = activation_of_kind(act);
+  p.training = option(o, "training", 1) != 0;
+  auto buf = std::make_shared<Buffers>();
+  TensorView x = buf->make(p.x_shape()), y = buf->make(p.y_shape());
+  TensorView dy = buf->make(p.y_shape()), dx = buf->make(p.x_shape());
+  TensorView gamma = buf->make(p.param_shape()), beta = buf->make(p.param_shape());
+  TensorView rmean = buf->make(p.param_shape()), rvar = buf->make(p.param_shape(), 0.5f, 1.5f);
+  TensorView dgamma = buf->make(p.param_shape()), dbeta = buf->make(p.param_shape());
+  const decltype(ForwardArgs::saved) saved{buf->make(p.param_shape()), buf->make(p.param_shape())};
+  const double elements = static_cast<double>(p.x_shape().numel());
+  return {
+      fmt::format("{}{}{}", shape, p.training ? "" : " eval",
+                  p.activation ? fmt::format(" + {}", activation_name(p.activation->kind)) : ""),
+      p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
+      [=, keep_alive = buf] {
+        forward(p, {.x = x,
+                    .gamma = gamma,
+                    .beta = beta,
+                    .running_mean = rmean,
+                    .running_var = rvar,
+                    .saved = saved,
+                    .y = y});
+        backward(p, {.x = x,
+                     .gamma = gamma,
+                     .beta = beta,
+                     .y = y,
+                     .saved = saved,
+                     .dy = dy,
+                     .dx = dx,
+                     .dgamma = dgamma,
+                     .dbeta = dbeta});
+      }};
+}
+
+inline OpCase batchnorm2d_case(int64_t B, const Options& o) {
+  BatchNorm2dParams p;
   p.B = B;
   p.N = option(o, "N", 64);
   p.C = option(o, "C", 32);
   p.H = option(o, "H", 14);
   p.W = option(o, "W", p.H);
-  p.training = option(o, "training", 1) != 0;
-  auto buf = std::make_shared<Buffers>();
-  TensorView x = buf->make(p.x_shape()), y = buf->make(p.y_shape());
-  TensorView dy = buf->make(p.y_shape()), dx = buf->make(p.x_shape());
-  TensorView gamma = buf->make(p.param_shape()), beta = buf->make(p.param_shape());
-  TensorView rmean = buf->make(p.param_shape()), rvar = buf->make(p.param_shape(), 0.5f, 1.5f);
-  TensorView dgamma = buf->make(p.param_shape()), dbeta = buf->make(p.param_shape());
-  BatchNorm2dSaved saved{buf->make(p.param_shape()), buf->make(p.param_shape())};
-  const double elements = static_cast<double>(p.x_shape().numel());
-  return {
-      fmt::format("N={} C={} {}x{}{}{}", p.N, p.C, p.H, p.W, p.training ? "" : " eval",
-                  p.activation ? fmt::format(" + {}", activation_name(p.activation->kind)) : ""),
-      p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
-      [=, keep_alive = buf] {
-        batchnorm2d_forward(p, {.x = x,
-                                .gamma = gamma,
-                                .beta = beta,
-                                .running_mean = rmean,
-                                .running_var = rvar,
-                                .saved = saved,
-                                .y = y});
-        batchnorm2d_backward(p, {.x = x,
-                                 .gamma = gamma,
-                                 .beta = beta,
-                                 .y = y,
-                                 .saved = saved,
-                                 .dy = dy,
-                                 .dx = dx,
-                                 .dgamma = dgamma,
-                                 .dbeta = dbeta});
-      }};
+  return batchnorm_case(p, o, fmt::format("N={} C={} {}x{}", p.N, p.C, p.H, p.W),
+                        &batchnorm2d_forward, &batchnorm2d_backward);
 }
 
-// batchnorm1d (training, affine) on the rows layout [B, R, C]: the same counts as batchnorm2d
-// (PointNet's per-point layers: R = batch * points, e.g. R=80000 C=1024).
+// batchnorm1d on the rows layout [B, R, C] (PointNet's per-point layers: R = batch * points,
+// e.g. R=80000 C=1024).
 inline OpCase batchnorm1d_case(int64_t B, const Options& o) {
   BatchNorm1dParams p;
-  if (const std::string act = get_option(o, "act", "none"); act != "none")
-    p.activation = activation_of_kind(act);
   p.B = B;
   p.R = option(o, "R", 4096);
   p.C = option(o, "C", 128);
-  p.training = option(o, "training", 1) != 0;
-  auto buf = std::make_shared<Buffers>();
-  TensorView x = buf->make(p.x_shape()), y = buf->make(p.y_shape());
-  TensorView dy = buf->make(p.y_shape()), dx = buf->make(p.x_shape());
-  TensorView gamma = buf->make(p.param_shape()), beta = buf->make(p.param_shape());
-  TensorView rmean = buf->make(p.param_shape()), rvar = buf->make(p.param_shape(), 0.5f, 1.5f);
-  TensorView dgamma = buf->make(p.param_shape()), dbeta = buf->make(p.param_shape());
-  BatchNorm1dSaved saved{buf->make(p.param_shape()), buf->make(p.param_shape())};
-  const double elements = static_cast<double>(p.x_shape().numel());
-  return {
-      fmt::format("R={} C={}{}{}", p.R, p.C, p.training ? "" : " eval",
-                  p.activation ? fmt::format(" + {}", activation_name(p.activation->kind)) : ""),
-      p.forward_flops() + 9.0 * elements, (p.training ? 8.0 : 5.0) * kF * elements,
-      [=, keep_alive = buf] {
-        batchnorm1d_forward(p, {.x = x,
-                                .gamma = gamma,
-                                .beta = beta,
-                                .running_mean = rmean,
-                                .running_var = rvar,
-                                .saved = saved,
-                                .y = y});
-        batchnorm1d_backward(p, {.x = x,
-                                 .gamma = gamma,
-                                 .beta = beta,
-                                 .y = y,
-                                 .saved = saved,
-                                 .dy = dy,
-                                 .dx = dx,
-                                 .dgamma = dgamma,
-                                 .dbeta = dbeta});
-      }};
+  return batchnorm_case(p, o, fmt::format("R={} C={}", p.R, p.C), &batchnorm1d_forward,
+                        &batchnorm1d_backward);
 }
 
 // layernorm over [B, N, F]: forward_flops() (7 per element) + backward: dx as batchnorm's (9 per

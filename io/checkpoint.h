@@ -121,9 +121,6 @@ Checkpoint extract_model(const Checkpoint& checkpoint, int64_t b);
 uint32_t model_state_crc32(const Checkpoint& checkpoint, int64_t b);
 // model_state_crc32 of every model, in one pass over the tensors.
 std::vector<uint32_t> model_state_crc32s(const Checkpoint& checkpoint);
-// model_state_crc32s of a live net's checkpoint tensors (parameters, buffers, then the
-// optimizer's state, as capture_tensors lays them out), borrowed: nothing is copied.
-std::vector<uint32_t> live_state_crc32s(const Net& net, const Optimizer* optimizer);
 // The spec that rebuilds the checkpoint's models (architecture, sample shape, classes, dropout)
 // for `batch_size` rows.
 ModelSpec model_spec(const Checkpoint& checkpoint, int64_t batch_size);

@@ -83,13 +83,6 @@ void capture_tensors(const Net& model, const Optimizer* optimizer,
   out.resize(next);
 }
 
-std::vector<uint32_t> live_state_crc32s(const Net& model, const Optimizer* optimizer) {
-  Checkpoint live;
-  live.B = model.B();
-  capture_tensors(model, optimizer, live.tensors, /*values=*/false, /*borrow=*/true);
-  return model_state_crc32s(live);
-}
-
 void capture_tensors(const Model& model, const Optimizer* optimizer,
                      std::vector<CheckpointTensor>& out, bool values, bool borrow) {
   capture_tensors(model.net(), optimizer, out, values, borrow);

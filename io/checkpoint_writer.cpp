@@ -204,17 +204,23 @@ class Borrowing {
  public:
   Borrowing(Checkpoint& c, const std::function<void(Checkpoint&)>& fill) : c_(c) {
     c_.borrow_tensors = true;
-    fill(c_);
+    try {
+      fill(c_);
+    } catch (...) {
+      release();  // a fill that failed partway may have borrowed some tensors
+      throw;
+    }
     c_.borrow_tensors = false;
   }
-  ~Borrowing() {
-    c_.borrow_tensors = false;
-    for (CheckpointTensor& t : c_.tensors) t.source = nullptr;
-  }
+  ~Borrowing() { release(); }
   Borrowing(const Borrowing&) = delete;
   Borrowing& operator=(const Borrowing&) = delete;
 
  private:
+  void release() {
+    c_.borrow_tensors = false;
+    for (CheckpointTensor& t : c_.tensors) t.source = nullptr;
+  }
   Checkpoint& c_;
 };
 

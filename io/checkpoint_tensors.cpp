@@ -8,7 +8,6 @@
 #include "core/device_memory.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "io/crc32.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 

@@ -13,7 +13,7 @@
 // (MobileNetV2 at 32x32 inputs has 16x16 down to 1x1 planes, where vectors along the rows would
 // be mostly empty); results go back to NCHW through the same in-register 16 x 16 transposes.
 // oneDNN instead converts the whole activations to its blocked layout and back around each call
-// (cpu/conv2d.cpp), which dominates this memory-bound op.
+// (cpu/conv2d_onednn.cpp), which dominates this memory-bound op.
 //
 // Forward and the input gradient run over (image, channel block) tiles in parallel; the weight
 // and bias gradients reduce over the images per channel block, each task owning its channel

@@ -16,8 +16,8 @@
 // backward-data and vice versa), so the JIT kernels want channels per group in multiples of 8 or
 // 16 (DCGAN's 512/256/128/64); others (nz = 100, 3 colour channels) mostly go to gemm kernels.
 //
-// The cache follows conv2d's design (fused_ops/cpu/conv2d.cpp), without its per-thread lanes: the
-// primitives are created with format_tag::any on the first call for a
+// The cache follows conv2d's design (fused_ops/cpu/conv2d_onednn.cpp), without its per-thread
+// lanes: the primitives are created with format_tag::any on the first call for a
 // ConvTranspose2dParams, with their blocked copies, scratch and user-mode scratchpads, and every
 // later call with the same params reuses them, so a training step allocates no buffers. Our
 // plain buffers are converted at the edges of each call (fused_ops/cpu/dnnl_edges.h: our own
@@ -167,8 +167,8 @@ ConvTranspose2dStrategy initial_strategy() {
 constexpr int64_t kCacheCapacity = 32;  // per caller (primitive_cache.h)
 std::mutex g_cache_mutex;
 ConvTranspose2dStrategy g_strategy = initial_strategy();  // guarded by g_cache_mutex
-// Keyed as conv2d's cache (fused_ops/cpu/conv2d.cpp): by the problem, the strategy, the thread
-// count the primitives are planned for and the OpenMP thread calling from inside a parallel
+// Keyed as conv2d's cache (fused_ops/cpu/conv2d_onednn.cpp): by the problem, the strategy, the
+// thread count the primitives are planned for and the OpenMP thread calling from inside a parallel
 // region, so plans that run models per thread neither share an entry nor wait on one.
 struct CacheKey {
   ConvTranspose2dParams p;

@@ -145,7 +145,7 @@ void convert_channel_blocks(const ChannelBlocking& b, float* plain, float* block
 }
 
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): the caller's and the primitive's views of one
-// tensor; conv2d.cpp's call sites pass locals named like them.
+// tensor; conv2d_onednn.cpp's call sites pass locals named like them.
 ChannelBlocking channel_blocking(const memory::desc& user, const memory::desc& inner) {
   // NOLINTEND(bugprone-easily-swappable-parameters)
   ChannelBlocking b;

@@ -1,7 +1,7 @@
 // A oneDNN primitive's arguments backed by callers' plain buffers (Edge): the primitive reads and
 // writes the layouts it picked (format_tag::any), the callers hold plain NCHW / [B, ...] tensors,
 // and an edge moves the data between the two at the call's edges. The convolutions
-// (conv2d.cpp, conv_transpose2d.cpp) build their arguments from these.
+// (conv2d_onednn.cpp, conv_transpose2d.cpp) build their arguments from these.
 //
 // Activations between plain NCHW and channel-blocked nChw16c / nChw8c move by our own transposes
 // (ChannelBlocking), everything else by oneDNN reorders. oneDNN 2.6 reorders a model's channel

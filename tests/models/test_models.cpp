@@ -112,7 +112,10 @@ TEST_P(ModelArray, FusedTrainingOfFourEqualsFourSingleRuns) {
 
 // Each step from the same weights: model b of an array of 3 and model b alone see the same
 // batch; their losses, every parameter gradient and the SGD-with-momentum update agree to
-// rounding (gradients within 1e-4 of the tensor's largest gradient, plus 1e-6). Then the
+// rounding (gradients within 1e-4 of the tensor's largest gradient, plus 1e-6 of the model's
+// largest: a gradient that cancels to almost nothing, such as the shift of a BatchNorm whose
+// output another BatchNorm normalizes, is a sum of terms the size of its neighbours' gradients
+// and carries their rounding, which on MobileNetV2 exceeds a fixed 1e-6 at some seeds). Then the
 // array's model b continues from the single model's weights, so rounding cannot compound into
 // chaos and every step is checked on its own.
 TEST_P(ModelArray, StepLockedFusedEqualsSingle) {
@@ -143,6 +146,11 @@ TEST_P(ModelArray, StepLockedFusedEqualsSingle) {
       one.forward(batch_data.images(), batch_data.labels(), true);
       one.backward();
       EXPECT_NEAR(array->losses()[b], one.losses()[0], kLossRtol * one.losses()[0]);
+      double model_largest = 0;
+      for (const auto& param : one.params())
+        for (int64_t k = 0; k < param.grad.numel(); ++k)
+          model_largest = std::max(model_largest, std::fabs(static_cast<double>(param.grad[k])));
+      const double floor = 1e-6 * std::max(1.0, model_largest);
       for (size_t i = 0; i < one.params().size(); ++i) {
         const TensorView fused = array->params()[i].grad.replica(b), single = one.params()[i].grad;
         double largest = 0, worst = 0;
@@ -150,7 +158,7 @@ TEST_P(ModelArray, StepLockedFusedEqualsSingle) {
           largest = std::max(largest, std::fabs(static_cast<double>(single[k])));
           worst = std::max(worst, std::fabs(static_cast<double>(fused[k]) - single[k]));
         }
-        EXPECT_LE(worst, 1e-4 * largest + 1e-6) << one.params()[i].name << " gradient";
+        EXPECT_LE(worst, 1e-4 * largest + floor) << one.params()[i].name << " gradient";
       }
     }
     array_sgd.step(array->param_arena(), array->grad_arena());

@@ -2,8 +2,15 @@
 
 #include "fused_ops/cpu/simd.h"
 
-#if defined(__AVX512F__)
-// A function pointer taking __m512* as a template argument (the std::array of dx_class
+// The tile kernels below: on AVX-512 (16 channels per vector) or AVX2 with FMA (8).
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define HFTA_DEPTHWISE_TILES 1
+#else
+#define HFTA_DEPTHWISE_TILES 0
+#endif
+
+#if HFTA_DEPTHWISE_TILES
+// A function pointer taking a vector pointer as a template argument (the std::array of dx_class
 // instantiations) drops the vector's alignment attribute from the type's name only.
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 #endif
@@ -27,7 +34,7 @@
 namespace hfta::cpu {
 
 bool depthwise_applies(const Conv2dParams& p) {
-#if defined(__AVX512F__)
+#if HFTA_DEPTHWISE_TILES
   return detail::depthwise_shape_applies(p);
 #else
   (void)p;
@@ -35,11 +42,39 @@ bool depthwise_applies(const Conv2dParams& p) {
 #endif
 }
 
-#if defined(__AVX512F__)
+#if HFTA_DEPTHWISE_TILES
 
 namespace {
 
+// One vector of channels and the few operations the tiles use on it.
+#if defined(__AVX512F__)
+using Vec = __m512;
+using LaneMask = __mmask16;
 constexpr int64_t kLanes = 16;  // channels per tile: one AVX-512 vector
+inline Vec vzero() { return _mm512_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+// Lanes outside m read as zeros (and are not read from memory).
+inline Vec vload(LaneMask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+inline void vstore(float* p, LaneMask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline Vec vfmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+#else
+using Vec = __m256;
+using LaneMask = __m256i;
+constexpr int64_t kLanes = 8;  // channels per tile: one AVX2 vector
+inline Vec vzero() { return _mm256_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vload(LaneMask m, const float* p) { return _mm256_maskload_ps(p, m); }
+inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline void vstore(float* p, LaneMask m, Vec v) { _mm256_maskstore_ps(p, m, v); }
+inline Vec vadd(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline Vec vfmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+#endif
+// Columns a tile loop keeps in flight: accumulators and a 3x3 kernel's weights fit AVX-512's 32
+// registers at 8 columns, AVX2's 16 at 4.
+constexpr int kColumns3x3 = kLanes == 16 ? 8 : 4;
+constexpr int kColumns5x5 = kLanes == 16 ? 4 : 2;
 
 // A float buffer aligned to 64 bytes that only grows: one per thread (thread_local) for the
 // tiles, kept between calls so a training step does not allocate.
@@ -64,9 +99,9 @@ struct Scratch {
 struct Geometry {
   int64_t N, C;  // C: channels over all B models
   int64_t H, W, OH, OW, PH, PW, K, S;
-  int64_t blocks;      // channel blocks of 16, the last one maybe partial
-  int64_t Hp, Wp;      // x tile: [Hp][Wp][16], x at (PH, PW), zeros around
-  int64_t offh, offw;  // dy tile for the input gradient: [Hq][Wq][16], dy at (offh, offw)
+  int64_t blocks;      // channel blocks of kLanes, the last one maybe partial
+  int64_t Hp, Wp;      // x tile: [Hp][Wp][kLanes], x at (PH, PW), zeros around
+  int64_t offh, offw;  // dy tile for the input gradient: [Hq][Wq][kLanes], dy at
   int64_t Hq, Wq;
   int64_t taps() const { return K * K; }
   int64_t channels_in(int64_t cb) const { return std::min(kLanes, C - cb * kLanes); }
@@ -88,10 +123,12 @@ Geometry make_geometry(const Conv2dParams& p) {
   return g;
 }
 
-// out[j] lane i = r[i] lane j (dnnl_edges.cpp's transpose16x16, in registers).
-inline void transpose16(const __m512 r[16], __m512 out[16]) {
-  __m512 t[16], u[16];
-  auto pd = [](__m512 v) { return _mm512_castps_pd(v); };
+// out[j] lane i = r[i] lane j: a kLanes x kLanes transpose in registers.
+#if defined(__AVX512F__)
+// As dnnl_edges.cpp's transpose16x16.
+inline void transpose_lanes(const Vec r[16], Vec out[16]) {
+  Vec t[16], u[16];
+  auto pd = [](Vec v) { return _mm512_castps_pd(v); };
   for (int64_t g = 0; g < 4; ++g) {
     t[4 * g + 0] = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]);
     t[4 * g + 1] = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
@@ -103,16 +140,35 @@ inline void transpose16(const __m512 r[16], __m512 out[16]) {
     u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(t[4 * g + 1]), pd(t[4 * g + 3])));
   }
   for (int j = 0; j < 4; ++j) {
-    const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-    const __m512 w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    const __m512 x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 y = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    const Vec v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+    const Vec w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+    const Vec x = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const Vec y = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
     out[0 + j] = _mm512_shuffle_f32x4(v, x, 0x88);
     out[8 + j] = _mm512_shuffle_f32x4(v, x, 0xdd);
     out[4 + j] = _mm512_shuffle_f32x4(w, y, 0x88);
     out[12 + j] = _mm512_shuffle_f32x4(w, y, 0xdd);
   }
 }
+#else
+inline void transpose_lanes(const Vec r[8], Vec out[8]) {
+  Vec t[8], u[8];
+  for (int g = 0; g < 2; ++g) {  // rows 4g..4g+3: columns j and j + 4 in one register
+    t[4 * g + 0] = _mm256_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 1] = _mm256_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 2] = _mm256_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+    t[4 * g + 3] = _mm256_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+    u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    out[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
+#endif
 
 // Where a tile's pixels sit in its buffer: pixel (h, w) of an h x w plane at vector
 // (h + top) * ld + w + left.
@@ -121,27 +177,27 @@ struct Placement {
 };
 
 // nch channel planes of `plane` = rows x cols pixels (plain, planes `plane` floats apart from
-// src) -> the tile buffer `dst`, one 16-channel vector per pixel; channels >= nch become zeros.
+// src) -> the tile buffer `dst`, one kLanes-channel vector per pixel; channels >= nch become zeros.
 void to_tile(const float* src, int64_t rows, int64_t cols, int64_t nch, float* dst, Placement at) {
   const int64_t plane = rows * cols;
-  const __mmask16 cmask = first_lanes(nch);
+  const LaneMask cmask = first_lanes(nch);
   if (plane == 1) {  // the channels are contiguous
-    _mm512_storeu_ps(dst + (at.top * at.ld + at.left) * kLanes, _mm512_maskz_loadu_ps(cmask, src));
+    vstore(dst + (at.top * at.ld + at.left) * kLanes, vload(cmask, src));
     return;
   }
   (void)rows;
   int64_t h = 0, w = 0;
-  __m512 r[16], o[16];
+  Vec r[kLanes], o[kLanes];
   for (int64_t p0 = 0; p0 < plane; p0 += kLanes) {
     const int64_t k = std::min(kLanes, plane - p0);
-    const __mmask16 m = first_lanes(k);
+    const LaneMask m = first_lanes(k);
     for (int64_t c = 0; c < kLanes; ++c) {
-      r[c] = c < nch ? _mm512_maskz_loadu_ps(m, src + c * plane + p0) : _mm512_setzero_ps();
+      r[c] = c < nch ? vload(m, src + c * plane + p0) : vzero();
       _mm_prefetch(reinterpret_cast<const char*>(src + (kLanes + c) * plane + p0), _MM_HINT_T0);
     }
-    transpose16(r, o);
+    transpose_lanes(r, o);
     for (int64_t i = 0; i < k; ++i) {
-      _mm512_storeu_ps(dst + ((h + at.top) * at.ld + w + at.left) * kLanes, o[i]);
+      vstore(dst + ((h + at.top) * at.ld + w + at.left) * kLanes, o[i]);
       if (++w == cols) w = 0, ++h;
     }
   }
@@ -153,31 +209,31 @@ void from_tile(const float* src, Placement at, int64_t rows, int64_t cols, int64
                bool add) {
   const int64_t plane = rows * cols;
   if (plane == 1) {
-    const __mmask16 cmask = first_lanes(nch);
-    __m512 v = _mm512_loadu_ps(src + (at.top * at.ld + at.left) * kLanes);
-    if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cmask, dst));
-    _mm512_mask_storeu_ps(dst, cmask, v);
+    const LaneMask cmask = first_lanes(nch);
+    Vec v = vload(src + (at.top * at.ld + at.left) * kLanes);
+    if (add) v = vadd(v, vload(cmask, dst));
+    vstore(dst, cmask, v);
     return;
   }
   int64_t h = 0, w = 0;
-  __m512 r[16], o[16];
+  Vec r[kLanes], o[kLanes];
   for (int64_t p0 = 0; p0 < plane; p0 += kLanes) {
     const int64_t k = std::min(kLanes, plane - p0);
-    const __mmask16 m = first_lanes(k);
+    const LaneMask m = first_lanes(k);
     for (int64_t i = 0; i < kLanes; ++i) {
       if (i < k) {
-        r[i] = _mm512_loadu_ps(src + ((h + at.top) * at.ld + w + at.left) * kLanes);
+        r[i] = vload(src + ((h + at.top) * at.ld + w + at.left) * kLanes);
         if (++w == cols) w = 0, ++h;
       } else {
-        r[i] = _mm512_setzero_ps();
+        r[i] = vzero();
       }
     }
-    transpose16(r, o);
+    transpose_lanes(r, o);
     for (int64_t c = 0; c < nch; ++c) {
       float* d = dst + c * plane + p0;
-      __m512 v = o[c];
-      if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, d));
-      _mm512_mask_storeu_ps(d, m, v);
+      Vec v = o[c];
+      if (add) v = vadd(v, vload(m, d));
+      vstore(d, m, v);
       __builtin_prefetch(d + kLanes * plane, 1, 3);
     }
   }
@@ -186,16 +242,16 @@ void from_tile(const float* src, Placement at, int64_t rows, int64_t cols, int64
 // Zeros every vector of a rows x cols tile buffer outside the inner block at (top, left).
 void zero_border(float* buf, int64_t rows, int64_t cols, int64_t top, int64_t left,
                  int64_t inner_rows, int64_t inner_cols) {
-  const __m512 z = _mm512_setzero_ps();
+  const Vec z = vzero();
   for (int64_t r = 0; r < rows; ++r) {
     float* row = buf + r * cols * kLanes;
     const bool inside = r >= top && r < top + inner_rows;
     for (int64_t c = 0; c < cols; ++c)
-      if (!inside || c < left || c >= left + inner_cols) _mm512_storeu_ps(row + c * kLanes, z);
+      if (!inside || c < left || c >= left + inner_cols) vstore(row + c * kLanes, z);
   }
 }
 
-// The weights of all channel blocks as [blocks][taps][16] (channels past C are zeros).
+// The weights of all channel blocks as [blocks][taps][kLanes] (channels past C are zeros).
 const float* transposed_weights(const Geometry& g, const float* w, Scratch& scratch) {
   const int64_t taps = g.taps();
   float* wt = scratch.get(g.blocks * taps * kLanes);
@@ -219,25 +275,24 @@ void split_over_threads(int64_t tasks, F&& body) {
 // ---- forward: y[oh][ow] = bias + sum_{kh,kw} w[kh][kw] * xt[oh*S + kh][ow*S + kw] ----
 
 template <int K, int S, int NB>
-inline void forward_columns(const float* row0, int64_t ld, const __m512* wv, __m512 bias,
-                            float* yrow, int64_t ow) {
-  __m512 acc[NB];
+inline void forward_columns(const float* row0, int64_t ld, const Vec* wv, Vec bias, float* yrow,
+                            int64_t ow) {
+  Vec acc[NB];
   for (int b = 0; b < NB; ++b) acc[b] = bias;
   for (int kh = 0; kh < K; ++kh) {
     const float* r = row0 + kh * ld + ow * S * kLanes;
     for (int kw = 0; kw < K; ++kw)
       for (int b = 0; b < NB; ++b)
-        acc[b] =
-            _mm512_fmadd_ps(wv[kh * K + kw], _mm512_loadu_ps(r + (b * S + kw) * kLanes), acc[b]);
+        acc[b] = vfmadd(wv[kh * K + kw], vload(r + (b * S + kw) * kLanes), acc[b]);
   }
-  for (int b = 0; b < NB; ++b) _mm512_storeu_ps(yrow + (ow + b) * kLanes, acc[b]);
+  for (int b = 0; b < NB; ++b) vstore(yrow + (ow + b) * kLanes, acc[b]);
 }
 
 template <int K, int S>
-void forward_tile(const Geometry& g, const float* xt, const float* wt, __m512 bias, float* yt) {
-  constexpr int NB = K == 3 ? 8 : 4;  // columns at once: accumulators + weights in registers
-  __m512 wv[K * K];
-  for (int t = 0; t < K * K; ++t) wv[t] = _mm512_loadu_ps(wt + t * kLanes);
+void forward_tile(const Geometry& g, const float* xt, const float* wt, Vec bias, float* yt) {
+  constexpr int NB = K == 3 ? kColumns3x3 : kColumns5x5;  // accumulators + weights in registers
+  Vec wv[K * K];
+  for (int t = 0; t < K * K; ++t) wv[t] = vload(wt + t * kLanes);
   const int64_t ld = g.Wp * kLanes;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const float* row0 = xt + oh * S * ld;
@@ -262,8 +317,7 @@ void forward(const Geometry& g, const float* x, const float* w, const float* bia
     for (int64_t task = begin; task < end; ++task) {  // image-major: x and y stream in order
       const int64_t n = task / g.blocks, cb = task % g.blocks, c0 = cb * kLanes;
       const int64_t nch = g.channels_in(cb);
-      const __m512 b =
-          bias ? _mm512_maskz_loadu_ps(first_lanes(nch), bias + c0) : _mm512_setzero_ps();
+      const Vec b = bias ? vload(first_lanes(nch), bias + c0) : vzero();
       to_tile(x + (n * g.C + c0) * HW, g.H, g.W, nch, xt, {g.Wp, g.PH, g.PW});
       forward_tile<K, S>(g, xt, wt + cb * g.taps() * kLanes, b, yt);
       from_tile(yt, {g.OW, 0, 0}, g.OH, g.OW, nch, y + (n * g.C + c0) * OHW, /*add=*/false);
@@ -276,35 +330,33 @@ void forward(const Geometry& g, const float* x, const float* w, const float* bia
 // acc: K*K weight-gradient vectors, then the bias gradient's.
 template <int K, int S>
 void weight_grad_tile(const Geometry& g, const float* xt, const float* dyt, float* acc) {
-  __m512 a[K * K];
-  for (int t = 0; t < K * K; ++t) a[t] = _mm512_loadu_ps(acc + t * kLanes);
-  __m512 db = _mm512_loadu_ps(acc + int64_t{K} * K * kLanes);
+  Vec a[K * K];
+  for (int t = 0; t < K * K; ++t) a[t] = vload(acc + t * kLanes);
+  Vec db = vload(acc + int64_t{K} * K * kLanes);
   const int64_t ld = g.Wp * kLanes;
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const float* dyrow = dyt + ((oh + g.offh) * g.Wq + g.offw) * kLanes;
     const float* xrow = xt + oh * S * ld;
     for (int64_t ow = 0; ow < g.OW; ++ow) {
-      const __m512 d = _mm512_loadu_ps(dyrow + ow * kLanes);
-      db = _mm512_add_ps(db, d);
+      const Vec d = vload(dyrow + ow * kLanes);
+      db = vadd(db, d);
       const float* r = xrow + ow * S * kLanes;
       for (int kh = 0; kh < K; ++kh)
         for (int kw = 0; kw < K; ++kw)
-          a[kh * K + kw] =
-              _mm512_fmadd_ps(d, _mm512_loadu_ps(r + kh * ld + kw * kLanes), a[kh * K + kw]);
+          a[kh * K + kw] = vfmadd(d, vload(r + kh * ld + kw * kLanes), a[kh * K + kw]);
     }
   }
-  for (int t = 0; t < K * K; ++t) _mm512_storeu_ps(acc + t * kLanes, a[t]);
-  _mm512_storeu_ps(acc + int64_t{K} * K * kLanes, db);
+  for (int t = 0; t < K * K; ++t) vstore(acc + t * kLanes, a[t]);
+  vstore(acc + int64_t{K} * K * kLanes, db);
 }
 
 void bias_grad_tile(const Geometry& g, const float* dyt, float* acc_db) {
-  __m512 db = _mm512_loadu_ps(acc_db);
+  Vec db = vload(acc_db);
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const float* dyrow = dyt + ((oh + g.offh) * g.Wq + g.offw) * kLanes;
-    for (int64_t ow = 0; ow < g.OW; ++ow)
-      db = _mm512_add_ps(db, _mm512_loadu_ps(dyrow + ow * kLanes));
+    for (int64_t ow = 0; ow < g.OW; ++ow) db = vadd(db, vload(dyrow + ow * kLanes));
   }
-  _mm512_storeu_ps(acc_db, db);
+  vstore(acc_db, db);
 }
 
 // ---- input gradient, gather form over the zero-bordered dy tile ----
@@ -316,29 +368,29 @@ void bias_grad_tile(const Geometry& g, const float* dyt, float* acc_db) {
 // One row's class: NKH rows of dy (pointers already at the class's first column for each kw
 // through col[]), NKW column offsets; writes dxrow[(a + S*j)] for j in [0, count).
 template <int NKH, int NKW, int NB>
-inline void dx_columns(const float* const* rows, const int64_t* col, const __m512* wv, float* out,
+inline void dx_columns(const float* const* rows, const int64_t* col, const Vec* wv, float* out,
                        int64_t out_step, int64_t j) {
-  __m512 acc[NB];
-  for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_ps();
+  Vec acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = vzero();
   for (int i = 0; i < NKH; ++i)
     for (int k = 0; k < NKW; ++k) {
       const float* src = rows[i] + col[k] + j * kLanes;
       for (int b = 0; b < NB; ++b)
-        acc[b] = _mm512_fmadd_ps(wv[i * NKW + k], _mm512_loadu_ps(src + b * kLanes), acc[b]);
+        acc[b] = vfmadd(wv[i * NKW + k], vload(src + b * kLanes), acc[b]);
     }
-  for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + (j + b) * out_step, acc[b]);
+  for (int b = 0; b < NB; ++b) vstore(out + (j + b) * out_step, acc[b]);
 }
 
 template <int NKH, int NKW>
-void dx_class(const float* const* rows, const int64_t* col, const __m512* wv, float* out,
+void dx_class(const float* const* rows, const int64_t* col, const Vec* wv, float* out,
               int64_t out_step, int64_t count) {
-  constexpr int NB = NKH * NKW > 16 ? 4 : 8;
+  constexpr int NB = NKH * NKW > 9 ? kColumns5x5 : kColumns3x3;
   int64_t j = 0;
   for (; j + NB <= count; j += NB) dx_columns<NKH, NKW, NB>(rows, col, wv, out, out_step, j);
   for (; j < count; ++j) dx_columns<NKH, NKW, 1>(rows, col, wv, out, out_step, j);
 }
 
-using DxClassFn = void (*)(const float* const*, const int64_t*, const __m512*, float*, int64_t,
+using DxClassFn = void (*)(const float* const*, const int64_t*, const Vec*, float*, int64_t,
                            int64_t);
 
 template <int NKH, int... NKW>
@@ -359,7 +411,7 @@ template <int K, int S>
 void input_grad_tile(const Geometry& g, const float* dyt, const float* wt, float* dxt) {
   const float* rows[K];
   int64_t col[K];
-  __m512 wv[K * K];
+  Vec wv[K * K];
   int khs[K], kws[K];
   for (int64_t ih = 0; ih < g.H; ++ih) {
     int nkh = 0;
@@ -378,8 +430,7 @@ void input_grad_tile(const Geometry& g, const float* dyt, const float* wt, float
         col[nkw++] = (t / S + g.offw) * kLanes;
       }
       for (int i = 0; i < nkh; ++i)
-        for (int k = 0; k < nkw; ++k)
-          wv[i * nkw + k] = _mm512_loadu_ps(wt + (khs[i] * K + kws[k]) * kLanes);
+        for (int k = 0; k < nkw; ++k) wv[i * nkw + k] = vload(wt + (khs[i] * K + kws[k]) * kLanes);
       const int64_t count = (g.W - a + S - 1) / S;
       kDxClass[nkh - 1][nkw - 1](rows, col, wv, dxt + (ih * g.W + a) * kLanes, S * kLanes, count);
     }
@@ -457,11 +508,10 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
     alignas(64) float sum[kLanes];
     for (int64_t t = 0; t <= taps; ++t) {
       if (t < taps ? dw == nullptr : db == nullptr) continue;
-      __m512 s = _mm512_setzero_ps();
+      Vec s = vzero();
       for (int64_t split = 0; split < splits; ++split)
-        s = _mm512_add_ps(
-            s, _mm512_loadu_ps(partial + (split * g.blocks + cb) * acc_floats + t * kLanes));
-      _mm512_store_ps(sum, s);
+        s = vadd(s, vload(partial + (split * g.blocks + cb) * acc_floats + t * kLanes));
+      vstore(sum, s);
       for (int64_t l = 0; l < nch; ++l) {
         if (t < taps)
           dw[(c0 + l) * taps + t] += sum[l];
@@ -502,7 +552,7 @@ void depthwise_conv2d_backward(const Conv2dParams& p, const float* x, const floa
   });
 }
 
-#else  // no AVX-512: the portable loops
+#else  // neither AVX-512 nor AVX2 with FMA: the portable loops
 
 void depthwise_conv2d_forward(const Conv2dParams& p, const float* x, const float* w,
                               const float* bias, float* y) {

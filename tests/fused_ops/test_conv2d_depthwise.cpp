@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -39,11 +40,12 @@ struct ThreadsScope {
   ~ThreadsScope() { cpu::set_num_threads(saved); }
 };
 
-constexpr int64_t kWidths[] = {1, 7, 15, 16, 17, 32, 33};
+// Both sides of the AVX2 (8) and AVX-512 (16) vector widths, and of two vectors.
+constexpr int64_t kWidths[] = {1, 7, 8, 9, 15, 16, 17, 32, 33};
 constexpr int64_t kModelCounts[] = {1, 2, 3, 8};
-// Digits of a case seed: width, stride, pad, B, threads. 224 consecutive seeds hold every
+// Digits of a case seed: width, stride, pad, B, threads. 288 consecutive seeds hold every
 // combination once.
-constexpr uint64_t kCombinations = 7 * 2 * 2 * 4 * 2;
+constexpr uint64_t kCombinations = std::size(kWidths) * 2 * 2 * std::size(kModelCounts) * 2;
 
 struct Case {
   Conv2dParams p;
@@ -54,10 +56,10 @@ Case case_from_seed(uint64_t seed) {
   Case c;
   Conv2dParams& p = c.p;
   uint64_t d = seed;
-  p.W = kWidths[d % 7], d /= 7;
+  p.W = kWidths[d % std::size(kWidths)], d /= std::size(kWidths);
   p.stride_h = p.stride_w = 1 + static_cast<int64_t>(d % 2), d /= 2;
   p.pad_h = p.pad_w = static_cast<int64_t>(d % 2), d /= 2;
-  p.B = kModelCounts[d % 4], d /= 4;
+  p.B = kModelCounts[d % std::size(kModelCounts)], d /= std::size(kModelCounts);
   c.threads = 1 + static_cast<int>(d % 2);
   RngStream rng(seed, 1);
   const int64_t k = rng.below(4) == 0 ? 5 : 3;
@@ -129,7 +131,7 @@ using ForwardFn = void (*)(const Conv2dParams&, const float*, const float*, cons
 using BackwardFn = void (*)(const Conv2dParams&, const float*, const float*, const float*, float*,
                             float*, float*, bool);
 
-// The raw-pointer kernel (the AVX-512 one, or the portable loops) against the reference.
+// The raw-pointer kernel (the AVX-512 or AVX2 tiles, or the portable loops) against the reference.
 void check_kernel(Problem& f, ForwardFn forward, BackwardFn backward, const std::string& what) {
   SCOPED_TRACE(what);
   const Conv2dParams& p = f.p;
@@ -277,7 +279,7 @@ TEST(Conv2dDepthwise, AppliesOnlyToDepthwise) {
   EXPECT_FALSE(with([](Conv2dParams& q) { q.stride_w = 2; }));
   // Forcing a oneDNN strategy takes the op off the kernel; forcing it on a problem it does not
   // apply to is the automatic choice.
-  if (!cpu::depthwise_applies(p)) GTEST_SKIP() << "no AVX-512 in this build";
+  if (!cpu::depthwise_applies(p)) GTEST_SKIP() << "neither AVX-512 nor AVX2 with FMA in this build";
   {
     StrategyScope scope(cpu::Conv2dStrategy::kAuto);
     EXPECT_EQ(cpu::conv2d_strategy_for(p), cpu::Conv2dStrategy::kDepthwise);

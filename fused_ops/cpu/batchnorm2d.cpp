@@ -247,6 +247,27 @@ void forward_with(const BatchNorm2dParams& p, const BatchNorm2dForwardArgs& a) {
   });
 }
 
+// Planes larger than kSmallPlane sum each row in chunks of kRowSumChunk elements through
+// add_row_sums, whatever the fused activation.
+constexpr int64_t kRowSumChunk = 256;
+
+// s += sum of g[i], t += sum of g[i] * (x[i] - mean), over n <= kRowSumChunk elements. One
+// out-of-line function for BatchNorm alone and with every fused activation: GCC vectorizes a
+// reduction loop its own way in each loop it sits in (the remainder after the full vectors
+// differed on AVX2), and the order of the additions decides the bits, so the fused backward
+// sums dz through the code BatchNorm alone runs on the activation op's dz.
+[[gnu::noinline]] void add_row_sums(const float* g, const float* x, float mean, int64_t n, float& s,
+                                    float& t) {
+  float row_s = 0.0f, row_t = 0.0f;
+#pragma omp simd reduction(+ : row_s, row_t)
+  for (int64_t i = 0; i < n; ++i) {
+    row_s += g[i];
+    row_t += g[i] * (x[i] - mean);
+  }
+  s += row_s;
+  t += row_t;
+}
+
 // dx = g*rstd * (dy - mean(dy) - xhat * mean(dy*xhat)) in training, g*rstd*dy in eval, written
 // as dx = a*dy + k1*(x - mean) + k0 so the inner loop is two multiply-adds. With an activation,
 // dy there is dz, the gradient taken back through it (gradient_through), in both passes.
@@ -292,11 +313,16 @@ void backward_with(const BatchNorm2dParams& p, const BatchNorm2dBackwardArgs& a)
         const float* xr = x.data + n * row_stride + k * hw;
         const float* dyr = dy.data + n * row_stride + k * hw;
         float s = 0.0f, t = 0.0f;
-#pragma omp simd reduction(+ : s, t)
-        for (int64_t i = 0; i < hw; ++i) {
-          const float dz = gradient_through<kAct>((xr[i] - mean) * sc + sh, dyr[i], slope);
-          s += dz;
-          t += dz * (xr[i] - mean);
+        float dz[kRowSumChunk];
+        for (int64_t c = 0; c < hw; c += kRowSumChunk) {
+          const int64_t m = std::min(kRowSumChunk, hw - c);
+          const float* g = dyr + c;
+          if constexpr (kAct != Fused::kNone) {
+            for (int64_t i = 0; i < m; ++i)
+              dz[i] = gradient_through<kAct>((xr[c + i] - mean) * sc + sh, dyr[c + i], slope);
+            g = dz;
+          }
+          add_row_sums(g, xr + c, mean, m, s, t);
         }
         sum_dy[k - k0] += s;
         sum_dy_xmu[k - k0] += t;

@@ -99,9 +99,10 @@ struct Scratch {
 struct Geometry {
   int64_t N, C;  // C: channels over all B models
   int64_t H, W, OH, OW, PH, PW, K, S;
-  int64_t blocks;      // channel blocks of kLanes, the last one maybe partial
-  int64_t Hp, Wp;      // x tile: [Hp][Wp][kLanes], x at (PH, PW), zeros around
-  int64_t offh, offw;  // dy tile for the input gradient: [Hq][Wq][kLanes], dy at
+  int64_t blocks;        // channel blocks of kLanes, the last one maybe partial
+  int64_t model_blocks;  // the blocks one model alone would have
+  int64_t Hp, Wp;        // x tile: [Hp][Wp][kLanes], x at (PH, PW), zeros around
+  int64_t offh, offw;    // dy tile for the input gradient: [Hq][Wq][kLanes], dy at
   int64_t Hq, Wq;
   int64_t taps() const { return K * K; }
   int64_t channels_in(int64_t cb) const { return std::min(kLanes, C - cb * kLanes); }
@@ -112,6 +113,7 @@ Geometry make_geometry(const Conv2dParams& p) {
   g.N = p.N, g.C = p.B * p.in_channels, g.H = p.H, g.W = p.W, g.OH = p.out_h(), g.OW = p.out_w();
   g.PH = p.pad_h, g.PW = p.pad_w, g.K = p.kernel_h, g.S = p.stride_h;
   g.blocks = (g.C + kLanes - 1) / kLanes;
+  g.model_blocks = (p.in_channels + kLanes - 1) / kLanes;
   // (OH-1)*S + K <= H + 2*PH by the output-size formula, so the padded input holds every tap.
   g.Hp = g.H + 2 * g.PH, g.Wp = g.W + 2 * g.PW;
   // dx[i] sums w[k] * dy[(i + P - k) / S] over the taps k that divide exactly; those quotients
@@ -452,9 +454,11 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
   // Tasks: a channel block and a range of images (`splits` ranges per block). The parameter
   // gradients want few ranges (each adds its sums once at the end); the input gradient alone, or
   // few channel blocks on many threads, want more to spread the work.
-  // In deterministic mode the image ranges depend on N alone (kDeterministicSplits of them), and
-  // each channel lies in one block whatever B, so a model's sums have the same bits on any thread
-  // count and at any B.
+  // A channel's sums are its lane's alone, in the same order whatever block holds it, so a
+  // model's bits depend only on the image ranges: in deterministic mode they depend on N alone
+  // (kDeterministicSplits of them), the same on any thread count and at any B; otherwise on the
+  // thread count and one model's channel blocks, not B, so that a model of an array sums as it
+  // does alone on the same threads.
   const int threads = num_threads();
   int64_t splits = g.N;
   if (want_params && deterministic())
@@ -462,7 +466,8 @@ void backward(const Geometry& g, const float* x, const float* w, const float* dy
   else if (want_params)
     splits = threads <= 1
                  ? 1
-                 : std::clamp<int64_t>((4 * int64_t{threads} + g.blocks - 1) / g.blocks, 1, g.N);
+                 : std::clamp<int64_t>((4 * int64_t{threads} + g.model_blocks - 1) / g.model_blocks,
+                                       1, g.N);
   const int64_t tasks = g.blocks * splits;
   float* partial = want_params ? partial_scratch.get(tasks * acc_floats) : nullptr;
   split_over_threads(tasks, [&](int64_t begin, int64_t end) {

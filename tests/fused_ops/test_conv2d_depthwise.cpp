@@ -8,6 +8,7 @@
 // RngStream), and a failure prints the command that runs that case alone
 // (HFTA_DEPTHWISE_CASE=<seed> with the test's filter).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
@@ -254,6 +255,74 @@ TEST(Conv2dDepthwise, MobileNetShapes) {
                            seed));
       ++seed;
     }
+}
+
+// Model b of an array is the model alone bit for bit, without deterministic mode: forward, the
+// input gradient and the weight and bias gradients (whose image ranges follow one model's channel
+// blocks and the thread count, never B), on 1 and 2 threads, channel counts that do and do not
+// fill the AVX2 and AVX-512 vectors (a tile then spans two models), stride 1 and 2.
+TEST(Conv2dDepthwise, ModelOfAnArrayEqualsTheModelAloneBitForBit) {
+  Conv2dParams alone;
+  alone.N = 5, alone.H = alone.W = 9, alone.kernel_h = alone.kernel_w = 3;
+  alone.pad_h = alone.pad_w = 1, alone.bias = true;
+  if (!cpu::depthwise_applies([&] {
+        Conv2dParams q = alone;
+        q.in_channels = q.out_channels = q.groups = 8;
+        return q;
+      }()))
+    GTEST_SKIP() << "neither AVX-512 nor AVX2 with FMA in this build";
+  const uint64_t seed = test::seed_for_test();
+  HFTA_SEEDED_TRACE(seed);
+  for (int threads : {1, 2})
+    for (int64_t C : {8, 12, 40})
+      for (int64_t stride : {1, 2})
+        for (int64_t B : {2, 3, 8}) {
+          SCOPED_TRACE(fmt::format("threads={} C={} stride={} B={}", threads, C, stride, B));
+          ThreadsScope scope(threads);
+          Conv2dParams one = alone;
+          one.in_channels = one.out_channels = one.groups = C;
+          one.stride_h = one.stride_w = stride;
+          Conv2dParams array = one;
+          array.B = B;
+          RngStream rng(seed, static_cast<uint64_t>(C * 100 + stride * 10 + B));
+          Buffer x = random_buffer(array.x_shape(), rng),
+                 w = random_buffer(array.weight_shape(), rng);
+          Buffer bias = random_buffer(array.bias_shape(), rng),
+                 dy = random_buffer(array.y_shape(), rng);
+          Buffer y(array.y_shape(), kNaN), dx(array.x_shape(), kNaN), dw(array.weight_shape()),
+              db(array.bias_shape());
+          cpu::depthwise_conv2d_forward(array, x.data(), w.data(), bias.data(), y.data());
+          cpu::depthwise_conv2d_backward(array, x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+                                         db.data(), false);
+          const int64_t hw = one.H * one.W, ohw = one.out_h() * one.out_w(), taps = 9;
+          for (int64_t b = 0; b < B; ++b) {
+            // Model b's channel slices of each image, as the model alone holds them.
+            auto slice = [&](Buffer& from, Shape shape, int64_t plane) {
+              Buffer out(shape);
+              for (int64_t n = 0; n < one.N; ++n)
+                std::copy_n(from.data() + (n * B + b) * C * plane, C * plane,
+                            out.data() + n * C * plane);
+              return out;
+            };
+            Buffer xb = slice(x, one.x_shape(), hw), dyb = slice(dy, one.y_shape(), ohw);
+            Buffer yb(one.y_shape(), kNaN), dxb(one.x_shape(), kNaN), dwb(one.weight_shape()),
+                dbb(one.bias_shape());
+            const float* wb = w.data() + b * C * taps;
+            const float* biasb = bias.data() + b * C;
+            cpu::depthwise_conv2d_forward(one, xb.data(), wb, biasb, yb.data());
+            cpu::depthwise_conv2d_backward(one, xb.data(), wb, dyb.data(), dxb.data(), dwb.data(),
+                                           dbb.data(), false);
+            EXPECT_EQ(slice(y, one.y_shape(), ohw).values, yb.values) << "forward, model " << b;
+            EXPECT_EQ(slice(dx, one.x_shape(), hw).values, dxb.values)
+                << "input gradient, model " << b;
+            EXPECT_TRUE(
+                std::equal(dwb.values.begin(), dwb.values.end(), dw.values.begin() + b * C * taps))
+                << "weight gradient, model " << b;
+            EXPECT_TRUE(std::equal(dbb.values.begin(), dbb.values.end(), db.values.begin() + b * C))
+                << "bias gradient, model " << b;
+          }
+          if (HasFailure()) return;
+        }
 }
 
 TEST(Conv2dDepthwise, AppliesOnlyToDepthwise) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/device_memory.h"
 #include "core/error.h"
@@ -96,7 +97,10 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainCli, ::testing::Values("mlp", "lenet"));
 
 // The deep BatchNorm nets through the command, B = 4 and B = 1: model b's loss column is the same
 // fused and serial. Small learning rates and batches of 32: at large steps their fp32
-// trajectories are chaotic whatever computes them (tests/models/test_torch_golden.cpp).
+// trajectories are chaotic whatever computes them (tests/models/test_torch_golden.cpp). Without
+// --deterministic a model of an array equals the model alone to fp32 rounding only (README), and
+// Adam turns rounding into lr-sized steps: each step already taken may add up to 2 lr to the
+// loss difference (MobileNetV2 on AVX2, lr 3e-5: 1e-5, 2e-5, 7e-5 at steps 2, 3, 4).
 class TrainCliDeep : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(TrainCliDeep, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
@@ -112,9 +116,15 @@ TEST_P(TrainCliDeep, FusedAndSerialRunsGiveEveryModelTheSameLossCurve) {
   ASSERT_EQ(serial.exit_code, 0) << serial.output();
   auto f = losses(fused_tmp.str() + "/metrics.csv"), s = losses(serial_tmp.str() + "/metrics.csv");
   ASSERT_EQ(f.size(), static_cast<size_t>(B * 4)) << "B models x 2 epochs x 2 steps";
+  const auto lr_row = std::find_if(hyper_table().begin(), hyper_table().end(),
+                                   [](const HyperRow& r) { return r.name == "lr"; });
+  ASSERT_NE(lr_row, hyper_table().end());
+  const std::vector<float> lr = parse_hyper_list(*lr_row, lrs);
+  ASSERT_EQ(lr.size(), static_cast<size_t>(B));
   for (const auto& [key, loss] : f) {
     ASSERT_TRUE(s.count(key)) << "serial run lacks model " << key.first << " step " << key.second;
-    EXPECT_NEAR(loss, s[key], 2e-5 * std::fabs(s[key]) + 1e-6)
+    const double drift = 2.0 * lr[static_cast<size_t>(key.first)] * (key.second - 1);
+    EXPECT_NEAR(loss, s[key], 2e-5 * std::fabs(s[key]) + 1e-6 + drift)
         << "model " << key.first << " step " << key.second;
   }
   if (B > 1) {

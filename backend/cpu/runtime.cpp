@@ -73,6 +73,21 @@ void init_runtime(char** argv, int threads) {
   set_num_threads(threads);
 }
 
+bool onednn_has_avx512_kernels() {
+  static const bool has = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::sse41:
+      case dnnl::cpu_isa::avx:
+      case dnnl::cpu_isa::avx2:
+      case dnnl::cpu_isa::avx2_vnni:
+        return false;
+      default:
+        return true;
+    }
+  }();
+  return has;
+}
+
 void set_gemm_routing(const GemmRouting& routing) { g_gemm_routing = routing; }
 GemmRouting gemm_routing() { return g_gemm_routing; }
 void set_gemm_backend(GemmBackend backend) {

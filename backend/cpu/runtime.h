@@ -59,6 +59,11 @@ ModelParallelism model_parallelism();
 // serial and every plan then compute each model's GEMMs identically.
 bool sgemm_blocks_are_exact(bool trans_a, bool trans_b);
 
+// Whether oneDNN runs its AVX-512 kernels here (its effective ISA, which ONEDNN_MAX_CPU_ISA can
+// lower). Ops whose choice between oneDNN and our own kernels was measured to differ between
+// oneDNN's AVX-512 and AVX2 kernels ask it; the answer is the same for every B and plan.
+bool onednn_has_avx512_kernels();
+
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, with leading dimensions.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);

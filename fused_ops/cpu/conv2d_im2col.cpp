@@ -240,7 +240,7 @@ bool conv2d_im2col_applies(const Conv2dParams& p) {
   const int64_t positions = p.out_h() * p.out_w();
   const bool one_tap = p.kernel_h == 1 && p.kernel_w == 1;
   return p.groups == 1 && positions <= kMaxPositions &&
-         (p.out_channels > p.N * positions || one_tap);
+         (p.out_channels > p.N * positions || one_tap || !onednn_has_avx512_kernels());
 }
 
 void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {

@@ -33,7 +33,10 @@ namespace hfta::cpu {
 // either the weight larger than the input's im2col (C_out > N*OH*OW), so that saving the weight's
 // conversions outweighs the zeros the GEMM multiplies, or a 1x1 kernel, whose im2col holds no
 // zeros (MobileNetV2's projections on 2x2 planes, where oneDNN took 1.2-1.7x as long at B = 1:
-// docs/benchmarks.md). Independent of B, so a model runs the same code alone and in an array.
+// docs/benchmarks.md). Where oneDNN has only its AVX2 kernels, every small plane: those were
+// slower than the GEMMs on such planes at every channel count and minibatch measured, zeros
+// included (docs/benchmarks.md, 'Small planes as GEMMs on AVX2'). Independent of B, so a model
+// runs the same code alone and in an array.
 bool conv2d_im2col_applies(const Conv2dParams& p);
 
 void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);

@@ -3,8 +3,10 @@
 // outputs, each case also forced onto oneDNN; and the strategy is picked exactly where it applies.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <vector>
 
+#include "backend/cpu/runtime.h"
 #include "conv2d_cases.h"
 #include "conv_test_util.h"
 #include "fused_ops/conv2d.h"
@@ -53,11 +55,25 @@ const ConvCase kIm2colCases[] = {
     {6, 36, 20, 4, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, true},  // 4x4 -> 2x2, shared
 };
 
+// Small planes whose activations outweigh the weight, with zeros in the im2col: the GEMMs take
+// them only where oneDNN has no AVX-512 kernels (oneDNN's elsewhere); the harness runs them on
+// whichever path the machine picks.
+const ConvCase kWithoutAvx512Cases[] = {
+    // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
+    {4, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // weight = activations
+    {9, 12, 20, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},  // activations outweigh
+    {24, 16, 40, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},  // 4x4 to 2x2, stride 2
+    {12, 16, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true},   // the same, shared
+    {40, 24, 3, 4, 4, 4, 4, 1, 1, 0, 0, 1, 1, 1, true, false},   // a 4x4 kernel to 1x1
+};
+
 std::vector<OpCase<Conv2dParams>> im2col_cases() {
+  std::vector<ConvCase> shapes(std::begin(kIm2colCases), std::end(kIm2colCases));
+  shapes.insert(shapes.end(), std::begin(kWithoutAvx512Cases), std::end(kWithoutAvx512Cases));
   std::vector<OpCase<Conv2dParams>> out;
   int64_t k = 0;
   for (auto strategy : {cpu::Conv2dStrategy::kIm2col, cpu::Conv2dStrategy::kPerModel})
-    for (const ConvCase& cc : kIm2colCases)
+    for (const ConvCase& cc : shapes)
       for (int64_t B : {1, 2, 3, 5}) {
         const bool no_dx = B == 2 && (k % 3) == 0;
         OpCase<Conv2dParams> c = conv_case(cc, B, strategy, k++ % 2, no_dx);
@@ -80,7 +96,8 @@ INSTANTIATE_TEST_SUITE_P(OnCudaIm2col, Conv2dIm2colHarness,
 
 // The GEMM path is chosen exactly where it applies, whatever B, and only when not forced
 // elsewhere.
-TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivationsOrOneTap) {
+TEST(Conv2d,
+     Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivationsOrOneTapOrWithoutAvx512) {
   for (const ConvCase& c : kIm2colCases)
     for (int64_t B : {1, 4}) {
       EXPECT_EQ(cpu::conv2d_strategy_for(params_for(B, c)), cpu::Conv2dStrategy::kIm2col)
@@ -92,7 +109,6 @@ TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivationsOrOne
   const ConvCase others[] = {
       // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
       {2, 8, 16, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // 3x3 plane: 9 positions
-      {4, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},  // weight = activations
       {2, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false},  // groups 2
       {2, 8, 4, 3, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false},   // 1x1 kernel, 9 positions
   };
@@ -100,6 +116,15 @@ TEST(Conv2d, Im2colAppliesToSmallPlanesWhoseWeightsOutweighTheirActivationsOrOne
   for (const ConvCase& c : others)
     EXPECT_NE(cpu::conv2d_strategy_for(params_for(2, c)), cpu::Conv2dStrategy::kIm2col)
         << fmt::format("N={} H={} groups={}", c.N, c.H, c.groups);
+  // Where the activations are at least the weight, the GEMMs take a small plane only without
+  // oneDNN's AVX-512 kernels.
+  const bool without_avx512 = !cpu::onednn_has_avx512_kernels();
+  for (const ConvCase& c : kWithoutAvx512Cases)
+    for (int64_t B : {1, 4})
+      EXPECT_EQ(cpu::conv2d_strategy_for(params_for(B, c)) == cpu::Conv2dStrategy::kIm2col,
+                without_avx512)
+          << fmt::format("B={} N={} cin={} H={} cout={}; oneDNN's AVX-512 kernels: {}", B, c.N,
+                         c.cin, c.H, c.cout, !without_avx512);
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ const ConvCase kIm2colCases[] = {
     {6, 36, 20, 4, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, true},  // 4x4 -> 2x2, shared
 };
 
-// Small planes whose activations outweigh the weight, with zeros in the im2col: the GEMMs take
+// Small planes whose activations are at least the weight, with zeros in the im2col: the GEMMs take
 // them only where oneDNN has no AVX-512 kernels (oneDNN's elsewhere); the harness runs them on
 // whichever path the machine picks.
 const ConvCase kWithoutAvx512Cases[] = {

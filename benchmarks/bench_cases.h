@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/cpu/runtime.h"
+#include "core/arena.h"
 #include "core/error.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -60,13 +61,15 @@ inline double option_real(const Options& o, const std::string& key, double fallb
   return it == o.end() ? fallback : std::stod(it->second);
 }
 
-// Applies the knobs every case accepts: gemm=onednn|openblas, par=auto|models|inside. A knob not
+// Applies the knobs every case accepts: gemm=onednn|openblas, par=auto|models|inside,
+// panels=auto|always|never (cpu::SgemmPanels). A knob not
 // given goes back to its value at program start (the environment's), so the lines of a problem
 // file do not leak settings into each other.
 inline void apply_common_options(const Options& o) {
   static const cpu::GemmRouting initial_gemm = cpu::gemm_routing();
   static const cpu::ModelParallelism initial_par = cpu::model_parallelism();
-  std::string gemm = get_option(o, "gemm"), par = get_option(o, "par");
+  std::string gemm = get_option(o, "gemm"), par = get_option(o, "par"),
+              panels = get_option(o, "panels");
   HFTA_CHECK(gemm.empty() || gemm == "onednn" || gemm == "openblas",
              "gemm={} is not known: use gemm=onednn or gemm=openblas", gemm);
   HFTA_CHECK(par.empty() || par == "auto" || par == "models" || par == "inside",
@@ -76,6 +79,11 @@ inline void apply_common_options(const Options& o) {
   else
     cpu::set_gemm_backend(gemm == "openblas" ? cpu::GemmBackend::kOpenBlas
                                              : cpu::GemmBackend::kOneDnn);
+  HFTA_CHECK(panels.empty() || panels == "auto" || panels == "always" || panels == "never",
+             "panels={} is not known: use panels=auto, panels=always or panels=never", panels);
+  cpu::set_sgemm_panels(panels == "always"  ? cpu::SgemmPanels::kAlways
+                        : panels == "never" ? cpu::SgemmPanels::kNever
+                                            : cpu::SgemmPanels::kAuto);
   cpu::set_model_parallelism(par.empty()       ? initial_par
                              : par == "models" ? cpu::ModelParallelism::kAcrossModels
                              : par == "inside" ? cpu::ModelParallelism::kInsideOp
@@ -84,15 +92,19 @@ inline void apply_common_options(const Options& o) {
 
 inline int num_threads_in_use() { return num_threads(); }
 
-// A bag of seeded buffers that lives as long as the closure that uses it.
+// A bag of seeded buffers that lives as long as the closure that uses it. Each float buffer is
+// an arena of its own, so that it starts on a cache line as the models' tensors do: some kernels'
+// speed depends on it (oneDNN's sgemm, backend/cpu/runtime.h's SgemmPanels), and a benchmark
+// must see what a model sees.
 struct Buffers {
-  std::vector<std::vector<float>> storage;
+  std::vector<Arena> storage;
   std::vector<std::vector<int32_t>> index_storage;
   RngStream rng{7, 0};
   TensorView make(Shape s, float lo = -1.0f, float hi = 1.0f) {
-    storage.emplace_back(static_cast<size_t>(s.numel()));
-    for (float& v : storage.back()) v = rng.uniform(lo, hi);
-    return TensorView(storage.back().data(), s);
+    storage.emplace_back(static_cast<size_t>(s.numel()) * sizeof(float), "op_bench buffer");
+    TensorView v = storage.back().carve(s);
+    for (int64_t i = 0; i < v.numel(); ++i) v.data[i] = rng.uniform(lo, hi);
+    return v;
   }
   // Integers in [0, below).
   IndexView make_index(Shape s, int64_t below) {

@@ -5,8 +5,10 @@
 #include <unistd.h>
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <dnnl.hpp>
 
 #include "backend/cpu/dnnl_context.h"
@@ -164,12 +166,11 @@ std::string describe_runtime() {
                      std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "default");
 }
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (g_gemm_routing[gemm_case(trans_a, trans_b)] == GemmBackend::kOpenBlas) {
-    openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
+namespace {
+
+void onednn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
   // Deterministic mode: oneDNN's sgemm on several threads may cut K among them and add their
   // partial products (a weight gradient's long K over the minibatch), so it runs on one thread.
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -180,6 +181,106 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   if (narrow) omp_set_num_threads(threads);
   HFTA_CHECK(status == dnnl_success, "oneDNN sgemm failed with status {} (m={} n={} k={})",
              static_cast<int>(status), m, n, k);
+}
+
+SgemmPanels g_sgemm_panels = SgemmPanels::kAuto;
+
+// The rows of a panel copy lie (width + 16) floats apart: never a multiple of 512.
+constexpr int64_t kPanelPad = 16;
+
+// Each thread's panel buffer, kept between calls and grown to the largest panel it has held
+// (at most about 2 MiB, sgemm_panel_width).
+float* panel_buffer(size_t floats) {
+  struct Buffer {
+    float* data = nullptr;
+    size_t floats = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  if (buffer.floats < floats) {
+    std::free(buffer.data);
+    buffer.data = nullptr;
+    const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    buffer.data = static_cast<float*>(std::aligned_alloc(64, bytes));
+    HFTA_CHECK(buffer.data != nullptr, "sgemm: out of memory for a {}-byte panel buffer", bytes);
+    buffer.floats = floats;
+  }
+  return buffer.data;
+}
+
+// C's columns [c0, c0 + cols) from a copy of B's.
+void sgemm_panel(int64_t m, int64_t cols, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int64_t c0,
+                 int64_t width) {
+  const int64_t ld = width + kPanelPad;
+  float* panel = panel_buffer(static_cast<size_t>(k * ld));
+  for (int64_t r = 0; r < k; ++r)
+    std::memcpy(panel + r * ld, b + r * ldb + c0, static_cast<size_t>(cols) * sizeof(float));
+  onednn_sgemm(false, false, m, cols, k, alpha, a, lda, panel, ld, beta, c + c0, ldc);
+}
+
+void sgemm_in_panels(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int64_t width = sgemm_panel_width(k);
+  const int64_t panels = (n + width - 1) / width;
+  // A panel of one column would be a matrix-vector product, which oneDNN sums in another order:
+  // a last column left alone goes with 16 of the panel before it.
+  const bool lone_last_column = panels > 1 && n - (panels - 1) * width == 1;
+  auto run = [&](int64_t p) {
+    int64_t c0 = p * width, cols = std::min(width, n - c0);
+    if (lone_last_column && p == panels - 2) cols -= 16;
+    if (lone_last_column && p == panels - 1) c0 -= 16, cols += 16;
+    sgemm_panel(m, cols, k, alpha, a, lda, b, ldb, beta, c, ldc, c0, width);
+  };
+  // Called outside a parallel region with several threads, the panels share them, each a
+  // single-threaded product (the bits of the whole product on one thread); one panel gets them
+  // all, as the direct call would.
+  if (panels > 1 && !omp_in_parallel() && omp_get_max_threads() > 1) {
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < panels; ++p) run(p);
+    return;
+  }
+  for (int64_t p = 0; p < panels; ++p) run(p);
+}
+
+}  // namespace
+
+void set_sgemm_panels(SgemmPanels mode) { g_sgemm_panels = mode; }
+SgemmPanels sgemm_panels() { return g_sgemm_panels; }
+
+bool sgemm_copies_b_in_panels(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t ldb) {
+  if (trans_a || trans_b || ldb % 512 != 0 ||
+      g_gemm_routing[gemm_case(false, false)] != GemmBackend::kOneDnn)
+    return false;
+  switch (g_sgemm_panels) {
+    case SgemmPanels::kAlways:
+      return true;
+    case SgemmPanels::kNever:
+      return false;
+    case SgemmPanels::kAuto:
+      break;
+  }
+  return m >= 32 && m < 1024 && n >= 64 && !onednn_has_avx512_kernels();
+}
+
+int64_t sgemm_panel_width(int64_t k) {
+  constexpr int64_t kBudgetFloats = (int64_t{2} << 20) / sizeof(float);
+  for (const int64_t width : {256, 128})
+    if (k * (width + kPanelPad) <= kBudgetFloats) return width;
+  return 64;
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (g_gemm_routing[gemm_case(trans_a, trans_b)] == GemmBackend::kOpenBlas) {
+    openblas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (sgemm_copies_b_in_panels(trans_a, trans_b, m, n, ldb)) {
+    sgemm_in_panels(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  onednn_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void openblas_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

@@ -64,6 +64,25 @@ bool sgemm_blocks_are_exact(bool trans_a, bool trans_b);
 // oneDNN's AVX-512 and AVX2 kernels ask it; the answer is the same for every B and plan.
 bool onednn_has_avx512_kernels();
 
+// oneDNN's sgemm on AVX2 runs a row-major NN product at about half its speed when B's rows lie a
+// multiple of 2 KiB apart (ldb a multiple of 512 floats: linear layers with 512, 1024 or 2048
+// outputs, pointwise convolutions over 32x32 planes) and B starts on a cache line, as parameters
+// and activations in the arenas do (docs/benchmarks.md, "B rows 2 KiB apart"). sgemm() then copies
+// B a panel of columns at a time into a buffer whose rows are not so aligned and multiplies panel
+// by panel: NN column blocks are exact (sgemm_blocks_are_exact) and the copy's stride does not
+// change oneDNN's result, so the bits are those of the direct call. Which products: where oneDNN
+// runs the case, A is not transposed either, 32 <= m < 1024 and n >= 64 (outside those the copy
+// measured no faster), and only without AVX-512 kernels (the only ones measured). The rule
+// depends on the shape and the machine, never on B or the plan. kAlways and kNever (tests,
+// op_bench) apply or skip the copy for every oneDNN NN product with such an ldb.
+enum class SgemmPanels { kAuto, kAlways, kNever };
+void set_sgemm_panels(SgemmPanels mode);
+SgemmPanels sgemm_panels();
+bool sgemm_copies_b_in_panels(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t ldb);
+// The panel width for a K of `k`: a panel (k rows, width + 16 floats each) stays within about
+// 2 MiB, the buffer each thread keeps for it.
+int64_t sgemm_panel_width(int64_t k);
+
 // Row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, with leading dimensions.
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);

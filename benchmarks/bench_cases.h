@@ -62,9 +62,8 @@ inline double option_real(const Options& o, const std::string& key, double fallb
 }
 
 // Applies the knobs every case accepts: gemm=onednn|openblas, par=auto|models|inside,
-// panels=auto|always|never (cpu::SgemmPanels). A knob not
-// given goes back to its value at program start (the environment's), so the lines of a problem
-// file do not leak settings into each other.
+// panels=auto|always|never (cpu::SgemmPanels). A knob not given goes back to its value at program
+// start (the environment's), so the lines of a problem file do not leak settings into each other.
 inline void apply_common_options(const Options& o) {
   static const cpu::GemmRouting initial_gemm = cpu::gemm_routing();
   static const cpu::ModelParallelism initial_par = cpu::model_parallelism();

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/gemm_timing.h"
+#include "core/arena.h"
 #include "core/determinism.h"
 #include "core/error.h"
 
@@ -188,24 +189,13 @@ SgemmPanels g_sgemm_panels = SgemmPanels::kAuto;
 // The rows of a panel copy lie (width + 16) floats apart: never a multiple of 512.
 constexpr int64_t kPanelPad = 16;
 
-// Each thread's panel buffer, kept between calls and grown to the largest panel it has held
-// (at most about 2 MiB, sgemm_panel_width).
+// Each thread's panel buffer (an arena: on a cache line), kept between calls and grown to the
+// largest panel it has held (at most about 2 MiB, sgemm_panel_width).
 float* panel_buffer(size_t floats) {
-  struct Buffer {
-    float* data = nullptr;
-    size_t floats = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  if (buffer.floats < floats) {
-    std::free(buffer.data);
-    buffer.data = nullptr;
-    const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
-    buffer.data = static_cast<float*>(std::aligned_alloc(64, bytes));
-    HFTA_CHECK(buffer.data != nullptr, "sgemm: out of memory for a {}-byte panel buffer", bytes);
-    buffer.floats = floats;
-  }
-  return buffer.data;
+  thread_local Arena buffer;
+  const size_t bytes = floats * sizeof(float);
+  if (buffer.capacity() < bytes) buffer = Arena(bytes, "sgemm panel buffer");
+  return reinterpret_cast<float*>(buffer.data());
 }
 
 // C's columns [c0, c0 + cols) from a copy of B's.

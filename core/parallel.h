@@ -22,6 +22,18 @@ void parallel_for(int64_t n, F&& f) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
+// parallel_for for items of unequal cost: a thread that finishes one item takes the next one not
+// yet taken, so a long item does not leave the other threads idle behind a static share.
+template <typename F>
+void parallel_for_dynamic(int64_t n, F&& f) {
+  if (n <= 1 || omp_get_max_threads() == 1) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
 // Runs body(begin, end) over [0, n) in fixed chunks spread over the threads: for elementwise
 // loops, where one chunk is enough work to pay for a thread and small n stays on the caller.
 template <typename F>

@@ -14,16 +14,21 @@
 
 namespace hfta::cpu {
 
+// Tasks of unequal cost (kUneven) are handed out one at a time to whichever thread is free.
+enum class GemmTasks { kEven, kUneven };
+
 template <typename F>
-void for_each_gemm_task(int64_t tasks, F&& task) {
+void for_each_gemm_task(int64_t tasks, F&& task, GemmTasks kind = GemmTasks::kEven) {
   const ModelParallelism mode = model_parallelism();
   const bool across =
       mode == ModelParallelism::kAcrossModels ||
       (mode == ModelParallelism::kAuto && tasks >= num_threads() && num_threads() > 1);
-  if (across)
-    parallel_for(tasks, task);
-  else
+  if (!across)
     for (int64_t i = 0; i < tasks; ++i) task(i);
+  else if (kind == GemmTasks::kUneven)
+    parallel_for_dynamic(tasks, task);
+  else
+    parallel_for(tasks, task);
 }
 
 }  // namespace hfta::cpu

@@ -80,14 +80,16 @@ struct LinearOp {
 };
 
 // Sizes on both sides of cpu/linear.cpp's switches: the column split (B < threads and
-// out_features >= 128: blocks of ceil(fo/splits) rounded up to 16 columns), SIMD width 16, B
-// below / equal to / above the thread count (2), both GEMM libraries.
+// out_features >= 128: blocks of ceil(fo/splits) rounded up to 16 columns), the input gradient's
+// column blocks (in_features >= 1024: in_features / 512 blocks, the last one shorter), SIMD width
+// 16, B below / equal to / above the thread count (2), both GEMM libraries.
 std::vector<OpCase<LinearParams>> linear_cases() {
   struct Size {
     int64_t N, fi, fo;
   };
   const Size sizes[] = {{1, 1, 1},    {5, 7, 3},    {4, 13, 15},  {3, 16, 16}, {6, 17, 17},
-                        {9, 31, 127}, {8, 33, 128}, {7, 20, 129}, {5, 9, 144}, {64, 784, 32}};
+                        {9, 31, 127}, {8, 33, 128}, {7, 20, 129}, {5, 9, 144}, {64, 784, 32},
+                        {2, 1023, 3}, {3, 1024, 5}, {4, 1552, 17}};
   std::vector<OpCase<LinearParams>> cases;
   for (const Size& s : sizes)
     for (int64_t B : {1, 2, 3})

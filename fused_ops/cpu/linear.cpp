@@ -117,7 +117,11 @@ void linear_backward(const LinearParams& p, const LinearBackwardArgs& a) {
     if (!p.shared_input) return input_grad((t - dw_tasks) / blocks, c0, cols, dx_beta);
     for (int64_t b = 0; b < p.B; ++b) input_grad(b, c0, cols, b == 0 ? dx_beta : 1.0f);
   };
-  for_each_gemm_task(dw_tasks + dx_tasks, run_task, GemmTasks::kUneven);
+  // Layers whose input gradient is one task keep the static spread: on the MLP's small GEMMs the
+  // dynamic hand-out gained nothing (docs/benchmarks.md, "Linear layers' input gradient in
+  // blocks").
+  for_each_gemm_task(dw_tasks + dx_tasks, run_task,
+                     blocks > 1 ? GemmTasks::kUneven : GemmTasks::kEven);
 }
 
 }  // namespace hfta::cpu

@@ -42,6 +42,13 @@ void check_conv2d_params(const Conv2dParams& p) {
   check_conv2d_axis("w", p.W, p.kernel_w, p.stride_w, p.pad_w, p.dilation_w);
 }
 
+// `saved` is optional, and only the CPU paths read it.
+static void check_saved(const Conv2dParams& p, const TensorView& saved, Device device) {
+  if (saved.empty()) return;
+  HFTA_CHECK(device == Device::kCpu, "conv2d: saved weights are a CPU path's; pass an empty view");
+  check_shape(saved, Shape{conv2d_saved_floats(p)}, "conv2d saved weights");
+}
+
 void check_conv2d(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   check_conv2d_params(p);
   check_shape(a.x, p.x_shape(), "conv2d input");
@@ -51,6 +58,7 @@ void check_conv2d(const Conv2dParams& p, const Conv2dForwardArgs& a) {
   check_device(a.weight, a.x.device, "conv2d weight");
   check_device(a.bias, a.x.device, "conv2d bias");
   check_device(a.y, a.x.device, "conv2d output");
+  check_saved(p, a.saved, a.x.device);
 }
 
 void check_conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
@@ -66,6 +74,7 @@ void check_conv2d_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) {
   check_device(a.dx, a.x.device, "conv2d input gradient");
   check_device(a.dweight, a.x.device, "conv2d weight gradient");
   check_device(a.dbias, a.x.device, "conv2d bias gradient");
+  check_saved(p, a.saved, a.x.device);
 }
 
 void conv2d_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {

@@ -12,7 +12,13 @@
 // model). dweight and dbias accumulate (+=), or with accumulate_dparams = false are written (=): a
 // step's first gradient, which then needs no zeroing pass before it, and on the oneDNN, im2col and
 // pointwise paths no read of the old values either. Any gradient may be an empty view to skip it.
-// Backward needs only x and weight, so there is no Conv2dSaved.
+// Backward needs only x and weight. A CPU caller may also pass `saved`, conv2d_saved_floats(p)
+// floats that forward fills and backward reads back: on the small planes of cpu/conv2d_im2col.h
+// whose kernel reads the input with at most a third of its taps (a 3x3 kernel on a 1x1 plane: the
+// centre), each model's live taps' weights, gathered [B, C_out, C_in*live taps], which backward
+// would otherwise gather again from the whole weight (9.4 MB for a 512 -> 512 3x3 layer, all of
+// it read for a ninth of it). What backward reads is then the weight forward ran with; without
+// `saved` (an empty view) backward gathers from `weight` itself.
 #pragma once
 
 #include <compare>
@@ -64,13 +70,19 @@ struct Conv2dParams {
 // conv2d_forward(p, {.x = x, .weight = w, .bias = b, .y = y})).
 struct Conv2dForwardArgs {
   TensorView x{}, weight{}, bias{}, y{};
+  TensorView saved{};  // optional output for backward: [conv2d_saved_floats(p)] or empty
 };
 struct Conv2dBackwardArgs {
   TensorView x{}, weight{}, dy{};       // inputs
   TensorView dx{}, dweight{}, dbias{};  // outputs; an empty view = not wanted
   bool accumulate_dx = false;           // dx += gradient instead of dx = gradient
   bool accumulate_dparams = true;       // false: dweight = gradient, dbias = gradient
+  TensorView saved{};                   // what forward saved (see above), or empty
 };
+
+// The floats of Conv2dForwardArgs::saved for p (independent of N): 0 when no CPU path of p saves
+// anything, so callers pass an empty view.
+int64_t conv2d_saved_floats(const Conv2dParams& p);
 
 // Throws hfta::Error when a size or hyperparameter is invalid (non-positive sizes, channels not
 // divisible by groups, an empty output) or a tensor does not match its shape above.

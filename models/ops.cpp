@@ -25,8 +25,10 @@ std::string no_bias(bool bias) { return bias ? "" : ", no bias"; }
 
 class Conv2dNode : public Node {
  public:
-  Conv2dNode(std::string name, Conv2dParams p, int weight, int bias)
-      : name_(std::move(name)), p_(p), weight_(weight), bias_(bias) {}
+  // saved: the net's saved tensor for the weights forward keeps for backward, or -1
+  // (conv2d_saved_floats).
+  Conv2dNode(std::string name, Conv2dParams p, int weight, int bias, int saved)
+      : name_(std::move(name)), p_(p), weight_(weight), bias_(bias), saved_(saved) {}
   std::string describe() const override {
     return fmt::format("{}: Conv2d({}, {}, kernel {}, stride {}, pad {}{}{})", name_,
                        p_.in_channels, p_.out_channels, p_.kernel_h, p_.stride_h, p_.pad_h,
@@ -38,7 +40,8 @@ class Conv2dNode : public Node {
     conv2d_forward(p, {.x = input(net, p),
                        .weight = net.param(weight_).value,
                        .bias = bias_value(net),
-                       .y = net.value(output)});
+                       .y = net.value(output),
+                       .saved = saved_value(net)});
   }
   void backward(Net& net, int64_t n) override {
     Conv2dParams p = with_rows(p_, n);
@@ -50,7 +53,8 @@ class Conv2dNode : public Node {
                         .dweight = net.param(weight_).grad,
                         .dbias = bias_ >= 0 ? net.param(bias_).grad : TensorView(),
                         .accumulate_dx = dx.accumulate,
-                        .accumulate_dparams = !net.param_grads_fresh()});
+                        .accumulate_dparams = !net.param_grads_fresh(),
+                        .saved = saved_value(net)});
   }
   bool accumulates_dx() const override { return true; }
   bool writes_param_grads() const override { return true; }
@@ -72,9 +76,10 @@ class Conv2dNode : public Node {
   TensorView bias_value(Net& net) const {
     return bias_ >= 0 ? net.param(bias_).value : TensorView();
   }
+  TensorView saved_value(Net& net) const { return saved_ >= 0 ? net.saved(saved_) : TensorView(); }
   std::string name_;
   Conv2dParams p_;
-  int weight_, bias_;
+  int weight_, bias_, saved_;
 };
 
 class LinearNode : public Node {
@@ -311,7 +316,10 @@ Value Net::conv2d(Value x, const std::string& name, const Conv2dSpec& s) {
   const int bias = s.bias ? add_param(name + ".bias", p.bias_shape().drop_front(), s.bias_init,
                                       fan_in, fan_out, ParamKind::kBias)
                           : -1;
-  return add_node(std::make_unique<Conv2dNode>(what, p, weight, bias), {x},
+  // The CPU kernels' saved weights (conv2d.h); a device's kernels save nothing.
+  const int64_t saved_floats = device() == Device::kCpu ? conv2d_saved_floats(p) : 0;
+  const int saved = saved_floats > 0 ? add_saved(Shape{saved_floats}) : -1;
+  return add_node(std::make_unique<Conv2dNode>(what, p, weight, bias, saved), {x},
                   {s.out_channels, p.out_h(), p.out_w()}, Layout::kChannels);
 }
 

@@ -120,3 +120,9 @@ Conv2dStrategy conv2d_strategy_for(const Conv2dParams& p) {
 }
 
 }  // namespace hfta::cpu
+
+namespace hfta {
+
+int64_t conv2d_saved_floats(const Conv2dParams& p) { return cpu::conv2d_im2col_saved_floats(p); }
+
+}  // namespace hfta

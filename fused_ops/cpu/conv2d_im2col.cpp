@@ -154,11 +154,9 @@ void add_cols_to_input(const Layout& l, const float* dx_cols, float* dx) {
 }
 
 // Model b's weight as the GEMMs' [C_out, C_in*T] operand: the weight itself when every tap is
-// live, else its live taps' columns gathered into `live`.
-const float* gemm_weight(const Conv2dParams& p, const Layout& l, const float* w,
-                         std::vector<float>& live) {
+// live, else its live taps' columns gathered into `out` (O*K floats).
+const float* gather_weight(const Conv2dParams& p, const Layout& l, const float* w, float* out) {
   if (!l.compact()) return w;
-  float* out = sized(live, l.O * l.K);
   parallel_for(l.O, [&](int64_t o) {
     const float* wo = w + o * l.I * l.taps;
     float* to = out + o * l.K;
@@ -167,6 +165,24 @@ const float* gemm_weight(const Conv2dParams& p, const Layout& l, const float* w,
         to[i * l.T + t] = wo[i * l.taps + l.kh[t] * p.kernel_w + l.kw[t]];
   });
   return out;
+}
+
+// Model b's GEMM weight in forward: gathered into the caller's `saved` buffer when there is one
+// (backward reads it back), else into the running thread's scratch.
+const float* forward_weight(const Conv2dParams& p, const Layout& l, const Conv2dForwardArgs& a,
+                            int64_t b, Scratch& s) {
+  const float* w = a.weight.data + b * l.O * l.I * l.taps;
+  if (!l.compact()) return w;
+  float* out = a.saved.empty() ? sized(s.live_weights, l.O * l.K) : a.saved.data + b * l.O * l.K;
+  return gather_weight(p, l, w, out);
+}
+
+// Model b's GEMM weight in backward: what forward saved, or gathered again.
+const float* backward_weight(const Conv2dParams& p, const Layout& l, const Conv2dBackwardArgs& a,
+                             int64_t b, Scratch& s) {
+  if (l.compact() && !a.saved.empty()) return a.saved.data + b * l.O * l.K;
+  return gather_weight(p, l, a.weight.data + b * l.O * l.I * l.taps,
+                       l.compact() ? sized(s.live_weights, l.O * l.K) : nullptr);
 }
 
 // The threads this call may use: one inside a task that already runs on one of them.
@@ -236,6 +252,12 @@ void zero_input(const Layout& l, float* dx) {
 
 }  // namespace
 
+int64_t conv2d_im2col_saved_floats(const Conv2dParams& p) {
+  if (p.groups != 1 || p.out_h() * p.out_w() > kMaxPositions) return 0;  // never this path
+  const Layout l(p);
+  return l.compact() ? p.B * l.O * l.K : 0;
+}
+
 bool conv2d_im2col_applies(const Conv2dParams& p) {
   const int64_t positions = p.out_h() * p.out_w();
   const bool one_tap = p.kernel_h == 1 && p.kernel_w == 1;
@@ -251,7 +273,7 @@ void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a) {
     Scratch& s = scratch();  // the running thread's
     const float* cols = model_cols(l, shared_cols, a.x.data, b, s);
     float* out_cols = sized(s.out_cols, l.NP * l.O);
-    const float* w = gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights);
+    const float* w = forward_weight(p, l, a, b, s);
     forward_gemm(l, blocks, cols, w, out_cols);
     const float* bias = p.bias ? a.bias.data + b * l.O : nullptr;
     parallel_for(l.N, [&](int64_t n) {
@@ -300,9 +322,7 @@ void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a) 
     // tap live, straight into the caller's gradient.
     float* dw_gemm = want_dw && l.compact() ? sized(s.live_grad, l.O * l.K) : dw;
     const float dw_beta = want_dw && !l.compact() && a.accumulate_dparams ? 1.0f : 0.0f;
-    const float* w = want_dx
-                         ? gemm_weight(p, l, a.weight.data + b * l.O * l.I * l.taps, s.live_weights)
-                         : nullptr;
+    const float* w = want_dx ? backward_weight(p, l, a, b, s) : nullptr;
     backward_gemms(
         want_dw, want_dx,
         [&] {

@@ -39,6 +39,13 @@ namespace hfta::cpu {
 // runs the same code alone and in an array.
 bool conv2d_im2col_applies(const Conv2dParams& p);
 
+// The floats of the live taps' weights forward saves for backward (Conv2dForwardArgs::saved),
+// B x C_out x C_in x live taps where the GEMMs take only the live taps (at most a third of them),
+// else 0. Independent of N: a net sizes the buffer once for every batch size.
+int64_t conv2d_im2col_saved_floats(const Conv2dParams& p);
+
+// With a.saved (conv2d_im2col_saved_floats floats) forward gathers the live taps' weights there
+// rather than in scratch, and backward reads them from there rather than gathering them again.
 void conv2d_im2col_forward(const Conv2dParams& p, const Conv2dForwardArgs& a);
 // dx is written (=) or added to (+=, accumulate_dx); dweight and dbias accumulate (+=).
 void conv2d_im2col_backward(const Conv2dParams& p, const Conv2dBackwardArgs& a);

@@ -483,6 +483,17 @@ TEST(Conv2d, BadShapesAndSizesRaiseClearErrors) {
         conv2d_forward(p, {.x = f.x.view(), .weight = f.w.view(), .bias = {}, .y = f.y.view()});
       },
       "conv2d bias is missing");
+  // This plane saves nothing for backward (conv2d_saved_floats is 0): a saved buffer is an error.
+  Buffer stray_saved(Shape{3});
+  expect_error_containing(
+      [&] {
+        conv2d_forward(p, {.x = f.x.view(),
+                           .weight = f.w.view(),
+                           .bias = f.bias.view(),
+                           .y = f.y.view(),
+                           .saved = stray_saved.view()});
+      },
+      "conv2d saved weights has shape [3], expected [0]");
   Conv2dParams bad = p;
   bad.groups = 4;
   expect_error_containing(forward_with(bad), "must both be divisible by groups=4");

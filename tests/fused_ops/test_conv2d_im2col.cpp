@@ -27,10 +27,12 @@ using test::StrategyScope;
 // 1x1 planes where only the centre tap (or one row of taps) reads the input (the live taps'
 // weights gathered), 2x2 planes where every tap is live (the weight as it is), stride 2 into
 // 1x1 with 4 live taps, 1x1 kernels, dilation, a shared input (dx sums the models), GEMMs of a
-// few dozen rows; every case also forced onto oneDNN.
+// few dozen rows; every case also forced onto oneDNN. Cases of even N pass the live taps' weights
+// that forward saves for backward (conv2d.h), the others let backward gather them again.
 const ConvCase kIm2colCases[] = {
     // N, cin, cout, H, W, kh, kw, sh, sw, ph, pw, dh, dw, groups, bias, shared
     {2, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false},    // 1x1 plane: the centre tap
+    {3, 8, 16, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   // the same, odd N: not saved
     {2, 8, 16, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   // 2x2: every tap live
     {2, 8, 16, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false},    // stride 2 to 1x1: 4 of 9
     {2, 8, 16, 2, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},   // 1x1 kernel, stride 2

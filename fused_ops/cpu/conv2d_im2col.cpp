@@ -180,9 +180,10 @@ const float* forward_weight(const Conv2dParams& p, const Layout& l, const Conv2d
 // Model b's GEMM weight in backward: what forward saved, or gathered again.
 const float* backward_weight(const Conv2dParams& p, const Layout& l, const Conv2dBackwardArgs& a,
                              int64_t b, Scratch& s) {
-  if (l.compact() && !a.saved.empty()) return a.saved.data + b * l.O * l.K;
-  return gather_weight(p, l, a.weight.data + b * l.O * l.I * l.taps,
-                       l.compact() ? sized(s.live_weights, l.O * l.K) : nullptr);
+  const float* w = a.weight.data + b * l.O * l.I * l.taps;
+  if (!l.compact()) return w;
+  if (!a.saved.empty()) return a.saved.data + b * l.O * l.K;
+  return gather_weight(p, l, w, sized(s.live_weights, l.O * l.K));
 }
 
 // The threads this call may use: one inside a task that already runs on one of them.

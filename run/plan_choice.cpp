@@ -139,24 +139,27 @@ void append_round(std::vector<PlanTiming>& timings, std::vector<PlanTiming> agai
   timings.insert(timings.end(), again.begin(), again.end());
 }
 
-// The round of `visits` (resolve_plan): when a visit of threads:1 is cheap, times
-// threads:1/kVisitSteps (threads:1+fused/kVisitSteps when that plan won) against the last round's
-// choice, interleaved, and appends both timings as the next round (the choice is then made
-// between these two alone: timed side by side).
+// The round of `visits` (resolve_plan): when a visit of the plan that gives each worker one model
+// at a time is cheap, times its /kVisitSteps form against the last round's choice, interleaved,
+// and appends both timings as the next round (the choice is then made between these two alone:
+// timed side by side). That plan is threads:1 (threads:1+fused/kVisitSteps when that won the
+// first round), or threads at B <= threads, where the workers' join after every step, not the
+// caches, is what visits save.
 void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBuilder& build,
                  int64_t memory_budget_bytes, double interleave_bytes) {
-  if (B <= num_threads() || num_threads() < 2) return;
+  if (B < 2 || num_threads() < 2) return;
   const PlanTiming* best = preferred_timing(timings, timings.back().round, B, num_threads());
+  const ExecutionPlan each = visited_plan(B, num_threads());
   const PlanTiming* one = nullptr;
   for (const PlanTiming& t : timings)
-    if (!t.over_budget && t.plan == ExecutionPlan::threads(1)) one = &t;
+    if (!t.over_budget && t.plan == each) one = &t;
   if (best == nullptr || one == nullptr ||
       one->step_ms * static_cast<double>(kVisitSteps) > kCheapVisitMs)
     return;
-  // The visits of threads:1, or of threads:1+fused when that won the first round.
   const bool rest_fused = best->plan == ExecutionPlan::threads(1, 1, true);
-  append_round(timings, time_plans({best->plan, ExecutionPlan::threads(1, kVisitSteps, rest_fused)},
-                                   build, memory_budget_bytes, interleave_bytes));
+  append_round(timings,
+               time_plans({best->plan, ExecutionPlan::threads(each.chunk, kVisitSteps, rest_fused)},
+                          build, memory_budget_bytes, interleave_bytes));
 }
 
 // The confirming round (plan_choice.h): round 1's choice against every plan that runs like
@@ -179,6 +182,10 @@ void time_confirming_round(std::vector<PlanTiming>& timings, int64_t B,
 }
 
 }  // namespace
+
+ExecutionPlan visited_plan(int64_t B, int threads) {
+  return B > threads ? ExecutionPlan::threads(1) : ExecutionPlan::threads();
+}
 
 bool runs_like_processes(const ExecutionPlan& plan, int64_t B, int threads) {
   if (plan.kind != ExecutionPlan::Kind::kThreads) return false;

@@ -21,16 +21,21 @@ namespace hfta {
 // below B; threads when both B and threads exceed 1, and threads:1 when B exceeds threads.
 std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads);
 
-// Arrays that can visit a group for several steps (classifiers) also get threads:1/K timed when B
-// exceeds the threads and a visit of threads:1 is short (a visit's K steps of a slow model would
-// make the timing long, and its models' state outgrows the caches anyway): K steps per visit,
-// at most kCheapVisitMs a visit.
+// Arrays that can visit a group for several steps (classifiers) also get the plan that gives
+// each worker one model at a time (visited_plan) timed with /K when a visit of it is short (a
+// visit's K steps of a slow model would make the timing long, and its models' state outgrows the
+// caches anyway): K steps per visit, at most kCheapVisitMs a visit, which LeNet's visits at B =
+// threads fit (docs/benchmarks.md, "Plan auto: visits at B = threads").
 inline constexpr int64_t kVisitSteps = 8;
 
 // The RNG stream (with the run's seed) of the random inputs candidates are timed on, where an
 // array has no batch of its own at hand (classifiers, DCGAN): values do not change the time.
 inline constexpr uint64_t kPlanTimingInputs = 0x91a7;
-inline constexpr double kCheapVisitMs = 200.0;
+inline constexpr double kCheapVisitMs = 400.0;
+
+// The plan whose visits are timed: threads:1 when B exceeds the threads, else threads (a worker
+// per model).
+ExecutionPlan visited_plan(int64_t B, int threads);
 
 struct PlanTiming {
   ExecutionPlan plan;
@@ -144,9 +149,10 @@ struct PlanChoice {
 // neighbour's load slows all candidates alike), skipping candidates whose arenas exceed
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
 // Candidates timed one after another may get a confirming round (kConfirmVisits, above).
-// With `visits` (the array takes K steps per visit), threads:1/kVisitSteps is then timed against
-// the fastest when a visit is cheap (above). `configuration` names what else decides the timings
-// (architecture, B, batch size, optimizer) in the cache's key; `model` names the array in errors.
+// With `visits` (the array takes K steps per visit), visited_plan/kVisitSteps is then timed
+// against the fastest when a visit is cheap (above). `configuration` names what else decides the
+// timings (architecture, B, batch size, optimizer) in the cache's key; `model` names the array in
+// errors.
 PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
                         std::string_view model, const PlanTrialBuilder& build,
                         int64_t memory_budget_bytes,

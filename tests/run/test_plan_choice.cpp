@@ -2,6 +2,7 @@
 // (interleaved bursts, and one after another when their arrays are too big to hold together),
 // the memory budget, and the cache: reused by the same build, ignored when another build wrote
 // the entry or the file is malformed; other load removed from slow candidates' timings.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,25 +59,28 @@ PlanChoice choose(const std::vector<int64_t>& ids, int64_t budget = 0) {
                       [](const std::string&) {});
 }
 
-TEST(PlanAuto, TimesEveryCandidateAndPicksTheFastestOrATiedProcessesLayout) {
+// Plan auto for the models `ids` (B of them) on this machine's threads: every candidate timed,
+// the choice, the visits round and the cache.
+void expect_every_candidate_timed(const std::vector<int64_t>& ids) {
   CacheFile cache;
-  const std::vector<int64_t> ids = {0, 1, 2};
+  const int64_t B = static_cast<int64_t>(ids.size());
+  SCOPED_TRACE(fmt::format("B = {}, {} threads", B, num_threads()));
   const PlanChoice c = choose(ids);
   EXPECT_FALSE(c.cached);
-  const std::vector<ExecutionPlan> candidates = plan_candidates(3, num_threads());
+  const std::vector<ExecutionPlan> candidates = plan_candidates(B, num_threads());
   ASSERT_GE(c.timings.size(), candidates.size());
   const PlanTiming* one = nullptr;
   for (size_t i = 0; i < candidates.size(); ++i) {
     EXPECT_EQ(c.timings[i].plan.str(), candidates[i].str());
     EXPECT_GT(c.timings[i].step_ms, 0.0) << c.timings[i].plan.str();
     EXPECT_GT(c.timings[i].arena_bytes, 0.0);
-    if (candidates[i] == ExecutionPlan::threads(1)) one = &c.timings[i];
+    if (candidates[i] == visited_plan(B, num_threads())) one = &c.timings[i];
   }
   // The first round's choice (TiesGoToTheProcessesLayout below says how it is made).
-  const PlanTiming* first_round = preferred_timing(c.timings, 1, 3, num_threads());
+  const PlanTiming* first_round = preferred_timing(c.timings, 1, B, num_threads());
   ASSERT_NE(first_round, nullptr);
-  // A classifier's short threads:1 visits: threads:1/K timed against the first round's choice
-  // (3 models on 2 threads of this machine; a machine of 1 thread has no threads plans).
+  // A classifier's short visits of one model per worker (threads:1, or threads at B <= threads):
+  // its /K timed against the first round's choice (a machine of 1 thread has no threads plans).
   size_t entries = candidates.size();
   if (one != nullptr && one->step_ms * kVisitSteps <= kCheapVisitMs) {
     ASSERT_EQ(c.timings.size(), candidates.size() + 2);
@@ -85,19 +89,22 @@ TEST(PlanAuto, TimesEveryCandidateAndPicksTheFastestOrATiedProcessesLayout) {
     EXPECT_EQ(again.plan, first_round->plan);
     EXPECT_EQ(again.round, 2);
     EXPECT_EQ(visits.round, 2);
-    // threads:1+fused's visits when that plan won the first round.
-    EXPECT_EQ(visits.plan,
-              ExecutionPlan::threads(1, kVisitSteps,
-                                     first_round->plan == ExecutionPlan::threads(1, 1, true)));
+    // threads:1+fused's visits when that plan won the first round; threads/K at B <= threads.
+    const ExecutionPlan visited =
+        B > num_threads()
+            ? ExecutionPlan::threads(1, kVisitSteps,
+                                     first_round->plan == ExecutionPlan::threads(1, 1, true))
+            : ExecutionPlan::threads(0, kVisitSteps);
+    EXPECT_EQ(visits.plan, visited);
     // Per step, not per visit of kVisitSteps steps: the same work as a step of the plan without
     // the /K (threads:1+fused is `again`, timed beside it).
     EXPECT_GT(visits.step_ms, 0.0);
     EXPECT_LT(visits.step_ms, 3.0 * (visits.plan.rest_fused ? again.step_ms : one->step_ms));
-    EXPECT_EQ(c.plan, preferred_timing(c.timings, 2, 3, num_threads())->plan);
-    entries = candidates.size() + 1;  // and threads:1/K
+    EXPECT_EQ(c.plan, preferred_timing(c.timings, 2, B, num_threads())->plan);
+    entries = candidates.size() + 1;  // and the /K plan
   } else {
     ASSERT_EQ(c.timings.size(), candidates.size());
-    EXPECT_EQ(c.plan.str(), preferred_timing(c.timings, 1, 3, num_threads())->plan.str());
+    EXPECT_EQ(c.plan.str(), preferred_timing(c.timings, 1, B, num_threads())->plan.str());
   }
   // The cache names the choice and every timing (a plan timed twice, its later one).
   const nlohmann::json j = cache.read();
@@ -105,6 +112,14 @@ TEST(PlanAuto, TimesEveryCandidateAndPicksTheFastestOrATiedProcessesLayout) {
   EXPECT_EQ(j.begin().value()["plan"], c.plan.str());
   EXPECT_EQ(j.begin().value()["timings_ms"].size(), entries);
   EXPECT_NE(j.begin().key().find("build "), std::string::npos) << j.begin().key();
+}
+
+TEST(PlanAuto, TimesEveryCandidateAndPicksTheFastestOrATiedProcessesLayout) {
+  expect_every_candidate_timed({0, 1, 2});  // more models than this machine's 2 threads
+}
+
+TEST(PlanAuto, TimesTheVisitsOfAWorkerPerModelAtBEqualToTheThreads) {
+  expect_every_candidate_timed({0, 1});
 }
 
 TEST(PlanAuto, PlansThatRunLikeProcesses) {

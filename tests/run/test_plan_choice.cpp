@@ -350,7 +350,8 @@ TEST(PlanAuto, TheSameBuildReadsItsCacheAnotherBuildsEntryIsMeasuredAgain) {
   std::ofstream(cache.path) << j.dump();
   const PlanChoice fresh = choose(ids);
   EXPECT_FALSE(fresh.cached);
-  EXPECT_EQ(fresh.timings.size(), plan_candidates(2, num_threads()).size());  // B <= threads
+  // Every candidate timed again (then threads/K where its visits are cheap).
+  EXPECT_GE(fresh.timings.size(), plan_candidates(2, num_threads()).size());
   EXPECT_EQ(cache.read().size(), 2u);
 
   // A malformed file is an empty cache: measured, then rewritten whole.

@@ -92,6 +92,14 @@ Model::Model(std::string name, ModelSpec spec, ModelDefinition definition, Model
     }
     runner_of_group_.push_back(r);
   }
+  // +balanced: one model at a time on every worker, each worker its own runner.
+  if (layout_.balanced) {
+    runner_of_worker_.assign(static_cast<size_t>(layout_.workers), runners_.size());
+    for (size_t r = 0; r < runners_.size(); ++r)
+      if (runners_[r].net->B() == 1) runner_of_worker_[static_cast<size_t>(runner_worker_[r])] = r;
+    for (const size_t r : runner_of_worker_)
+      HFTA_CHECK(r < runners_.size(), "plan {}: a worker has no runner", spec_.plan.str());
+  }
 }
 
 Model::Runner Model::record(std::unique_ptr<Net> own) const {
@@ -169,12 +177,12 @@ void Model::run_groups(std::span<const StepBatch> steps, bool training, bool wit
                        const AfterStepBackward& after_backward) {
   const int64_t forwards = net_.training_forwards();
   const int64_t n = static_cast<int64_t>(steps.size());
-  // One group: bind its runner to the group's models, then every step: run, collect.
-  auto run_group = [&](size_t g) {
+  // Steps [first, end) of group g on runner r: bind the runner to the group's models, then every
+  // step: run, collect.
+  auto run_steps = [&](size_t g, Runner& r, int64_t first, int64_t end) {
     const PlanGroup& group = layout_.groups[g];
-    Runner& r = runners_[runner_of_group_[g]];
     r.net->bind_state(net_, group.first);
-    for (int64_t k = 0; k < n; ++k) {
+    for (int64_t k = first; k < end; ++k) {
       // Dropout draws by (model, training forward): step k is the array's forward + k.
       r.net->set_training_forwards(forwards + k);
       set_inputs(r, steps[static_cast<size_t>(k)].images, steps[static_cast<size_t>(k)].labels);
@@ -188,7 +196,14 @@ void Model::run_groups(std::span<const StepBatch> steps, bool training, bool wit
       if (after_backward) after_backward(k, group.first, group.count);
     }
   };
-  run_plan_groups(layout_, run_group);
+  if (layout_.balanced) {
+    // Any worker runs any model's part, on that worker's runner.
+    run_balanced_parts(layout_, n, [&](size_t g, int worker, int64_t first, int64_t end) {
+      run_steps(g, runners_[runner_of_worker_[static_cast<size_t>(worker)]], first, end);
+    });
+  } else {
+    run_plan_groups(layout_, [&](size_t g) { run_steps(g, runners_[runner_of_group_[g]], 0, n); });
+  }
   if (training) net_.set_training_forwards(forwards + n);
 }
 

@@ -171,9 +171,10 @@ class Model {
   Net net_;
   Runner fused_;  // the fused plan runs on net_ itself
   PlanLayout layout_;
-  std::vector<Runner> runners_;          // other plans: one per distinct (worker, group size)
-  std::vector<int> runner_worker_;       // the worker each runner belongs to
-  std::vector<size_t> runner_of_group_;  // layout_.groups[g] runs on runners_[runner_of_group_[g]]
+  std::vector<Runner> runners_;           // other plans: one per distinct (worker, group size)
+  std::vector<int> runner_worker_;        // the worker each runner belongs to
+  std::vector<size_t> runner_of_group_;   // layout_.groups[g] runs on runners_[runner_of_group_[g]]
+  std::vector<size_t> runner_of_worker_;  // +balanced: worker w runs every part on this runner
   std::vector<float> losses_;
   std::vector<float> step_losses_;  // [steps of the last train_steps(), B]
   std::vector<int64_t> correct_;

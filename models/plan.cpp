@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <thread>
 
 #include "core/error.h"
 
@@ -28,6 +30,17 @@ ExecutionPlan ExecutionPlan::parse(const std::string& text) {
   if (text == "auto") return {Kind::kAuto, 0};
   const size_t slash = text.find('/');
   std::string base = text.substr(0, slash);
+  constexpr std::string_view kBalanced = "+balanced";
+  if (base.ends_with(kBalanced)) {
+    base.resize(base.size() - kBalanced.size());
+    const int64_t steps = slash == std::string::npos ? 0 : positive_count(text.substr(slash + 1));
+    HFTA_CHECK(base == "threads:1" && steps >= 2,
+               "plan '{}': +balanced (each visit of every model cut into a part per thread, the "
+               "threads taking the parts in turn) is spelled threads:1+balanced/K, K >= 2 steps "
+               "per visit, e.g. threads:1+balanced/8",
+               text);
+    return balanced_threads(steps);
+  }
   constexpr std::string_view kRestFused = "+fused";
   const bool rest_fused = base.ends_with(kRestFused);
   if (rest_fused) {
@@ -61,7 +74,8 @@ ExecutionPlan ExecutionPlan::parse(const std::string& text) {
   fail(
       "unknown plan '{}': choose auto, fused, chunk:C (C models at a time), threads or threads:C "
       "(each thread its own models, C at a time; +fused: an even share each, the rest fused "
-      "after), the last three optionally with /K (K steps per visit of a group)",
+      "after), the last three optionally with /K (K steps per visit of a group), or "
+      "threads:1+balanced/K (visits cut into a part per thread, taken in turn)",
       text);
 }
 
@@ -74,7 +88,7 @@ std::string ExecutionPlan::str() const {
       return fmt::format("chunk:{}{}", chunk, per_visit);
     case Kind::kThreads:
       return (chunk > 0 ? fmt::format("threads:{}", chunk) : "threads") +
-             (rest_fused ? "+fused" : "") + per_visit;
+             (rest_fused ? "+fused" : "") + (balanced ? "+balanced" : "") + per_visit;
     case Kind::kAuto:
       return "auto";
   }
@@ -98,6 +112,14 @@ PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads) {
       break;
     }
     case ExecutionPlan::Kind::kThreads: {
+      if (plan.balanced) {
+        const int64_t w = std::clamp<int64_t>(threads, 1, B);
+        for (int64_t b = 0; b < B; ++b) layout.groups.push_back({b, 1, static_cast<int>(b % w)});
+        layout.workers = static_cast<int>(w);
+        layout.balanced = B > 1;
+        layout.parts = std::min<int64_t>(w, std::max<int64_t>(1, plan.steps));
+        break;
+      }
       // Contiguous blocks as even as possible: worker w owns [w*B/W, (w+1)*B/W). With +fused,
       // each worker owns B/W models ([w*q, (w+1)*q)) and the B mod W after them are one group
       // that runs fused once the workers are done.
@@ -157,6 +179,43 @@ void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g
   run_workers(layout, run_group);
   for (size_t g = 0; g < layout.groups.size(); ++g)
     if (layout.groups[g].worker == PlanGroup::kAfterWorkers) run_group(g);
+}
+
+void run_balanced_parts(
+    const PlanLayout& layout, int64_t steps,
+    const std::function<void(size_t g, int worker, int64_t first, int64_t end)>& run_part) {
+  const int64_t groups = static_cast<int64_t>(layout.groups.size());
+  const int64_t parts = std::clamp<int64_t>(layout.parts, 1, std::max<int64_t>(steps, 1));
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  // Parts of each group ended so far: part p of group g waits for done[g] == p.
+  std::vector<std::atomic<int64_t>> done(static_cast<size_t>(groups));
+  for (auto& d : done) d.store(0);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(layout.workers));
+#pragma omp parallel num_threads(layout.workers)
+  {
+    omp_set_num_threads(1);
+    const int w = omp_get_thread_num();
+    try {
+      for (int64_t t = next.fetch_add(1); t < groups * parts && !failed.load();
+           t = next.fetch_add(1)) {
+        const int64_t part = t / groups;
+        const size_t g = static_cast<size_t>(t % groups);
+        // Its part before was handed out `groups` parts earlier and has usually ended; a part
+        // takes milliseconds, so a short wait yields the core rather than spinning on it.
+        while (done[g].load(std::memory_order_acquire) < part && !failed.load())
+          std::this_thread::yield();
+        if (failed.load()) break;
+        run_part(g, w, part * steps / parts, (part + 1) * steps / parts);
+        done[g].store(part + 1, std::memory_order_release);
+      }
+    } catch (...) {
+      errors[static_cast<size_t>(w)] = std::current_exception();
+      failed.store(true);
+    }
+  }
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
 }
 
 }  // namespace hfta

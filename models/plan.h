@@ -14,6 +14,14 @@
 //             models left over then run fused, every thread inside each op, once the workers
 //             are done (3 models on 2 threads: one each, then the third on both, instead of a
 //             thread idling while the other runs its second model)
+//   threads:1+balanced/K
+//             each thread one model at a time, but no model is a thread's own: every model's
+//             visit of K steps is cut into one part per thread (K / threads steps each), and the
+//             threads take the B x threads parts from one queue in turn, part by part, a part
+//             starting once its model's part before is done. Each thread then runs B parts of a
+//             visit whatever B is (5 models on 2 threads: 5 parts each, where threads:1 gives one
+//             thread 3 models and the other 2, and threads:1+fused runs the fifth on both threads,
+//             which a small model uses poorly), as B processes share the cores by time slices
 //   auto      chosen per model and machine by timing a few steps (run/plan_choice.h)
 //
 // chunk:C/K, threads/K and threads:C/K (and the +fused variants) visit each group for K steps in a
@@ -42,15 +50,19 @@ struct ExecutionPlan {
   int64_t chunk = 0;        // kChunk: models per chunk; kThreads: per chunk of a thread (0: all)
   int64_t steps = 1;        // steps per visit of a group (the /K); 1 for fused and auto
   bool rest_fused = false;  // kThreads: the models beyond an even share run fused ("+fused")
+  bool balanced = false;    // threads:1 only: visits cut into parts any thread takes ("+balanced")
 
   // "fused", "chunk:C" (C >= 1), "threads", "threads:C" or "auto", the threads plans optionally
-  // followed by "+fused", the chunk and threads plans by "/K" (K >= 1 steps per visit); throws
-  // hfta::Error naming the choices.
+  // followed by "+fused", the chunk and threads plans by "/K" (K >= 1 steps per visit), and
+  // "threads:1+balanced/K" (K >= 2); throws hfta::Error naming the choices.
   static ExecutionPlan parse(const std::string& text);
   static ExecutionPlan fused() { return {}; }
   static ExecutionPlan chunks(int64_t c, int64_t steps = 1) { return {Kind::kChunk, c, steps}; }
   static ExecutionPlan threads(int64_t c = 0, int64_t steps = 1, bool rest_fused = false) {
     return {Kind::kThreads, c, steps, rest_fused};
+  }
+  static ExecutionPlan balanced_threads(int64_t steps) {
+    return {Kind::kThreads, 1, steps, false, true};
   }
   std::string str() const;
   bool operator==(const ExecutionPlan&) const = default;
@@ -75,6 +87,10 @@ struct PlanLayout {
   std::vector<PlanGroup> groups;
   int workers = 1;
   int64_t steps_per_visit = 1;  // the plan's /K (1 when fused)
+  // +balanced: the groups (one model each, on worker b mod workers only to say which workers
+  // exist) run in parts that any worker takes (run_balanced_parts), each visit cut into `parts`.
+  bool balanced = false;
+  int64_t parts = 1;
   bool is_fused() const { return groups.size() == 1; }
 };
 PlanLayout lay_out(const ExecutionPlan& plan, int64_t B, int threads);
@@ -89,5 +105,15 @@ void require_one_step_per_visit(const ExecutionPlan& plan, std::string_view arra
 // after the workers (PlanGroup::kAfterWorkers) in order on the calling thread. The first
 // exception of any worker is rethrown after all have stopped.
 void run_plan_groups(const PlanLayout& layout, const std::function<void(size_t g)>& run_group);
+
+// A +balanced layout's visit of `steps` steps: every group's steps cut into min(layout.parts,
+// steps) parts of consecutive steps, run_part(g, worker, first, end) for each part [first, end)
+// of each group g, taken by the workers from one queue in part order (every group's first part,
+// then every group's second, ...), a part starting only once its group's part before has ended.
+// Workers as in run_plan_groups (each on its own OpenMP thread, ops single-threaded inside); a
+// worker's exception stops the others at their next part and is rethrown after all have stopped.
+void run_balanced_parts(
+    const PlanLayout& layout, int64_t steps,
+    const std::function<void(size_t g, int worker, int64_t first, int64_t end)>& run_part);
 
 }  // namespace hfta

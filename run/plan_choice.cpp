@@ -139,27 +139,13 @@ void append_round(std::vector<PlanTiming>& timings, std::vector<PlanTiming> agai
   timings.insert(timings.end(), again.begin(), again.end());
 }
 
-// The round of `visits` (resolve_plan): when a visit of the plan that gives each worker one model
-// at a time is cheap, times its /kVisitSteps form against the last round's choice, interleaved,
-// and appends both timings as the next round (the choice is then made between these two alone:
-// timed side by side). That plan is threads:1 (threads:1+fused/kVisitSteps when that won the
-// first round), or threads at B <= threads, where the workers' join after every step, not the
-// caches, is what visits save.
+// The round of `visits` (resolve_plan): visits_round_plans (plan_choice.h), timed side by side,
+// appended as the next round (the choice is then made among these alone).
 void time_visits(std::vector<PlanTiming>& timings, int64_t B, const PlanTrialBuilder& build,
                  int64_t memory_budget_bytes, double interleave_bytes) {
-  if (B < 2 || num_threads() < 2) return;
-  const PlanTiming* best = preferred_timing(timings, timings.back().round, B, num_threads());
-  const ExecutionPlan each = visited_plan(B, num_threads());
-  const PlanTiming* one = nullptr;
-  for (const PlanTiming& t : timings)
-    if (!t.over_budget && t.plan == each) one = &t;
-  if (best == nullptr || one == nullptr ||
-      one->step_ms * static_cast<double>(kVisitSteps) > kCheapVisitMs)
-    return;
-  const bool rest_fused = best->plan == ExecutionPlan::threads(1, 1, true);
-  append_round(timings,
-               time_plans({best->plan, ExecutionPlan::threads(each.chunk, kVisitSteps, rest_fused)},
-                          build, memory_budget_bytes, interleave_bytes));
+  const std::vector<ExecutionPlan> plans = visits_round_plans(timings, B, num_threads());
+  if (plans.empty()) return;
+  append_round(timings, time_plans(plans, build, memory_budget_bytes, interleave_bytes));
 }
 
 // The confirming round (plan_choice.h): round 1's choice against every plan that runs like
@@ -185,6 +171,31 @@ void time_confirming_round(std::vector<PlanTiming>& timings, int64_t B,
 
 ExecutionPlan visited_plan(int64_t B, int threads) {
   return B > threads ? ExecutionPlan::threads(1) : ExecutionPlan::threads();
+}
+
+std::vector<ExecutionPlan> visits_round_plans(const std::vector<PlanTiming>& timings, int64_t B,
+                                              int threads) {
+  if (B < 2 || threads < 2 || timings.empty()) return {};
+  const PlanTiming* best = preferred_timing(timings, timings.back().round, B, threads);
+  const ExecutionPlan each = visited_plan(B, threads);
+  const PlanTiming* one = nullptr;
+  for (const PlanTiming& t : timings)
+    if (!t.over_budget && t.plan == each) one = &t;
+  if (best == nullptr || one == nullptr) return {};
+  std::vector<ExecutionPlan> plans = {best->plan};
+  // A visit of K steps takes about K of `each`'s steps.
+  auto cheap = [&](int64_t K) { return one->step_ms * static_cast<double>(K) <= kCheapVisitMs; };
+  const bool rest_fused = best->plan == ExecutionPlan::threads(1, 1, true);
+  if (cheap(kVisitSteps))
+    plans.push_back(ExecutionPlan::threads(each.chunk, kVisitSteps, rest_fused));
+  // B not a multiple of the threads: visits cut into a part per thread, taken in turn (8 steps,
+  // or where those are not cheap, one step a part).
+  if (B > threads && B % threads != 0) {
+    const int64_t K = cheap(kVisitSteps) ? kVisitSteps : threads;
+    if (cheap(K)) plans.push_back(ExecutionPlan::balanced_threads(K));
+  }
+  if (plans.size() < 2) return {};
+  return plans;
 }
 
 bool runs_like_processes(const ExecutionPlan& plan, int64_t B, int threads) {

@@ -25,7 +25,8 @@ std::vector<ExecutionPlan> plan_candidates(int64_t B, int threads);
 // each worker one model at a time (visited_plan) timed with /K when a visit of it is short (a
 // visit's K steps of a slow model would make the timing long, and its models' state outgrows the
 // caches anyway): K steps per visit, at most kCheapVisitMs a visit, which LeNet's visits at B =
-// threads fit (docs/benchmarks.md, "Plan auto: visits at B = threads").
+// threads fit (docs/benchmarks.md, "Plan auto: visits at B = threads"); at B not a multiple of
+// the threads, threads:1+balanced/K too (visits_round_plans, below).
 inline constexpr int64_t kVisitSteps = 8;
 
 // The RNG stream (with the run's seed) of the random inputs candidates are timed on, where an
@@ -51,6 +52,15 @@ struct PlanTiming {
   // then the confirming round and the visits round where they run (below).
   int round = 1;
 };
+
+// The plans of the visits round for the rounds so far (`timings`) on `threads` threads: the last
+// round's choice first, then, where a visit is cheap (kCheapVisitMs, judged by visited_plan's
+// step), visited_plan/kVisitSteps (threads:1+fused/kVisitSteps when that plan is the choice), and
+// where B exceeds the threads and is not a multiple of them, threads:1+balanced/K (models/plan.h:
+// each thread B parts of a visit) with K = kVisitSteps, or the threads (a step a part) where
+// those visits are not cheap. None when there is nothing to time against the choice.
+std::vector<ExecutionPlan> visits_round_plans(const std::vector<PlanTiming>& timings, int64_t B,
+                                              int threads);
 
 // Candidates too big to hold together are timed one after another, minutes apart on a slow
 // model, and a hypervisor's steal or a neighbour's process takes a share of the CPUs that changes
@@ -149,8 +159,8 @@ struct PlanChoice {
 // neighbour's load slows all candidates alike), skipping candidates whose arenas exceed
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
 // Candidates timed one after another may get a confirming round (kConfirmVisits, above).
-// With `visits` (the array takes K steps per visit), visited_plan/kVisitSteps is then timed
-// against the fastest when a visit is cheap (above). `configuration` names what else decides the
+// With `visits` (the array takes K steps per visit), the visits round (visits_round_plans) is
+// then timed. `configuration` names what else decides the
 // timings (architecture, B, batch size, optimizer) in the cache's key; `model` names the array in
 // errors.
 PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,

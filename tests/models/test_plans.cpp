@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <numeric>
+#include <thread>
 #include <tuple>
 
 #include "core/error.h"
@@ -176,6 +179,7 @@ TEST_P(PlanVisits, EqualOneStepAtATimeBitForBit) {
   const int64_t K = visits->layout().steps_per_visit;
   ASSERT_GT(K, 1) << c.plan;
   spec.plan.steps = 1;
+  spec.plan.balanced = false;  // +balanced's parts, one step at a time: threads:1
   auto single = make_model(c.model, spec);
   ASSERT_EQ(single->layout().steps_per_visit, 1);
 
@@ -243,6 +247,11 @@ INSTANTIATE_TEST_SUITE_P(
                     VisitCase{"mlp", 4, "chunk:1/2"}, VisitCase{"lenet", 5, "threads:1/3"},
                     VisitCase{"lenet", 3, "chunk:2/2"}, VisitCase{"mlp", 3, "threads:1+fused/3"},
                     VisitCase{"lenet", 5, "threads+fused/2"},
+                    // Parts of visits taken by whichever thread is free: parts of 1 and 2 steps
+                    // (a visit of 3 on 2 threads), and a shorter last visit.
+                    VisitCase{"mlp", 3, "threads:1+balanced/3"},
+                    VisitCase{"mlp", 5, "threads:1+balanced/2"},
+                    VisitCase{"lenet", 3, "threads:1+balanced/4"},
                     // Dropout (0.3 in PointNet's head) draws by the array's step: a visit's
                     // k-th step must draw the same as the k-th step taken alone.
                     VisitCase{"pointnet_cls", 3, "threads:1/3"},
@@ -315,6 +324,50 @@ TEST(PlanLayout, RestFusedGivesEachThreadAnEvenShareAndRunsTheRestAfter) {
   EXPECT_TRUE(inside.front());
 }
 
+// +balanced: a group per model, every worker running parts of any of them, each part after its
+// model's part before, every part once.
+TEST(PlanLayout, BalancedPartsRunEveryModelsStepsInOrderOnAnyWorker) {
+  const PlanLayout layout = lay_out(ExecutionPlan::balanced_threads(4), 5, 2);
+  ASSERT_TRUE(layout.balanced);
+  EXPECT_EQ(layout.workers, 2);
+  EXPECT_EQ(layout.parts, 2);
+  EXPECT_EQ(layout.steps_per_visit, 4);
+  ASSERT_EQ(layout.groups.size(), 5u);
+  for (size_t g = 0; g < layout.groups.size(); ++g) {
+    EXPECT_EQ(layout.groups[g].first, static_cast<int64_t>(g));
+    EXPECT_EQ(layout.groups[g].count, 1);
+  }
+  EXPECT_EQ(lay_out(ExecutionPlan::balanced_threads(8), 3, 4).workers, 3);  // a worker per model
+  EXPECT_EQ(lay_out(ExecutionPlan::balanced_threads(8), 3, 4).parts, 3);
+  for (const int64_t steps : {4, 3, 1}) {  // whole visits, a shorter one, a single step
+    SCOPED_TRACE(steps);
+    std::mutex mutex;
+    std::vector<std::vector<int64_t>> steps_of(layout.groups.size());
+    std::vector<int> parts_of_worker(2, 0);
+    run_balanced_parts(layout, steps, [&](size_t g, int worker, int64_t first, int64_t end) {
+      EXPECT_TRUE(omp_in_parallel());
+      EXPECT_EQ(omp_get_max_threads(), 1);  // ops inside run on one thread
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + static_cast<int>(g % 2)));
+      std::lock_guard<std::mutex> lock(mutex);
+      ++parts_of_worker[static_cast<size_t>(worker)];
+      for (int64_t k = first; k < end; ++k) steps_of[g].push_back(k);
+    });
+    std::vector<int64_t> all(static_cast<size_t>(steps));
+    std::iota(all.begin(), all.end(), 0);
+    for (const auto& s : steps_of) EXPECT_EQ(s, all);  // each step once, in order
+    EXPECT_EQ(parts_of_worker[0] + parts_of_worker[1], 5 * std::min<int64_t>(steps, 2));
+  }
+  // A worker's exception stops the others and reaches the caller.
+  std::atomic<int> started{0};
+  EXPECT_THROW(run_balanced_parts(layout, 4,
+                                  [&](size_t g, int, int64_t, int64_t) {
+                                    ++started;
+                                    if (g == 1) throw Error("part failed");
+                                  }),
+               Error);
+  EXPECT_LT(started.load(), 10);
+}
+
 TEST(PlanParse, NamesAndErrors) {
   EXPECT_EQ(ExecutionPlan::parse("chunk:4"), ExecutionPlan::chunks(4));
   EXPECT_EQ(ExecutionPlan::parse("threads").str(), "threads");
@@ -332,6 +385,13 @@ TEST(PlanParse, NamesAndErrors) {
                            "threads+fused/4", "threads:2+fused/8"})
     EXPECT_EQ(ExecutionPlan::parse(text).str(), text);
   EXPECT_EQ(ExecutionPlan::parse("threads:1+fused/8"), ExecutionPlan::threads(1, 8, true));
+  EXPECT_EQ(ExecutionPlan::parse("threads:1+balanced/8"), ExecutionPlan::balanced_threads(8));
+  EXPECT_EQ(ExecutionPlan::balanced_threads(2).str(), "threads:1+balanced/2");
+  for (const char* bad : {"threads:1+balanced", "threads:1+balanced/1", "threads+balanced/4",
+                          "threads:2+balanced/4", "threads:1+fused+balanced/4",
+                          "chunk:1+balanced/4", "+balanced/2", "threads:1+balanced+fused/4"})
+    EXPECT_THROW(ExecutionPlan::parse(bad), Error) << bad;
+  EXPECT_THROW(require_one_step_per_visit(ExecutionPlan::balanced_threads(2), "DCGAN"), Error);
   for (const char* bad : {"chunk:2+fused", "fused+fused", "+fused", "threads:1/8+fused",
                           "threads+fused+fused", "threads:+fused", "auto+fused"})
     EXPECT_THROW(ExecutionPlan::parse(bad), Error) << bad;

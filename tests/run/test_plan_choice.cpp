@@ -69,39 +69,33 @@ void expect_every_candidate_timed(const std::vector<int64_t>& ids) {
   EXPECT_FALSE(c.cached);
   const std::vector<ExecutionPlan> candidates = plan_candidates(B, num_threads());
   ASSERT_GE(c.timings.size(), candidates.size());
-  const PlanTiming* one = nullptr;
   for (size_t i = 0; i < candidates.size(); ++i) {
     EXPECT_EQ(c.timings[i].plan.str(), candidates[i].str());
     EXPECT_GT(c.timings[i].step_ms, 0.0) << c.timings[i].plan.str();
     EXPECT_GT(c.timings[i].arena_bytes, 0.0);
-    if (candidates[i] == visited_plan(B, num_threads())) one = &c.timings[i];
   }
   // The first round's choice (TiesGoToTheProcessesLayout below says how it is made).
   const PlanTiming* first_round = preferred_timing(c.timings, 1, B, num_threads());
   ASSERT_NE(first_round, nullptr);
-  // A classifier's short visits of one model per worker (threads:1, or threads at B <= threads):
-  // its /K timed against the first round's choice (a machine of 1 thread has no threads plans).
+  // A classifier's visits round (WhichPlansTheVisitsRoundTimes below): the choice so far and
+  // the /K plans, timed side by side as round 2 (a machine of 1 thread has no threads plans).
+  const std::vector<PlanTiming> first_timings(c.timings.begin(),
+                                              c.timings.begin() + candidates.size());
+  const std::vector<ExecutionPlan> visits = visits_round_plans(first_timings, B, num_threads());
   size_t entries = candidates.size();
-  if (one != nullptr && one->step_ms * kVisitSteps <= kCheapVisitMs) {
-    ASSERT_EQ(c.timings.size(), candidates.size() + 2);
-    const PlanTiming &again = c.timings[candidates.size()], &visits = c.timings.back();
-    EXPECT_EQ(first_round->round, 1);
-    EXPECT_EQ(again.plan, first_round->plan);
-    EXPECT_EQ(again.round, 2);
-    EXPECT_EQ(visits.round, 2);
-    // threads:1+fused's visits when that plan won the first round; threads/K at B <= threads.
-    const ExecutionPlan visited =
-        B > num_threads()
-            ? ExecutionPlan::threads(1, kVisitSteps,
-                                     first_round->plan == ExecutionPlan::threads(1, 1, true))
-            : ExecutionPlan::threads(0, kVisitSteps);
-    EXPECT_EQ(visits.plan, visited);
-    // Per step, not per visit of kVisitSteps steps: the same work as a step of the plan without
-    // the /K (threads:1+fused is `again`, timed beside it).
-    EXPECT_GT(visits.step_ms, 0.0);
-    EXPECT_LT(visits.step_ms, 3.0 * (visits.plan.rest_fused ? again.step_ms : one->step_ms));
+  if (!visits.empty()) {
+    ASSERT_EQ(c.timings.size(), candidates.size() + visits.size());
+    EXPECT_EQ(visits.front(), first_round->plan);
+    for (size_t i = 0; i < visits.size(); ++i) {
+      const PlanTiming& t = c.timings[candidates.size() + i];
+      EXPECT_EQ(t.plan, visits[i]);
+      EXPECT_EQ(t.round, 2);
+      // Per step, not per visit of K steps: about the work of a step of the plan without /K.
+      EXPECT_GT(t.step_ms, 0.0);
+      EXPECT_LT(t.step_ms, 3.0 * first_round->step_ms) << t.plan.str();
+    }
     EXPECT_EQ(c.plan, preferred_timing(c.timings, 2, B, num_threads())->plan);
-    entries = candidates.size() + 1;  // and the /K plan
+    entries = candidates.size() + visits.size() - 1;  // the choice is timed again, not added
   } else {
     ASSERT_EQ(c.timings.size(), candidates.size());
     EXPECT_EQ(c.plan.str(), preferred_timing(c.timings, 1, B, num_threads())->plan.str());
@@ -270,6 +264,36 @@ std::vector<std::string> plan_names(const std::vector<ExecutionPlan>& plans) {
   std::vector<std::string> names;
   for (const ExecutionPlan& p : plans) names.push_back(p.str());
   return names;
+}
+
+TEST(PlanAuto, WhichPlansTheVisitsRoundTimes) {
+  using Names = std::vector<std::string>;
+  // Odd B: the choice, threads:1/8 and the balanced parts, when 8 steps of threads:1 are cheap.
+  std::vector<PlanTiming> t = {timed("fused", 50.0), timed("chunk:1", 55.0),
+                               timed("threads:1", 40.0), timed("threads:1+fused", 45.0)};
+  EXPECT_EQ(plan_names(visits_round_plans(t, 5, 2)),
+            (Names{"threads:1", "threads:1/8", "threads:1+balanced/8"}));
+  // threads:1+fused chosen: its own visits.
+  t[3].step_ms = 30.0;
+  EXPECT_EQ(plan_names(visits_round_plans(t, 5, 2)),
+            (Names{"threads:1+fused", "threads:1+fused/8", "threads:1+balanced/8"}));
+  // B a multiple of the threads: no balanced parts (each thread already has B / threads models).
+  EXPECT_EQ(plan_names(visits_round_plans(t, 4, 2)),
+            (Names{"threads:1+fused", "threads:1+fused/8"}));
+  // 8 steps not cheap, 2 cheap: balanced parts of a step each, no /8.
+  for (PlanTiming& p : t) p.step_ms *= 3.0;
+  ASSERT_GT(t[2].step_ms * kVisitSteps, kCheapVisitMs);
+  ASSERT_LE(t[2].step_ms * 2, kCheapVisitMs);
+  EXPECT_EQ(plan_names(visits_round_plans(t, 5, 2)),
+            (Names{"threads:1+fused", "threads:1+balanced/2"}));
+  // Nothing cheap: no round; nor on one thread, nor for one model.
+  for (PlanTiming& p : t) p.step_ms *= 10.0;
+  EXPECT_TRUE(visits_round_plans(t, 5, 2).empty());
+  EXPECT_TRUE(visits_round_plans({timed("fused", 1.0), timed("threads:1", 1.0)}, 5, 1).empty());
+  EXPECT_TRUE(visits_round_plans({timed("fused", 1.0)}, 1, 2).empty());
+  // B = threads: threads/8, a worker per model.
+  EXPECT_EQ(plan_names(visits_round_plans({timed("fused", 5.0), timed("threads", 4.0)}, 2, 2)),
+            (Names{"threads", "threads/8"}));
 }
 
 TEST(PlanAuto, WhichPlansTheConfirmingRoundTimes) {

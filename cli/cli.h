@@ -11,7 +11,8 @@ namespace hfta {
 
 CLI::Validator integer_at_least(int64_t min);
 CLI::Validator number_at_least(double min);
-// An execution plan (models/plan.h): auto, fused, chunk:C, threads or threads:C, optionally /K.
+// An execution plan (models/plan.h): auto, fused, chunk:C, threads or threads:C, optionally /K,
+// and their +fused and +balanced forms.
 CLI::Validator plan_name();
 // A --device name (core/device_memory.h's parse_device: cpu or cuda).
 CLI::Validator device_name();

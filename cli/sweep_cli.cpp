@@ -40,8 +40,8 @@ void add_sweep_command(CLI::App& app) {
   sweep
       ->add_option("--plan", flags->plans,
                    "Comma-separated plans for the fused mode (auto, fused, chunk:C, threads, "
-                   "threads:C, each but fused and auto with an optional /K); several draw a line "
-                   "each")
+                   "threads:C, each but fused and auto with an optional /K; +fused and "
+                   "threads:1+balanced/K as in train); several draw a line each")
       ->capture_default_str();
   sweep->add_option("--B", flags->Bs, "Model counts, e.g. 1,2,4,8,16, or 'max'")
       ->capture_default_str();

@@ -185,7 +185,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--plan", opts->plan,
                   "How the fused array runs a step: auto (time the others and pick the fastest), "
                   "fused, chunk:C (C models at a time) or threads (each thread its own models); "
-                  "chunk:C/K and threads[:C]/K visit each group for K steps in a row")
+                  "chunk:C/K and threads[:C]/K visit each group for K steps in a row; "
+                  "threads[:C]+fused and threads:1+balanced/K share odd B out (docs/cli.md)")
       ->check(plan_name())
       ->capture_default_str();
   cmd->add_option_function<std::string>(

@@ -94,7 +94,8 @@ void add_tune_command(CLI::App& app) {
                 "refilling the slots of the array trained last (the same results; for checking)");
   cmd->add_option("--plan", o->plan,
                   "How an array runs its steps: fused, chunk:C, threads, threads:C (the last three "
-                  "with an optional /K: K steps per visit of a group) or auto (timed per array)")
+                  "with an optional /K: K steps per visit of a group; +fused and "
+                  "threads:1+balanced/K as in train) or auto (timed per array)")
       ->check(plan_name())
       ->capture_default_str();
   cmd->add_option("--out", o->out, "Output directory (results in <out>/<mode>/)")

@@ -1,12 +1,13 @@
 // `--deterministic` through the `hfta` binary: for every model of the zoo, on 1 and on 2 threads,
 // every array of B in {1, 2, 3, 5, 8} models under every plan that lays the models out
-// differently (fused, chunk:2, threads, threads:1, threads:1+fused; threads:1/K is bit for bit
-// threads:1 by tests/models/test_plans.cpp's PlanVisits) trains each model bit for bit as
-// `--serial` on 2 threads trains it alone: summary.csv's state_crc32 of model b (the CRC-32 of its
-// parameters, buffers and optimizer state) is the serial run's, which is checked against the bits
-// of the serial run's checkpoint-model<b>.bin, and metrics.csv's rows for the model are the same
-// text. Three steps each, at the tiny sizes of the CLI matrix (cli_models.h); the serial run trains
-// eight models with eight learning rates, and the array of B the first B.
+// differently (fused, chunk:2, threads, threads:1, threads:1+fused; threads:1/K and
+// threads:1+balanced/K are bit for bit threads:1 by tests/models/test_plans.cpp's PlanVisits)
+// trains each model bit for bit as `--serial` on 2 threads trains it alone: summary.csv's
+// state_crc32 of model b (the CRC-32 of its parameters, buffers and optimizer state) is the serial
+// run's, which is checked against the bits of the serial run's checkpoint-model<b>.bin, and
+// metrics.csv's rows for the model are the same text. Three steps each, at the tiny sizes of the
+// CLI matrix (cli_models.h); the serial run trains eight models with eight learning rates, and
+// the array of B the first B.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>

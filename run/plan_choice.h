@@ -160,9 +160,8 @@ struct PlanChoice {
 // `memory_budget_bytes` (0 = no limit), and says what it measured and chose through `log`.
 // Candidates timed one after another may get a confirming round (kConfirmVisits, above).
 // With `visits` (the array takes K steps per visit), the visits round (visits_round_plans) is
-// then timed. `configuration` names what else decides the
-// timings (architecture, B, batch size, optimizer) in the cache's key; `model` names the array in
-// errors.
+// then timed. `configuration` names what else decides the timings (architecture, B, batch size,
+// optimizer) in the cache's key; `model` names the array in errors.
 PlanChoice resolve_plan(const ExecutionPlan& asked, int64_t B, const std::string& configuration,
                         std::string_view model, const PlanTrialBuilder& build,
                         int64_t memory_budget_bytes,

@@ -151,22 +151,33 @@ void require_one_step_per_visit(const ExecutionPlan& plan, std::string_view arra
 
 namespace {
 
-// The workers' groups, each worker's in order on its own OpenMP thread with one thread inside.
-void run_workers(const PlanLayout& layout, const std::function<void(size_t g)>& run_group) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(layout.workers));
-#pragma omp parallel num_threads(layout.workers)
+// body(w) for each worker w on its own OpenMP thread, with one thread inside (ops run inline).
+// A worker's exception is kept, `on_error` told of it (others may be waiting on that worker), and
+// the first rethrown once every worker has stopped.
+void on_workers(int workers, const std::function<void(int w)>& body,
+                const std::function<void()>& on_error = {}) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+#pragma omp parallel num_threads(workers)
   {
     omp_set_num_threads(1);
     const int w = omp_get_thread_num();
     try {
-      for (size_t g = 0; g < layout.groups.size(); ++g)
-        if (layout.groups[g].worker == w) run_group(g);
+      body(w);
     } catch (...) {
       errors[static_cast<size_t>(w)] = std::current_exception();
+      if (on_error) on_error();
     }
   }
   for (auto& error : errors)
     if (error) std::rethrow_exception(error);
+}
+
+// The workers' groups, each worker's in order.
+void run_workers(const PlanLayout& layout, const std::function<void(size_t g)>& run_group) {
+  on_workers(layout.workers, [&](int w) {
+    for (size_t g = 0; g < layout.groups.size(); ++g)
+      if (layout.groups[g].worker == w) run_group(g);
+  });
 }
 
 }  // namespace
@@ -191,31 +202,23 @@ void run_balanced_parts(
   // Parts of each group ended so far: part p of group g waits for done[g] == p.
   std::vector<std::atomic<int64_t>> done(static_cast<size_t>(groups));
   for (auto& d : done) d.store(0);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(layout.workers));
-#pragma omp parallel num_threads(layout.workers)
-  {
-    omp_set_num_threads(1);
-    const int w = omp_get_thread_num();
-    try {
-      for (int64_t t = next.fetch_add(1); t < groups * parts && !failed.load();
-           t = next.fetch_add(1)) {
-        const int64_t part = t / groups;
-        const size_t g = static_cast<size_t>(t % groups);
-        // Its part before was handed out `groups` parts earlier and has usually ended; a part
-        // takes milliseconds, so a short wait yields the core rather than spinning on it.
-        while (done[g].load(std::memory_order_acquire) < part && !failed.load())
-          std::this_thread::yield();
-        if (failed.load()) break;
-        run_part(g, w, part * steps / parts, (part + 1) * steps / parts);
-        done[g].store(part + 1, std::memory_order_release);
-      }
-    } catch (...) {
-      errors[static_cast<size_t>(w)] = std::current_exception();
-      failed.store(true);
-    }
-  }
-  for (auto& error : errors)
-    if (error) std::rethrow_exception(error);
+  on_workers(
+      layout.workers,
+      [&](int w) {
+        for (int64_t t = next.fetch_add(1); t < groups * parts && !failed.load();
+             t = next.fetch_add(1)) {
+          const int64_t part = t / groups;
+          const size_t g = static_cast<size_t>(t % groups);
+          // Its part before was handed out `groups` parts earlier and has usually ended; a part
+          // takes milliseconds, so a short wait yields the core rather than spinning on it.
+          while (done[g].load(std::memory_order_acquire) < part && !failed.load())
+            std::this_thread::yield();
+          if (failed.load()) break;
+          run_part(g, w, part * steps / parts, (part + 1) * steps / parts);
+          done[g].store(part + 1, std::memory_order_release);
+        }
+      },
+      [&] { failed.store(true); });
 }
 
 }  // namespace hfta

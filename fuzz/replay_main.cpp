@@ -33,6 +33,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace hfta::fuzz {
+
+// The reader's name (`checkpoint` in fuzz_checkpoint_replay), from a file CMakeLists.txt
+// generates per replay executable, so that this file compiles once for all of them.
+extern const char* const kReplayedReader;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -88,7 +93,7 @@ int64_t env_int(const char* name, int64_t fallback) {
 
 int replay(int argc, char** argv) {
   hostile::install_crash_report();
-  const std::string reader = HFTA_FUZZ_READER;
+  const std::string reader = kReplayedReader;
   const fs::path seeds_root = fs::path(temp_dir()) / "seeds";
   write_seeds(seeds_root);
   const std::vector<fs::path> seeds = files_under(seeds_root / reader);

@@ -43,10 +43,11 @@ TEST(Layers, IncludesPointDownAndCli11StaysInCli) {
               << fs::relative(entry.path(), root).string() << ":" << number << " (" << folder
               << "/) includes " << m[1].str() << "/, a layer above it: " << line;
         }
-        if (folder != "cli")
+        if (folder != "cli") {
           EXPECT_EQ(line.find("CLI/CLI.hpp"), std::string::npos)
               << fs::relative(entry.path(), root).string() << ":" << number
               << " uses CLI11 outside cli/";
+        }
       }
     }
   }
